@@ -1,0 +1,67 @@
+"""Fixtures for tests against the lab's real containers (see docs/lab.md).
+
+`lab` is one session lab of three hosts for any test that needs hosts to break and heal;
+`lab_factory(prefix, count)` makes a lab of one's own (its own container prefix) when a
+test must not share hosts. Every lab made here is removed when the session ends, unless
+SENTINEL_LAB_KEEP=1. Without Docker or the lab image the tests are skipped with the
+reason, except under CI=true, where a missing lab is a failure.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+LAB_DIR = Path(__file__).resolve().parents[2] / "lab"
+if str(LAB_DIR) not in sys.path:
+    sys.path.insert(0, str(LAB_DIR))
+
+from sentinel_lab import Lab  # noqa: E402
+
+SESSION_PREFIX = "sentinel-test"
+
+
+def _unavailable(reason: str) -> None:
+    message = f"the lab is not available: {reason}"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message + " (CI=true: lab tests must run)", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def lab_factory() -> Iterator[Callable[[str, int], Lab]]:
+    made: dict[str, Lab] = {}
+    problem: list[str] = []
+
+    def make(prefix: str, count: int = 3) -> Lab:
+        if problem:
+            _unavailable(problem[0])
+        if prefix not in made:
+            lab = Lab(prefix=prefix)
+            reason = lab.image_problem()
+            if reason:
+                problem.append(reason)
+                _unavailable(reason)
+            made[prefix] = lab
+        made[prefix].up(count)
+        return made[prefix]
+
+    yield make
+    if os.environ.get("SENTINEL_LAB_KEEP") != "1":
+        for lab in made.values():
+            lab.down()
+
+
+@pytest.fixture(scope="session")
+def lab(lab_factory: Callable[[str, int], Lab]) -> Lab:
+    """Three running hosts (lab01..lab03, prefix sentinel-test) with healthy services."""
+    return lab_factory(SESSION_PREFIX, 3)
+
+
+@pytest.fixture(scope="session")
+def lab_inventory(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A static Ansible inventory (group `lab`) of the session lab's hosts."""
+    return lab.write_inventory(tmp_path_factory.mktemp("lab-inventory") / "hosts.yml")
