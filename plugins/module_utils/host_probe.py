@@ -1,0 +1,558 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Read-only probes of a Linux host, shared by the service_health and evidence modules.
+
+Runs on targets, so: standard library only, Python 3.8 compatible syntax.  Nothing here
+depends on ss, lsof, fuser, pgrep or ps: processes and TCP listeners are read from
+/proc.  Seeing which process holds another user's socket needs root (the fds under
+/proc/PID/fd are private), which is why the role runs these modules with become.
+"""
+from __future__ import absolute_import, division, print_function
+
+import errno
+import glob
+import os
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+
+__metaclass__ = type
+
+try:
+    import grp
+    import pwd
+except ImportError:  # pragma: no cover - not on Linux
+    grp = pwd = None
+
+PROC = "/proc"
+# systemd creates this directory when it runs as PID 1; a systemctl binary alone proves nothing
+# (containers often ship one with no systemd running).
+SYSTEMD_MARKER = "/run/systemd/system"
+# Non-root PATHs on Debian lack the sbin directories, where service, nginx and ss live.
+EXTRA_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+_TCP_LISTEN = "0A"
+_TRUNCATION_MARK = "[...%d bytes cut...]"
+
+
+# ---------------------------------------------------------------------------------------
+# Bounded text
+
+def byte_len(text):
+    return len(text.encode("utf-8", "replace"))
+
+
+def clip_text(text, limit, keep="tail"):
+    """Return ``(text, clipped)`` with ``text`` cut to at most ``limit`` UTF-8 bytes.
+
+    ``keep`` says which end survives: ``tail`` (logs, status output: the newest lines
+    matter), ``head`` or ``both``.  A short marker saying how much was cut is included
+    in the limit, so the result never exceeds it.
+    """
+    text = text or ""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return text, False
+    if limit <= 0:
+        return "", True
+    mark = _TRUNCATION_MARK % (len(data) - limit)
+    seps = 2 if keep == "both" else 1
+    if len(mark) + seps + 8 > limit:
+        mark, seps = "", 0
+    room = limit - len(mark) - seps
+    if keep == "head":
+        result = data[:room].decode("utf-8", "ignore") + ("\n" + mark if mark else "")
+    elif keep == "both":
+        head = data[:room // 2].decode("utf-8", "ignore")
+        tail = data[len(data) - (room - room // 2):].decode("utf-8", "ignore")
+        result = head + ("\n" + mark + "\n" if mark else "") + tail
+    else:
+        result = (mark + "\n" if mark else "") + data[len(data) - room:].decode("utf-8", "ignore")
+    # Dropping a split multi-byte character can only shorten the text; this is a guard.
+    while byte_len(result) > limit:
+        result = result[1:] if keep == "tail" else result[:-1]
+    return result, True
+
+
+def last_line(text, limit=200):
+    """The last non-empty line of ``text``, cut to ``limit`` characters."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = lines[-1]
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def tail_file(path, lines, max_read=262144):
+    """The last ``lines`` lines of a file, reading at most ``max_read`` bytes from its end."""
+    block = 8192
+    with open(path, "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        end = handle.tell()
+        pos = end
+        data = b""
+        while pos > 0 and data.count(b"\n") <= lines and end - pos < max_read:
+            step = min(block, pos, max_read - (end - pos))
+            pos -= step
+            handle.seek(pos)
+            data = handle.read(step) + data
+    text = data.decode("utf-8", "replace")
+    kept = text.splitlines()[-lines:] if lines > 0 else []
+    return "\n".join(kept)
+
+
+# ---------------------------------------------------------------------------------------
+# Tools and commands
+
+def search_path():
+    parts = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    for extra in EXTRA_PATH:
+        if extra not in parts:
+            parts.append(extra)
+    return os.pathsep.join(parts)
+
+
+def find_tool(name):
+    """Full path of an executable, also looking in the sbin directories; None when absent."""
+    if os.sep in name:
+        return name if os.access(name, os.X_OK) else None
+    return shutil.which(name, path=search_path())
+
+
+def tools_report(names):
+    """``{"present": [...], "absent": [...]}`` for the tool names, each list sorted."""
+    present, absent = [], []
+    for name in sorted(set(names)):
+        (present if find_tool(name) else absent).append(name)
+    return {"present": present, "absent": absent}
+
+
+def run_argv(argv, timeout=10):
+    """Run ``argv`` without a shell; return ``(rc, stdout, stderr)``.
+
+    Never raises for the usual ways a command fails: a missing program gives rc 127,
+    a timeout rc 124 (as coreutils ``timeout`` does), with the reason in stderr.
+    """
+    argv = [str(a) for a in argv]
+    program = find_tool(argv[0])
+    if program is None:
+        return 127, "", "%s: command not found" % argv[0]
+    env = dict(os.environ, LC_ALL="C", LANG="C", PATH=search_path())
+    try:
+        proc = subprocess.Popen([program] + argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, close_fds=True, start_new_session=True)
+    except OSError as exc:
+        return 126, "", "%s: %s" % (argv[0], exc.strerror or exc)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, err = proc.communicate()
+        return 124, _decode(out), (_decode(err) + "\n" if err else "") + "timed out after %ss" % timeout
+    return proc.returncode, _decode(out), _decode(err)
+
+
+def _kill_group(proc):
+    try:
+        os.killpg(proc.pid, 9)
+    except OSError:
+        proc.kill()
+
+
+def _decode(data):
+    return (data or b"").decode("utf-8", "replace")
+
+
+def detect_init():
+    """``systemd`` when systemd runs and systemctl exists, else ``sysv`` when ``service``
+    exists, else ``initd`` when only /etc/init.d scripts exist, else ``None``."""
+    if os.path.isdir(SYSTEMD_MARKER) and find_tool("systemctl"):
+        return "systemd"
+    if find_tool("service"):
+        return "sysv"
+    if os.path.isdir("/etc/init.d"):
+        return "initd"
+    return None
+
+
+def status_argv(service, init, verbose=False):
+    """The argv asking the init system about ``service``; None when there is no init tool.
+
+    ``verbose`` asks systemd for the long status (with recent journal lines) instead of
+    the one-word ``is-active`` answer.
+    """
+    if init == "systemd":
+        if verbose:
+            return ["systemctl", "status", "--no-pager", "--lines=10", service]
+        return ["systemctl", "is-active", service]
+    if init == "sysv":
+        return ["service", service, "status"]
+    if init == "initd":
+        return [os.path.join("/etc/init.d", service), "status"]
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Processes
+
+def _read(path, mode="r"):
+    with open(path, mode) as handle:
+        return handle.read()
+
+
+def process_info(pid):
+    """``{"pid", "name", "cmdline", "uid", "ppid"}`` for a live process, else None.
+
+    ``name`` is the kernel's short name (``comm``: ``nginx``, ``python3``); ``cmdline``
+    the arguments joined by spaces (empty for kernel threads).
+    """
+    base = os.path.join(PROC, str(pid))
+    try:
+        comm = _read(os.path.join(base, "comm")).strip()
+        raw = _read(os.path.join(base, "cmdline"), "rb")
+        status = _read(os.path.join(base, "status"))
+    except (IOError, OSError):
+        return None
+    cmdline = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    uid = ppid = None
+    state = ""
+    for line in status.splitlines():
+        if line.startswith("Uid:"):
+            uid = int(line.split()[1])
+        elif line.startswith("PPid:"):
+            ppid = int(line.split()[1])
+        elif line.startswith("State:"):
+            state = line.split()[1]
+    if state == "Z":  # a zombie has exited already; it holds nothing and runs nothing
+        return None
+    return {"pid": int(pid), "name": comm, "cmdline": cmdline, "uid": uid, "ppid": ppid}
+
+
+def pids():
+    try:
+        return sorted(int(entry) for entry in os.listdir(PROC) if entry.isdigit())
+    except OSError:
+        return []
+
+
+def processes():
+    """Every live process as from :func:`process_info`, by ascending PID."""
+    result = []
+    for pid in pids():
+        info = process_info(pid)
+        if info is not None:
+            result.append(info)
+    return result
+
+
+def own_lineage():
+    """This process and its ancestors: their command lines often hold the pattern looked for
+    (``sh -c ... nginx``), so process searches leave them out."""
+    lineage = set()
+    pid = os.getpid()
+    while pid and pid not in lineage:
+        lineage.add(pid)
+        info = process_info(pid)
+        pid = info["ppid"] if info else None
+    return lineage
+
+
+def find_processes(pattern):
+    """Processes whose command line (or, for kernel threads, name) matches the regular
+    expression ``pattern`` (``re.search``), leaving out this module's own lineage."""
+    regex = re.compile(pattern)
+    skip = own_lineage()
+    found = []
+    for info in processes():
+        if info["pid"] in skip:
+            continue
+        if regex.search(info["cmdline"] or info["name"]):
+            found.append(info)
+    return found
+
+
+def process_names(info):
+    """The names a process answers to: its ``comm`` and the basename of its program
+    (``nginx: master process /usr/sbin/nginx`` answers to ``nginx``)."""
+    names = set()
+    if info.get("name"):
+        names.add(info["name"])
+    cmd = info.get("cmdline") or ""
+    if cmd:
+        first = cmd.split(None, 1)[0].rstrip(":")
+        names.add(os.path.basename(first))
+    try:
+        names.add(os.path.basename(os.readlink(os.path.join(PROC, str(info["pid"]), "exe"))))
+    except (OSError, KeyError):
+        pass
+    return names
+
+
+def user_name(uid):
+    if uid is None:
+        return "?"
+    try:
+        return pwd.getpwuid(uid).pw_name if pwd else str(uid)
+    except KeyError:
+        return str(uid)
+
+
+def group_name(gid):
+    try:
+        return grp.getgrgid(gid).gr_name if grp else str(gid)
+    except KeyError:
+        return str(gid)
+
+
+def pid_alive(pid):
+    """True when a process with this PID exists (a zombie counts as gone)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except OSError as exc:
+        if exc.errno != errno.EPERM:
+            return False
+    return process_info(pid) is not None
+
+
+# ---------------------------------------------------------------------------------------
+# TCP listeners from /proc/net/tcp and /proc/net/tcp6
+
+def _decode_address(hex_addr, family):
+    """Decode a /proc/net/tcp address: the kernel prints each 32-bit word in host order."""
+    raw = bytes.fromhex(hex_addr)
+    if sys.byteorder == "little":
+        raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    return socket.inet_ntop(family, raw)
+
+
+def parse_proc_net_tcp(text, family=socket.AF_INET):
+    """Listening sockets in the text of /proc/net/tcp (or tcp6 with ``AF_INET6``).
+
+    Returns dicts ``{"proto", "address", "port", "inode", "uid"}``.
+    """
+    proto = "tcp6" if family == socket.AF_INET6 else "tcp"
+    found = []
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 10 or fields[3] != _TCP_LISTEN:
+            continue
+        addr_hex, port_hex = fields[1].split(":")
+        try:
+            address = _decode_address(addr_hex, family)
+        except (ValueError, OSError):
+            continue
+        found.append({"proto": proto, "address": address, "port": int(port_hex, 16),
+                      "inode": int(fields[9]), "uid": int(fields[7])})
+    return found
+
+
+def listening_sockets():
+    """Every TCP socket in LISTEN state in this network namespace."""
+    found = []
+    for name, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+        try:
+            text = _read(os.path.join(PROC, "net", name))
+        except (IOError, OSError):
+            continue
+        found.extend(parse_proc_net_tcp(text, family))
+    return found
+
+
+def socket_holders(inodes):
+    """Map socket inodes to the processes holding them: ``{inode: [process_info, ...]}``.
+
+    Walks /proc/PID/fd; fds of other users' processes are only visible to root, so an
+    inode without holders usually means "not visible", not "held by nobody".
+    """
+    wanted = set(inodes)
+    holders = dict((inode, []) for inode in wanted)
+    if not wanted:
+        return holders
+    for pid in pids():
+        fd_dir = os.path.join(PROC, str(pid), "fd")
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        seen = set()
+        for fd in fds:
+            try:
+                target = os.readlink(os.path.join(fd_dir, fd))
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inode = int(target[8:-1])
+                if inode in wanted and inode not in seen:
+                    seen.add(inode)
+                    info = process_info(pid)
+                    if info is not None:
+                        holders[inode].append(info)
+    return holders
+
+
+def listeners(ports=None):
+    """TCP listeners (optionally only on ``ports``), each with ``holders``: the processes
+    holding the socket (empty when they cannot be seen)."""
+    found = listening_sockets()
+    if ports is not None:
+        wanted = set(int(p) for p in ports)
+        found = [s for s in found if s["port"] in wanted]
+    holders = socket_holders(s["inode"] for s in found)
+    for sock in found:
+        sock["holders"] = holders.get(sock["inode"], [])
+    return found
+
+
+def likely_holders(sock):
+    """Processes of the user owning ``sock``: the candidates when its holder is not visible.
+
+    Inside containers without CAP_SYS_PTRACE even root cannot read the fds of another
+    user's process (nginx workers, redis), but /proc/net/tcp still names the socket's uid.
+    """
+    return [p for p in processes() if p["uid"] == sock["uid"] and p["cmdline"]]
+
+
+def describe_holders(holders, limit=4):
+    """``nginx (pid 55, 56, 57)`` / ``python3 (pid 90)`` from a list of process infos."""
+    by_name = {}
+    for info in holders:
+        by_name.setdefault(info["name"], []).append(info["pid"])
+    parts = []
+    for name in sorted(by_name, key=lambda n: min(by_name[n])):
+        pid_list = sorted(by_name[name])
+        shown = ", ".join(str(p) for p in pid_list[:limit])
+        if len(pid_list) > limit:
+            shown += ", ..."
+        parts.append("%s (pid %s)" % (name, shown))
+    return ", ".join(parts)
+
+
+def format_address(address, port):
+    return "[%s]:%d" % (address, port) if ":" in address else "%s:%d" % (address, port)
+
+
+# ---------------------------------------------------------------------------------------
+# Files and filesystems
+
+def _human(size):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return ("%d %s" % (size, unit)) if unit == "B" else ("%.1f %s" % (size, unit))
+        size /= 1024.0
+    return "%d B" % size  # pragma: no cover
+
+
+def filesystem_usage(path):
+    """Disk and inode use of the filesystem holding ``path`` (or its nearest existing
+    parent): ``{"path", "used_pct", "free", "inodes_used_pct"}`` or None."""
+    probe = path
+    while probe and not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    try:
+        vfs = os.statvfs(probe or "/")
+    except OSError:
+        return None
+    total = vfs.f_blocks * vfs.f_frsize
+    free_root = vfs.f_bfree * vfs.f_frsize
+    avail = vfs.f_bavail * vfs.f_frsize
+    used = total - free_root
+    # df's definition: used / (used + available to unprivileged users)
+    used_pct = int(round(100.0 * used / (used + avail))) if used + avail else 0
+    inodes_pct = None
+    if vfs.f_files:
+        inodes_pct = int(round(100.0 * (vfs.f_files - vfs.f_ffree) / vfs.f_files))
+    return {"path": probe, "used_pct": used_pct, "free": _human(avail), "inodes_used_pct": inodes_pct}
+
+
+def describe_path(path):
+    """One line on ``path``: type, owner, mode, and its filesystem's disk and inode use;
+    for a missing path, the nearest existing parent's owner and mode."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        text = "missing" if exc.errno == errno.ENOENT else "not accessible: %s" % exc.strerror
+        parent = os.path.dirname(path.rstrip("/"))
+        while parent and not os.path.exists(parent) and parent != "/":
+            parent = os.path.dirname(parent)
+        if parent and exc.errno == errno.ENOENT:
+            text += " (nearest existing parent %s: %s)" % (parent, _stat_line(parent))
+    else:
+        text = _kind(st)
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                text += " -> %s" % os.readlink(path)
+            except OSError:
+                pass
+        text += ", " + _owner_mode(st)
+    usage = filesystem_usage(path)
+    if usage:
+        text += "; filesystem at %s: %d%% used, %s free" % (usage["path"], usage["used_pct"], usage["free"])
+        if usage["inodes_used_pct"] is not None:
+            text += ", inodes %d%% used" % usage["inodes_used_pct"]
+    return text
+
+
+def _kind(st):
+    if stat.S_ISDIR(st.st_mode):
+        return "directory"
+    if stat.S_ISLNK(st.st_mode):
+        return "symlink"
+    if stat.S_ISREG(st.st_mode):
+        return "file (%s)" % _human(st.st_size)
+    if stat.S_ISSOCK(st.st_mode):
+        return "socket"
+    return "special file"
+
+
+def _owner_mode(st):
+    return "owner %s:%s, mode %04o" % (user_name(st.st_uid), group_name(st.st_gid), stat.S_IMODE(st.st_mode))
+
+
+def _stat_line(path):
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return "not accessible: %s" % exc.strerror
+    return "%s, %s" % (_kind(st), _owner_mode(st))
+
+
+def expand_globs(patterns, limit=10):
+    """Expand paths and globs; newest files first, at most ``limit`` in all.
+
+    Returns ``(files, notes)``: ``notes`` maps a pattern that matched no file to why.
+    Compressed rotations (``.gz``, ``.xz``, ...) are skipped: their tails are not text.
+    """
+    files, notes = [], {}
+    for pattern in patterns:
+        if any(c in pattern for c in "*?["):
+            matches = [m for m in glob.glob(pattern) if os.path.isfile(m)
+                       and not m.endswith((".gz", ".xz", ".bz2", ".zst"))]
+            if not matches:
+                notes[pattern] = "no file matches"
+            matches.sort(key=_mtime, reverse=True)
+            files.extend(m for m in matches if m not in files)
+        elif os.path.isfile(pattern):
+            if pattern not in files:
+                files.append(pattern)
+        elif os.path.exists(pattern):
+            notes[pattern] = "not a regular file"
+        else:
+            notes[pattern] = "missing"
+    return files[:limit], notes
+
+
+def _mtime(path):
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0

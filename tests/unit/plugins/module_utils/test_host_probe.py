@@ -1,0 +1,249 @@
+"""host_probe against this machine's real /proc, sockets, processes and files."""
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe
+
+# --- bounded text -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keep", ["tail", "head", "both"])
+def test_clip_text_respects_the_limit_and_says_it_cut(keep: str) -> None:
+    text = "".join(f"line {i} é\n" for i in range(200))
+    clipped, cut = host_probe.clip_text(text, 300, keep)
+    assert cut
+    assert host_probe.byte_len(clipped) <= 300
+    assert "bytes cut" in clipped
+    if keep in ("tail", "both"):
+        assert "line 199" in clipped
+    if keep in ("head", "both"):
+        assert clipped.startswith("line 0")
+
+
+def test_clip_text_leaves_short_text_alone_and_handles_tiny_limits() -> None:
+    assert host_probe.clip_text("short", 100) == ("short", False)
+    tiny, cut = host_probe.clip_text("x" * 50, 10)
+    assert cut and host_probe.byte_len(tiny) <= 10
+    assert host_probe.clip_text("abc", 0) == ("", True)
+
+
+def test_last_line_skips_blank_lines_and_shortens() -> None:
+    assert host_probe.last_line("a\nb\n\n  \n") == "b"
+    assert host_probe.last_line("") == ""
+    assert host_probe.last_line("x" * 500, limit=20) == "x" * 17 + "..."
+
+
+def test_tail_file_returns_the_last_lines(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"entry {i}\n" for i in range(5000)))
+    assert host_probe.tail_file(str(log), 3).splitlines() == ["entry 4997", "entry 4998", "entry 4999"]
+    log.write_text("one\ntwo")  # no final newline
+    assert host_probe.tail_file(str(log), 5) == "one\ntwo"
+    assert host_probe.tail_file(str(log), 0) == ""
+
+
+def test_tail_file_reads_a_bounded_amount(tmp_path: Path) -> None:
+    log = tmp_path / "one-long-line.log"
+    log.write_bytes(b"x" * 1_000_000)
+    assert len(host_probe.tail_file(str(log), 10, max_read=4096)) == 4096
+
+
+# --- tools and commands -------------------------------------------------------------------
+
+
+def test_run_argv_uses_no_shell() -> None:
+    rc, out, err = host_probe.run_argv(["echo", "$HOME;", "`id`"])
+    assert (rc, out.strip(), err) == (0, "$HOME; `id`", "")
+
+
+def test_run_argv_reports_missing_program_and_timeout() -> None:
+    assert host_probe.run_argv(["no-such-tool-xyz"])[0] == 127
+    started = time.monotonic()
+    rc, _out, err = host_probe.run_argv(["sleep", "30"], timeout=1)
+    assert rc == 124 and "timed out after 1s" in err
+    assert time.monotonic() - started < 10
+
+
+def test_find_tool_looks_in_sbin_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert host_probe.find_tool("sh") in ("/usr/bin/sh", "/bin/sh")
+    assert host_probe.find_tool("no-such-tool-xyz") is None
+    report = host_probe.tools_report(["sh", "no-such-tool-xyz", "sh"])
+    assert report == {"present": ["sh"], "absent": ["no-such-tool-xyz"]}
+
+
+def _fake_tool(directory: Path, name: str) -> None:
+    tool = directory / name
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+
+
+def test_detect_init_prefers_a_running_systemd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fake_tool(bin_dir, "systemctl")
+    _fake_tool(bin_dir, "service")
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setattr(host_probe, "EXTRA_PATH", ())
+    monkeypatch.setattr(host_probe, "SYSTEMD_MARKER", str(tmp_path / "no-systemd"))
+    assert host_probe.detect_init() == "sysv"  # systemctl alone proves nothing
+    (tmp_path / "systemd").mkdir()
+    monkeypatch.setattr(host_probe, "SYSTEMD_MARKER", str(tmp_path / "systemd"))
+    assert host_probe.detect_init() == "systemd"
+
+
+def test_status_argv_per_init_system() -> None:
+    assert host_probe.status_argv("nginx", "systemd") == ["systemctl", "is-active", "nginx"]
+    assert host_probe.status_argv("nginx", "systemd", verbose=True)[:2] == ["systemctl", "status"]
+    assert host_probe.status_argv("nginx", "sysv") == ["service", "nginx", "status"]
+    assert host_probe.status_argv("nginx", "initd") == ["/etc/init.d/nginx", "status"]
+    assert host_probe.status_argv("nginx", None) is None
+
+
+# --- processes ----------------------------------------------------------------------------
+
+
+def started(proc: subprocess.Popen, program: str) -> subprocess.Popen:
+    """Wait for the child's exec: just after fork, /proc still shows the parent's name."""
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{proc.pid}/comm").read_text().strip() != program and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return proc
+
+
+@pytest.fixture()
+def sleeper():
+    proc = started(subprocess.Popen(["sleep", "37.25"]), "sleep")
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_process_info_of_a_real_process(sleeper) -> None:
+    info = host_probe.process_info(sleeper.pid)
+    assert info["name"] == "sleep"
+    assert info["cmdline"] == "sleep 37.25"
+    assert info["uid"] == os.getuid() and info["ppid"] == os.getpid()
+    assert host_probe.pid_alive(sleeper.pid)
+    assert "sleep" in host_probe.process_names(info)
+
+
+def test_a_dead_process_is_gone() -> None:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    assert host_probe.process_info(proc.pid) is None
+    assert not host_probe.pid_alive(proc.pid)
+    assert not host_probe.pid_alive(0)
+
+
+def test_find_processes_matches_command_lines_but_not_its_own_lineage(sleeper) -> None:
+    found = host_probe.find_processes(r"sleep 37\.25")
+    assert [p["pid"] for p in found] == [sleeper.pid]
+    assert os.getpid() in host_probe.own_lineage()
+    own = " ".join(Path(f"/proc/{os.getpid()}/cmdline").read_text().split("\0")).strip()
+    assert os.getpid() not in [p["pid"] for p in host_probe.find_processes(__import__("re").escape(own))]
+
+
+# --- TCP listeners ------------------------------------------------------------------------
+
+PROC_NET_TCP = """\
+  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:18EB 00000000:0000 0A 00000000:00000000 00:00000000 00000000   100        0 30215 1 0 100 0 0 10 0
+   1: 00000000:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 29472 1 0 100 0 0 10 0
+   2: 0100007F:0050 0100007F:A2C4 01 00000000:00000000 00:00000000 00000000     0        0 31000 1 0 20 4 30 10 -1
+"""
+
+_ZERO6 = "0" * 32
+PROC_NET_TCP6 = "\n".join([
+    "  sl  local_address                         remote_address                        st tx_queue rx_queue"
+    " tr tm->when retrnsmt   uid  timeout inode",
+    f"   0: {_ZERO6}:0050 {_ZERO6}:0000 0A 00000000:00000000 00:00000000 00000000     0        0 29473 1 0 100 0 0 10 0",
+    f"   1: {'0' * 24}01000000:1F90 {_ZERO6}:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 29474 1 0 100 0"
+    " 0 10 0",
+])
+
+
+@pytest.mark.skipif(sys.byteorder != "little", reason="the samples are from a little-endian kernel")
+def test_parse_proc_net_tcp_keeps_listeners_only() -> None:
+    v4 = host_probe.parse_proc_net_tcp(PROC_NET_TCP)
+    assert [(s["address"], s["port"], s["inode"], s["uid"]) for s in v4] == [
+        ("127.0.0.1", 6379, 30215, 100), ("0.0.0.0", 80, 29472, 0)]
+    v6 = host_probe.parse_proc_net_tcp(PROC_NET_TCP6, socket.AF_INET6)
+    assert [(s["proto"], s["address"], s["port"]) for s in v6] == [("tcp6", "::", 80), ("tcp6", "::1", 8080)]
+    assert host_probe.format_address("::", 80) == "[::]:80"
+    assert host_probe.format_address("127.0.0.1", 80) == "127.0.0.1:80"
+
+
+def test_listeners_finds_a_real_socket_and_this_process_holding_it() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        found = host_probe.listeners([port])
+        assert [(s["address"], s["port"]) for s in found] == [("127.0.0.1", port)]
+        assert os.getpid() in [h["pid"] for h in found[0]["holders"]]
+        assert found[0]["uid"] == os.getuid()
+        if found[0]["uid"] == os.getuid():
+            assert os.getpid() in [p["pid"] for p in host_probe.likely_holders(found[0])]
+    assert host_probe.listeners([port]) == []
+
+
+def test_describe_holders_groups_by_name() -> None:
+    holders = [{"pid": 57, "name": "nginx"}, {"pid": 55, "name": "nginx"}, {"pid": 90, "name": "python3"}]
+    assert host_probe.describe_holders(holders) == "nginx (pid 55, 57), python3 (pid 90)"
+    many = [{"pid": p, "name": "w"} for p in range(10)]
+    assert host_probe.describe_holders(many, limit=2) == "w (pid 0, 1, ...)"
+
+
+# --- files and filesystems ----------------------------------------------------------------
+
+
+def test_describe_path_of_an_existing_directory(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir(mode=0o750)
+    data.chmod(0o750)
+    text = host_probe.describe_path(str(data))
+    assert text.startswith("directory, owner ")
+    assert "mode 0750" in text and "% used" in text and "inodes" in text
+
+
+def test_describe_path_of_a_missing_path_names_the_parent(tmp_path: Path) -> None:
+    text = host_probe.describe_path(str(tmp_path / "gone" / "deeper"))
+    assert text.startswith("missing (nearest existing parent %s: directory" % tmp_path)
+    assert "filesystem at %s" % tmp_path in text
+
+
+def test_filesystem_usage_is_a_percentage() -> None:
+    usage = host_probe.filesystem_usage("/")
+    assert 0 <= usage["used_pct"] <= 100
+    assert usage["inodes_used_pct"] is None or 0 <= usage["inodes_used_pct"] <= 100
+    assert host_probe.filesystem_usage("/no/such/dir")["path"] == "/"
+
+
+def test_expand_globs_newest_first_skipping_compressed(tmp_path: Path) -> None:
+    for index, name in enumerate(["a.log", "b.log", "c.log.gz"]):
+        path = tmp_path / name
+        path.write_text(name)
+        os.utime(path, (1000 + index, 1000 + index))
+    files, notes = host_probe.expand_globs(
+        [str(tmp_path / "*.log*"), str(tmp_path / "missing.log"), str(tmp_path / "*.txt"), str(tmp_path)])
+    assert files == [str(tmp_path / "b.log"), str(tmp_path / "a.log")]
+    assert notes == {str(tmp_path / "missing.log"): "missing", str(tmp_path / "*.txt"): "no file matches",
+                     str(tmp_path): "not a regular file"}
+    assert host_probe.expand_globs([str(tmp_path / "*.log")], limit=1)[0] == [str(tmp_path / "b.log")]
+
+
+def test_describe_path_of_a_symlink(tmp_path: Path) -> None:
+    link = tmp_path / "link"
+    link.symlink_to("/nowhere")
+    assert host_probe.describe_path(str(link)).startswith("symlink -> /nowhere, owner ")
+    assert stat.S_ISLNK(os.lstat(link).st_mode)

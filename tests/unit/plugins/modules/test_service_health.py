@@ -1,0 +1,192 @@
+"""service_health run in-process against real processes, sockets and HTTP on this machine."""
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe
+from ansible_collections.sentinel.remediation.plugins.modules import service_health
+
+
+def run_module(capsys: pytest.CaptureFixture, args: dict) -> dict:
+    with patch_module_args(args), pytest.raises(SystemExit):
+        service_health.main()
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory: pytest.TempPathFactory):
+    """A real `python -m http.server` on 127.0.0.1, on a port the kernel chose."""
+    root = tmp_path_factory.mktemp("www")
+    (root / "index.html").write_text("hello")
+    (root / "sub").mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(root)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    match = re.search(r"port (\d+)", line)
+    assert match, f"http.server said {line!r}"
+    name = Path(f"/proc/{proc.pid}/comm").read_text().strip()
+    yield {"port": int(match.group(1)), "pid": proc.pid, "name": name, "root": str(root)}
+    proc.kill()
+    proc.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture()
+def fake_service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A `service` tool that says what a sysvinit script says for a stopped nginx."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "service"
+    tool.write_text('#!/bin/sh\nif [ "$1" = nginx ]; then echo "$1 is not running ... failed!"; exit 3; fi\n'
+                    'echo "$1 is running."\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setattr(host_probe, "SYSTEMD_MARKER", str(tmp_path / "no-systemd"))
+    return tool
+
+
+def test_default_check_is_the_init_systems_status(capsys, fake_service) -> None:
+    result = run_module(capsys, {"service": "nginx"})
+    assert result["healthy"] is False
+    assert result["changed"] is False
+    assert "failed" not in result  # unhealthy is a normal result
+    assert result["error"] == "service nginx status: nginx is not running (rc 3)"
+    assert result["checks"] == [{"type": "service", "ok": False, "detail": result["error"]}]
+
+    result = run_module(capsys, {"service": "cron"})
+    assert result["healthy"] is True and result["error"] == ""
+
+
+def test_systemd_is_asked_with_is_active(capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "systemctl"
+    tool.write_text('#!/bin/sh\n[ "$1" = is-active ] || exit 9\necho inactive\nexit 3\n')
+    tool.chmod(0o755)
+    (tmp_path / "systemd").mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setattr(host_probe, "SYSTEMD_MARKER", str(tmp_path / "systemd"))
+    result = run_module(capsys, {"service": "nginx"})
+    assert result["error"] == "systemctl is-active nginx: inactive (rc 3)"
+
+
+def test_a_serving_http_server_passes_port_http_and_process_checks(capsys, http_server) -> None:
+    port = http_server["port"]
+    result = run_module(capsys, {"service": "web", "checks": [
+        {"type": "port", "port": port, "process": http_server["name"]},
+        {"type": "port", "port": port},
+        {"type": "http", "url": f"http://127.0.0.1:{port}/", "timeout": 5},
+        {"type": "process", "pattern": re.escape(http_server["root"])},
+    ]})
+    assert result["healthy"] is True, result
+    assert [c["ok"] for c in result["checks"]] == [True, True, True, True]
+    assert result["checks"][0]["detail"] == f"port {port} is held by {http_server['name']} (pid {http_server['pid']})"
+    assert result["checks"][2]["detail"] == f"GET http://127.0.0.1:{port}/ returned 200"
+    assert f"(pid {http_server['pid']})" in result["checks"][3]["detail"]
+
+
+def test_a_port_held_by_the_wrong_process_names_the_holder(capsys, http_server) -> None:
+    port = http_server["port"]
+    result = run_module(capsys, {"service": "nginx", "checks": [{"type": "port", "port": port, "process": "nginx"}]})
+    assert result["healthy"] is False
+    assert result["error"] == f"port {port} is held by {http_server['name']} (pid {http_server['pid']}), not nginx"
+
+
+def test_a_closed_port_and_a_missing_process_fail(capsys) -> None:
+    port = _free_port()
+    result = run_module(capsys, {"service": "ghost", "checks": [
+        {"type": "port", "port": port},
+        {"type": "process", "pattern": "no-such-process-[x]yz"},
+        {"type": "process"},
+    ]})
+    assert [c["ok"] for c in result["checks"]] == [False, False, False]
+    assert result["error"] == f"port {port} is not listening"  # the first failing check
+    assert result["checks"][1]["detail"] == "no process matches 'no-such-process-[x]yz'"
+    assert result["checks"][2]["detail"] == "no process matches 'ghost'"
+
+
+def test_http_status_is_compared_and_redirects_are_not_followed(capsys, http_server) -> None:
+    base = f"http://127.0.0.1:{http_server['port']}"
+    result = run_module(capsys, {"service": "web", "checks": [
+        {"type": "http", "url": f"{base}/missing"},
+        {"type": "http", "url": f"{base}/missing", "status": 404},
+        {"type": "http", "url": f"{base}/sub"},
+        {"type": "http", "url": f"http://127.0.0.1:{_free_port()}/", "timeout": 2},
+    ]})
+    details = [c["detail"] for c in result["checks"]]
+    assert [c["ok"] for c in result["checks"]] == [False, True, False, False]
+    assert details[0] == f"GET {base}/missing returned 404, expected 200"
+    assert details[2] == f"GET {base}/sub returned 301, expected 200"
+    assert "refused" in details[3].lower()
+
+
+def test_command_checks_rc_and_indicator_without_a_shell(capsys) -> None:
+    py = sys.executable
+    result = run_module(capsys, {"service": "redis", "checks": [
+        {"type": "command", "argv": [py, "-c", "print('PONG')"], "indicator": "PONG"},
+        {"type": "command", "argv": [py, "-c", "print('LOADING')"], "indicator": "PONG"},
+        {"type": "command", "argv": [py, "-c", "import sys; sys.stderr.write('boom\\n'); sys.exit(2)"]},
+        {"type": "command", "argv": [py, "-c", "import sys; sys.exit(2)"], "rc": 2},
+        {"type": "command", "argv": ["echo", "$(id)", ";", "true"], "indicator": "$(id) ; true"},
+        {"type": "command", "argv": ["no-such-tool-xyz"]},
+        {"type": "command", "argv": ["sleep", "5"], "timeout": 1},
+    ]})
+    oks = [c["ok"] for c in result["checks"]]
+    details = [c["detail"] for c in result["checks"]]
+    assert oks == [True, False, False, True, True, False, False]
+    assert "lacks 'PONG': LOADING" in details[1]
+    assert details[2].endswith("exited 2, expected 0: boom")
+    assert details[5] == "no-such-tool-xyz exited 127, expected 0: no-such-tool-xyz: command not found"
+    assert "exited 124" in details[6] and "timed out" in details[6]
+
+
+def test_details_are_redacted(capsys) -> None:
+    result = run_module(capsys, {"service": "db", "checks": [
+        {"type": "command", "argv": ["echo", "password=hunter2-secret"], "indicator": "ready"}]})
+    assert "hunter2-secret" not in json.dumps(result["checks"])  # (module_args echo the input)
+    assert "[REDACTED:" in result["error"]
+
+
+def test_check_mode_runs_the_checks(capsys, http_server) -> None:
+    result = run_module(capsys, {"service": "web", "_ansible_check_mode": True,
+                                 "checks": [{"type": "port", "port": http_server["port"]}]})
+    assert result["healthy"] is True and result["changed"] is False
+
+
+@pytest.mark.parametrize("checks, message", [
+    ([{"type": "port"}], "port"),
+    ([{"type": "http"}], "url"),
+    ([{"type": "command"}], "argv"),
+    ([{"type": "tcp"}], "type"),
+])
+def test_the_argument_spec_rejects_incomplete_checks(capsys, checks: list, message: str) -> None:
+    result = run_module(capsys, {"service": "nginx", "checks": checks})
+    assert result["failed"] is True
+    assert message in result["msg"]
+
+
+@pytest.mark.parametrize("checks, message", [
+    ([{"type": "command", "argv": []}], "non-empty argv"),
+    ([{"type": "process", "pattern": "("}], "bad process pattern"),
+    ([{"type": "process", "pattern": "x"}, {"type": "http", "url": "ftp://127.0.0.1/"}], "http:// or https://"),
+])
+def test_bad_check_values_fail_keeping_partial_results(capsys, checks: list, message: str) -> None:
+    result = run_module(capsys, {"service": "nginx", "checks": checks})
+    assert result["failed"] is True
+    assert message in result["msg"]
+    assert result["healthy"] is False
+    assert len(result["checks"]) == len(checks) - 1
