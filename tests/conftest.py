@@ -16,6 +16,9 @@ def _ensure_collection_path() -> None:
         link.symlink_to(Path("..") / ".." / "..")
     if str(COLLECTIONS) not in sys.path:
         sys.path.insert(0, str(COLLECTIONS))
+    # Test helpers (tests/llm_server.py, lab/sentinel_lab.py) import as `tests.*` / `lab.*`.
+    if str(REPO) not in sys.path:
+        sys.path.append(str(REPO))
     os.environ.setdefault("ANSIBLE_CONFIG", str(REPO / "ansible.cfg"))
 
 
