@@ -1,0 +1,73 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin sentinel.remediation.plan: thin edge around plugin_utils.planner."""
+from __future__ import annotations
+
+import yaml
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.sentinel.remediation.plugins.modules.plan import DOCUMENTATION
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client import LLMError, resolve_settings
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner, PlannerError
+
+display = Display()
+_NAME = "sentinel.remediation.plan"
+_HOSTNAME_VARS = ("inventory_hostname", "inventory_hostname_short", "ansible_host", "ansible_hostname",
+                  "ansible_fqdn", "ansible_nodename")
+_SPEC_KEYS = ("type", "required", "default", "choices", "elements", "no_log", "aliases")
+_announced_no_llm = False
+
+
+def argument_spec() -> dict:
+    options = yaml.safe_load(DOCUMENTATION)["options"]
+    spec = {}
+    for name, doc in options.items():
+        entry = {key: doc[key] for key in _SPEC_KEYS if key in doc}
+        if "suboptions" in doc:
+            entry["options"] = {sub: {key: d[key] for key in _SPEC_KEYS if key in d}
+                                for sub, d in doc["suboptions"].items()}
+        spec[name] = entry
+    spec["llm"]["options"]["api_key"]["no_log"] = True
+    return spec
+
+
+class ActionModule(ActionBase):
+    """Plan on the controller; nothing is sent to or run on the host."""
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    def run(self, tmp=None, task_vars=None):
+        global _announced_no_llm
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        del tmp
+        _, args = self.validate_argument_spec(argument_spec=argument_spec())
+        try:
+            settings = resolve_settings(args["llm"])
+        except LLMError as exc:
+            raise AnsibleActionFail(f"{_NAME}: {exc}") from exc
+        hostnames = [task_vars.get(name) for name in _HOSTNAME_VARS]
+        hostnames = [h for h in hostnames if isinstance(h, str) and h and "{{" not in h]
+        try:
+            planner = Planner(
+                service=args["service"], error=args["error"], evidence=args["evidence"],
+                failed_commands=args["failed_commands"], successful_fixes=args["successful_fixes"],
+                host_tools=args["host_tools"], policy=args["policy"], max_commands=args["max_commands"],
+                backend=args["backend"], max_attempts=args["max_attempts"], passages=args["passages"],
+                runbook_dirs=args["runbook_dirs"], hostnames=hostnames, llm_settings=settings)
+            outcome = planner.run()
+        except PlannerError as exc:
+            raise AnsibleActionFail(f"{_NAME}: {exc}") from exc
+        except Exception as exc:  # an internal error is an outcome with a message, not a trace
+            raise AnsibleActionFail(f"{_NAME}: internal error {type(exc).__name__}: {exc}") from exc
+        if not settings.configured and args["backend"] != "runbook" and not _announced_no_llm:
+            _announced_no_llm = True
+            display.warning(f"{_NAME}: no LLM configured (llm.base_url / OPENAI_BASE_URL, llm.api_key / "
+                            "OPENAI_API_KEY); planning from runbooks and memory")
+        result.update(outcome)
+        return result

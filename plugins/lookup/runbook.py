@@ -1,0 +1,117 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Lookup plugin sentinel.remediation.runbook: the best runbook passages for a failure."""
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: runbook
+author: sentinel.remediation maintainers (@sentinel-remediation)
+version_added: 0.1.0
+short_description: Retrieve the runbook passages that best fit a service failure
+description:
+  - Ranks passages of the collection's runbooks (C(runbooks/*.yml)) for a failure with BM25
+    (the C(rank-bm25) library) and returns the best ones. A passage is a runbook's summary,
+    its steps, or its notes.
+  - Each term is a free-text query (for example the health check's error). With O(service),
+    O(error) and O(evidence) the query is built from the failure as the planner builds it,
+    including the key facts behind the failure signature.
+  - With O(match=true) it returns instead the runbooks whose match patterns fit the failure,
+    best first, with their steps; placeholders in steps are left as they are.
+options:
+  _terms:
+    description: Free-text queries; joined with the failure's own text when O(service) is set.
+    type: list
+    elements: str
+    default: []
+  service:
+    description: The failed service; passages of runbooks for other services are left out.
+    type: str
+  error:
+    description: The health check's error text.
+    type: str
+    default: ""
+  evidence:
+    description: Evidence from M(sentinel.remediation.evidence) (its C(evidence) key) or text.
+    type: raw
+  top:
+    description: How many passages to return.
+    type: int
+    default: 3
+  match:
+    description: Return matching runbooks (with C(score) and C(matched) patterns) instead of passages.
+    type: bool
+    default: false
+  runbook_dirs:
+    description: Directories of runbooks to use instead of the collection's C(runbooks/).
+    type: list
+    elements: path
+notes:
+  - Secrets in O(error) and O(evidence) are redacted before they are used.
+  - Passages scoring zero are never returned, so the list may be shorter than O(top).
+seealso:
+  - module: sentinel.remediation.plan
+"""
+
+EXAMPLES = r"""
+- name: The three best passages for a failing nginx
+  ansible.builtin.debug:
+    msg: "{{ lookup('sentinel.remediation.runbook', service='nginx', error=health.error,
+             evidence=collected.evidence, wantlist=True) }}"
+
+- name: Free-text search
+  ansible.builtin.debug:
+    msg: "{{ query('sentinel.remediation.runbook', 'redis No space left on device', top=1) }}"
+
+- name: Which runbook fits, with its steps
+  ansible.builtin.set_fact:
+    _runbooks: "{{ query('sentinel.remediation.runbook', service='redis-server',
+                         error='Permission denied', match=true) }}"
+"""
+
+RETURN = r"""
+_raw:
+  description:
+    - Passages, best first, each C(runbook) (id), C(kind) (C(summary), C(steps) or C(notes)),
+      C(text) and C(score).
+    - With O(match=true), runbooks, each C(runbook) (its id, title, services, steps, notes,
+      escalate...), C(score) and C(matched).
+  type: list
+  elements: dict
+"""
+
+from ansible.errors import AnsibleLookupError
+from ansible.plugins.lookup import LookupBase
+
+from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text, redact_value
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.runbooks import (
+    RunbookError,
+    load_runbooks,
+    match_runbooks,
+    retrieve,
+)
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import key_facts
+
+
+class LookupModule(LookupBase):
+    def run(self, terms, variables=None, **kwargs):
+        self.set_options(var_options=variables, direct=kwargs)
+        service = self.get_option("service") or ""
+        error = redact_text(self.get_option("error") or "")
+        evidence = self.get_option("evidence")
+        evidence = redact_value(evidence) if evidence is not None else None
+        top = self.get_option("top")
+        try:
+            books = load_runbooks(self.get_option("runbook_dirs"))
+        except RunbookError as exc:
+            raise AnsibleLookupError(f"sentinel.remediation.runbook: {exc}") from exc
+        if self.get_option("match"):
+            if not service:
+                raise AnsibleLookupError("sentinel.remediation.runbook: match=true needs service")
+            return match_runbooks(books, service, error, evidence)[:top]
+        parts = [redact_text(str(term)) for term in terms or []]
+        if service:
+            parts += [service, error] + key_facts(service, error, evidence)
+        query = " ".join(p for p in parts if p)
+        if not query.strip():
+            raise AnsibleLookupError("sentinel.remediation.runbook: give a query term or service/error")
+        return retrieve(books, query, service or None, top)

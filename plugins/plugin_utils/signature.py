@@ -1,0 +1,267 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Failure signatures: one stable fingerprint per kind of failure, whatever the host.
+
+Hosts with the same fault share a signature (so they share one plan and one memory
+record) even when their PIDs, timestamps, host names and counters differ; different
+faults of the same service get different signatures because the signature also
+holds a few *key facts* drawn from the evidence: the config test's error line, which
+process holds the service's port, missing paths, permission and disk-full errors.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+
+# Ports a service normally listens on; the owner of these ports is a key fact.
+SERVICE_PORTS: dict[str, tuple[int, ...]] = {
+    "nginx": (80, 443),
+    "apache2": (80, 443),
+    "httpd": (80, 443),
+    "redis": (6379,),
+    "redis-server": (6379,),
+    "ssh": (22,),
+    "sshd": (22,),
+    "postgresql": (5432,),
+    "mysql": (3306,),
+}
+
+_MONTHS = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_DAYS = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+_SUBS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # syslog header "Jan  2 10:11:12 host prog[123]:" (the host is the token after the time)
+    (re.compile(r"\b" + _MONTHS + r"\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}\s+\S+\s+"), ""),
+    # ISO 8601 / RFC 3339 and nginx "2024/01/02 10:11:12"
+    (re.compile(r"\b\d{4}[-/]\d{2}[-/]\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), ""),
+    (re.compile(r"\b(?:" + _DAYS + r",?\s+)?\d{1,2}\s+" + _MONTHS + r"\s+\d{4}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?"), ""),
+    (re.compile(r"\b" + _DAYS + r"\s+" + _MONTHS + r"\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}(?:\s+\w{2,5})?\s+\d{4}"), ""),
+    # redis "1234:M 02 Jan 2024 10:11:12.345" leaves "1234:M " behind: role-tagged pid
+    (re.compile(r"\b\d+:[MSCX]\b"), "<pid>"),
+    (re.compile(r"\b\d{2}:\d{2}:\d{2}(?:\.\d+)?\b"), ""),
+    # PIDs in their usual dresses
+    (re.compile(r"\b(pid[=: ]\s*)\d+", re.IGNORECASE), r"\1<pid>"),
+    (re.compile(r"\b((?:process|PID|pid)\s+)\d+"), r"\1<pid>"),
+    (re.compile(r"\[\d+\]"), "[<pid>]"),
+    (re.compile(r"\b\d+#\d+:"), "<pid>:"),
+    # UUIDs, container ids, hashes
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE), "<id>"),
+    (re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{12,64}\b", re.IGNORECASE), "<id>"),
+    (re.compile(r"\b0x[0-9a-f]+\b", re.IGNORECASE), "<hex>"),
+    # IP addresses (a host's own address differs per host); a port after one is kept
+    (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b"), "<ip>"),
+    (re.compile(r"\[[0-9a-f:]*:[0-9a-f:]*\](?=:\d)", re.IGNORECASE), "<ip>"),
+    # host names: dotted names that are not paths or file names
+    (re.compile(r"(?<![/\w.-])(?:[a-z0-9-]+\.){2,}[a-z]{2,24}\b(?![/\w-])", re.IGNORECASE), "<host>"),
+    # counters, sizes, durations: long numbers not after ':' (ports, line numbers stay)
+    (re.compile(r"(?<![:\w.])(?!0[0-7]{3}\b)\d{4,}(?:\.\d+)?\b"), "<n>"),
+)
+
+_KEY_LINE = re.compile(
+    r"\[(?:emerg|crit|alert)\]|syntax|test failed|configuration file .* test"
+    r"|No such file|Permission denied|No space left|not found|Address already in use"
+    r"|Can't open|Failed opening|Bad directive|fatal|FATAL", re.IGNORECASE)
+_QUOTED_PATH = re.compile(r"[\"'](/[^\"'\s]+)[\"']")
+_PATH_AT = re.compile(r"(?<![\w.])(/(?:[\w.+@-]+/)*[\w.+@-]+)")
+_SS_LINE = re.compile(
+    r"^\s*(?:tcp\s+|udp\s+)?LISTEN\s+\d+\s+\d+\s+(?P<local>\S+):(?P<port>\d+)\s+\S+"
+    r"(?:\s+users:\(\((?P<users>.*)\)\))?", re.IGNORECASE)
+_SS_USER = re.compile(r"\"(?P<name>[^\"]+)\",pid=(?P<pid>\d+)")
+# The evidence module's listener lines: "0.0.0.0:80 held by python3 (pid 90), nginx (pid 5, 6)"
+# or "0.0.0.0:80 listening as user nobody (holder not visible; that user runs python3 (pid 90))".
+_HELD_LINE = re.compile(
+    r"^\s*(?P<local>\S+):(?P<port>\d+)\s+(?:held by (?P<held>.+)|listening as user \S+ \(holder not visible; "
+    r"that user runs (?P<likely>.+)\))\s*$")
+_HOLDER = re.compile(r"(?P<name>[\w.:@/+-]+) \(pid (?P<pids>[\d, .]+)\)")
+
+
+def normalise_error(text: str | None, hostnames: Iterable[str] = ()) -> str:
+    """Error text without timestamps, PIDs, host names, ids and counters.
+
+    Ports and line numbers after ``:`` and paths are kept, case is kept (only
+    whitespace is collapsed); ``hostnames`` are removed wherever they appear.
+    """
+    if not text:
+        return ""
+    result = str(text)
+    for name in sorted({h for h in hostnames if h and len(str(h)) > 2}, key=len, reverse=True):
+        result = re.sub(r"(?<![\w.-])" + re.escape(str(name)) + r"(?![\w-])", "<host>", result,
+                        flags=re.IGNORECASE)
+    for pattern, replacement in _SUBS:
+        result = pattern.sub(replacement, result)
+    return re.sub(r"\s+", " ", result).strip(" :-")
+
+
+def _evidence_texts(evidence: Mapping | str | None) -> dict[str, str]:
+    """Flatten evidence into ``{key: text}`` (nested keys joined with dots)."""
+    out: dict[str, str] = {}
+
+    def walk(prefix: str, value) -> None:
+        if value is None:
+            return
+        if isinstance(value, Mapping):
+            for key in sorted(value, key=str):
+                walk(f"{prefix}.{key}" if prefix else str(key), value[key])
+        elif isinstance(value, (list, tuple)):
+            if all(not isinstance(v, (Mapping, list, tuple)) for v in value):
+                out[prefix or "text"] = "\n".join(str(v) for v in value)
+            else:
+                for index, item in enumerate(value):
+                    walk(f"{prefix}[{index}]", item)
+        else:
+            out[prefix or "text"] = str(value)
+
+    walk("", evidence if not isinstance(evidence, (str, bytes)) else {"text": evidence})
+    return out
+
+
+def listeners(evidence: Mapping | str | None) -> list[dict]:
+    """Listening sockets found in ``ss -ltnp`` output anywhere in the evidence.
+
+    Each item: ``{"port": int, "address": str, "process": str | None, "pid": int | None}``.
+    """
+    found: list[dict] = []
+    seen = set()
+    for text in _evidence_texts(evidence).values():
+        for line in text.splitlines():
+            held = _HELD_LINE.match(line)
+            if held:
+                holders = held.group("held") or held.group("likely") or ""
+                for holder in _HOLDER.finditer(holders):
+                    for pid in re.findall(r"\d+", holder.group("pids")):
+                        item = {"port": int(held.group("port")), "address": held.group("local"),
+                                "process": holder.group("name"), "pid": int(pid),
+                                "likely": held.group("likely") is not None}
+                        key = (item["port"], item["address"], item["process"], item["pid"])
+                        if key not in seen:
+                            seen.add(key)
+                            found.append(item)
+                continue
+            match = _SS_LINE.match(line)
+            if not match:
+                continue
+            users = list(_SS_USER.finditer(match.group("users") or ""))
+            entry_users = users or [None]
+            for user in entry_users:
+                item = {
+                    "port": int(match.group("port")),
+                    "address": match.group("local"),
+                    "process": user.group("name") if user else None,
+                    "pid": int(user.group("pid")) if user else None,
+                    "likely": False,
+                }
+                key = (item["port"], item["address"], item["process"], item["pid"])
+                if key not in seen:
+                    seen.add(key)
+                    found.append(item)
+    return found
+
+
+def _ports_of_interest(service: str, error: str) -> set[int]:
+    ports = set(SERVICE_PORTS.get(service, ()))
+    for match in re.finditer(r"(?:(?<=:)|\bport\s+)(\d{2,5})\b", error or "", re.IGNORECASE):
+        port = int(match.group(1))
+        if 0 < port < 65536:
+            ports.add(port)
+    return ports
+
+
+def key_facts(service: str, error: str | None, evidence: Mapping | str | None,
+              hostnames: Iterable[str] = ()) -> list[str]:
+    """The few facts from the evidence that tell one fault from another (sorted)."""
+    service = _service_name(service)
+    facts: set[str] = set()
+    texts = _evidence_texts(evidence)
+    hostnames = tuple(hostnames)
+
+    for owner in listeners(evidence):
+        if owner["port"] in _ports_of_interest(service, error or ""):
+            facts.add(f"port {owner['port']} held by {owner['process'] or 'unknown'}")
+
+    for key, text in texts.items():
+        lines = text.splitlines()
+        # Logs keep history; only their recent end says what is wrong now.
+        if "log" in key.lower():
+            lines = lines[-30:]
+        for line in lines:
+            if not _KEY_LINE.search(line):
+                continue
+            lowered = line.lower()
+            if "no space left" in lowered:
+                facts.add("disk full")
+            paths = _QUOTED_PATH.findall(line) or _PATH_AT.findall(line)
+            if "no such file" in lowered or "not found" in lowered or "can't open" in lowered:
+                for path in paths[:2]:
+                    facts.add(f"missing {path}")
+            if "permission denied" in lowered:
+                for path in paths[:2]:
+                    facts.add(f"denied {path}")
+            if "address already in use" in lowered:
+                facts.add("address in use")
+            if key.lower().startswith("config") or "[emerg]" in lowered or "syntax" in lowered:
+                if "test is successful" not in lowered and "syntax is ok" not in lowered:
+                    facts.add("config: " + normalise_error(line, hostnames))
+    if isinstance(evidence, Mapping):
+        facts.update(_structured_facts(evidence, hostnames))
+    return sorted(facts)
+
+
+def _structured_facts(evidence: Mapping, hostnames: tuple) -> set[str]:
+    """Facts from the evidence module's sections: status, PID files, paths."""
+    facts: set[str] = set()
+    status = evidence.get("status")
+    if isinstance(status, str) and status.strip():
+        facts.add("status: " + normalise_error(status, hostnames)[:200])
+    pid_files = evidence.get("pid_files")
+    if isinstance(pid_files, Mapping):
+        for path, state in pid_files.items():
+            text = str(state).lower()
+            kind = ("stale" if "stale" in text or "not running" in text else
+                    "missing" if text.startswith("missing") else
+                    "not a pid" if "not a pid" in text else
+                    "running" if "running" in text else "unreadable")
+            facts.add(f"pid file {path} {kind}")
+    paths = evidence.get("paths")
+    if isinstance(paths, Mapping):
+        for path, state in paths.items():
+            state_text = json.dumps(state, sort_keys=True) if not isinstance(state, str) else state
+            lowered = state_text.lower()
+            if "missing" in lowered or "no such" in lowered or '"exists": false' in lowered:
+                facts.add(f"missing {path}")
+                continue
+            # Type, owner and mode are stable across hosts; free space and usage are not,
+            # except that a full filesystem is a fact.
+            facts.add(f"path {path}: " + normalise_error(state_text.split(";")[0], hostnames)[:120])
+            usage = re.search(r"(\d+)% used", state_text)
+            if usage and int(usage.group(1)) >= 98:
+                facts.add(f"filesystem of {path} full")
+    return facts
+
+
+def _service_name(service: str | None) -> str:
+    name = (service or "").strip().lower()
+    return name[:-len(".service")] if name.endswith(".service") else name
+
+
+def signature_basis(service: str, error: str | None, evidence: Mapping | str | None,
+                    hostnames: Iterable[str] = ()) -> dict:
+    """What the signature is made of, for reports and debugging."""
+    hostnames = tuple(hostnames)
+    return {
+        "service": _service_name(service),
+        "error": normalise_error(error, hostnames),
+        "facts": key_facts(service, error, evidence, hostnames),
+    }
+
+
+def failure_signature(service: str, error: str | None, evidence: Mapping | str | None,
+                      hostnames: Iterable[str] = ()) -> str:
+    """``"<service>:<16 hex>"``: a stable fingerprint of this failure.
+
+    ``hostnames`` (optional) are names of the host that may appear in the text
+    (inventory name, FQDN...) and are removed before hashing.
+    """
+    basis = signature_basis(service, error, evidence, hostnames)
+    digest = hashlib.sha256(json.dumps(basis, sort_keys=True).encode("utf-8")).hexdigest()
+    return f"{basis['service'] or 'unknown'}:{digest[:16]}"

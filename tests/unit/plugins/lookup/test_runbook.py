@@ -1,0 +1,143 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The runbook knowledge base, its placeholders and the sentinel.remediation.runbook lookup."""
+from __future__ import annotations
+
+import pytest
+import yaml
+from ansible.errors import AnsibleLookupError
+
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.runbooks import (
+    PlaceholderError,
+    RunbookError,
+    load_runbooks,
+    match_runbooks,
+    resolve_placeholders,
+    retrieve,
+)
+from fault_samples import FAULTS, sample
+
+BOOKS = load_runbooks()
+EXPECTED = {
+    "nginx_stopped": ["service nginx start"],
+    "nginx_port_conflict": ["kill 4242", "service nginx start"],
+    "nginx_config_syntax": ["mv /etc/nginx/conf.d/zz-broken.conf /etc/nginx/conf.d/zz-broken.conf.disabled",
+                            "service nginx start"],
+    "nginx_missing_log_dir": ["mkdir -p /var/log/nginx", "service nginx start"],
+    "nginx_stale_pid": ["rm -f /run/nginx.pid", "service nginx start"],
+    "nginx_binary_missing": [],
+    "redis_stopped": ["service redis-server start"],
+    "redis_bad_dir_permissions": ["chown redis:redis /var/lib/redis", "chmod 750 /var/lib/redis",
+                                  "service redis-server start"],
+    "redis_killed": ["rm -f /run/redis/redis-server.pid", "service redis-server start"],
+    "redis_disk_full": ["rm -f /var/lib/redis/ballast.bin", "service redis-server restart"],
+    "cron_stopped": ["service cron start"],
+    "ssh_stopped": ["service ssh start"],
+}
+
+
+def test_every_lab_fault_has_a_runbook():
+    covered = {fault for book in BOOKS for fault in book["faults"]}
+    assert set(FAULTS) <= covered
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_each_fault_matches_its_runbook_and_steps_resolve(fault):
+    case = sample(fault)
+    matches = match_runbooks(BOOKS, case["service"], case["error"], case["evidence"], case["host_tools"])
+    best = matches[0]["runbook"]
+    assert fault in best["faults"]
+    commands = [resolve_placeholders(s["command"], case["evidence"], case["service"], case["error"])
+                for s in best["steps"]]
+    assert commands == EXPECTED[fault]
+
+
+def test_escalation_runbook_has_no_commands():
+    book = next(b for b in BOOKS if b["id"] == "nginx_binary_missing")
+    assert book["escalate"] is True and book["steps"] == [] and "human" in book["notes"]
+
+
+def test_port_owner_pid_validation():
+    own = {"listeners": "0.0.0.0:80 held by nginx (pid 10)"}
+    with pytest.raises(PlaceholderError):
+        resolve_placeholders("kill {port_owner_pid:80}", own, "nginx")
+    with pytest.raises(PlaceholderError):
+        resolve_placeholders("kill {port_owner_pid:80}", {"listeners": "0.0.0.0:80 held by init (pid 1)"}, "nginx")
+    with pytest.raises(PlaceholderError):
+        resolve_placeholders("kill {port_owner_pid:eighty}", own, "nginx")
+    ss = 'LISTEN 0 5 0.0.0.0:80 0.0.0.0:* users:(("httpd",pid=300,fd=3),("httpd",pid=200,fd=3))'
+    assert resolve_placeholders("kill {port_owner_pid:80}", {"ports": ss}, "nginx") == "kill 200"
+    assert resolve_placeholders("{port_owner_name:80}", {"ports": ss}, "nginx") == "httpd"
+    guessed = {"listeners": "0.0.0.0:80 listening as user nobody (holder not visible; "
+                            "that user runs python3 (pid 90), sleep (pid 91))"}
+    with pytest.raises(PlaceholderError):
+        resolve_placeholders("kill {port_owner_pid:80}", guessed, "nginx")
+
+
+def test_config_error_file_stays_under_its_prefix():
+    evidence = {"config_test": "nginx: [emerg] unknown directive in /etc/nginx/nginx.conf:12"}
+    with pytest.raises(PlaceholderError):
+        resolve_placeholders("mv {config_error_file:/etc/nginx/conf.d/} x", evidence, "nginx")
+    sneaky = {"config_test": "nginx: [emerg] bad in /etc/nginx/conf.d/../nginx.conf:1"}
+    with pytest.raises(PlaceholderError):
+        resolve_placeholders("mv {config_error_file:/etc/nginx/conf.d/} x", sneaky, "nginx")
+
+
+def test_largest_file_never_picks_redis_data():
+    evidence = {"disk": "9.0M\t/var/lib/redis/dump.rdb\n1.0M\t/var/lib/redis/core.123\n5M /var/lib/redis/appendonly.aof"}
+    assert resolve_placeholders("rm -f {largest_file:/var/lib/redis}", evidence, "redis") == "rm -f /var/lib/redis/core.123"
+    with pytest.raises(PlaceholderError):
+        resolve_placeholders("rm -f {largest_file:/var/lib/redis}", {"disk": "9M /var/lib/redis/dump.rdb"}, "redis")
+
+
+def test_unknown_placeholder():
+    with pytest.raises(PlaceholderError):
+        resolve_placeholders("echo {home_dir}", {}, "nginx")
+
+
+def test_bad_runbook_files_are_named(tmp_path):
+    (tmp_path / "bad.yml").write_text("id: x\nmatch: {any: ['(']}\nsteps: []\n")
+    with pytest.raises(RunbookError, match="bad.yml"):
+        load_runbooks([tmp_path])
+
+
+def test_retrieval_ranks_the_right_runbook_first():
+    top = retrieve(BOOKS, "redis Write error saving DB on disk: No space left on device", "redis-server", 3)
+    assert top[0]["runbook"] == "redis_disk_full"
+    assert all(p["score"] > 0 for p in top)
+    nginx = retrieve(BOOKS, "bind() to 0.0.0.0:80 failed (98: Address already in use)", "nginx", 2)
+    assert nginx[0]["runbook"] == "nginx_port_conflict"
+
+
+def _lookup():
+    """The lookup as the plugin loader would set it up (its options registered from its docs)."""
+    from ansible import constants as C
+
+    from ansible_collections.sentinel.remediation.plugins.lookup import runbook
+
+    name = "sentinel.remediation.runbook"
+    options = yaml.safe_load(runbook.DOCUMENTATION)["options"]
+    C.config.initialize_plugin_configuration_definitions("lookup", name, options)
+    plugin = runbook.LookupModule()
+    plugin._load_name = name
+    return plugin
+
+
+def test_lookup_passages_for_a_failure():
+    case = sample("nginx_config_syntax")
+    result = _lookup().run([], variables={}, service="nginx", error=case["error"], evidence=case["evidence"], top=2)
+    assert len(result) == 2 and result[0]["runbook"] == "nginx_config_syntax"
+    assert {"runbook", "kind", "text", "score"} <= set(result[0])
+
+
+def test_lookup_free_text_and_match_mode():
+    assert _lookup().run(["sshd port 22 stopped"], variables={}, top=1)[0]["runbook"] == "ssh_stopped"
+    matches = _lookup().run([], variables={}, service="redis-server", error="Can't chdir to '/var/lib/redis': "
+                                                                            "Permission denied", match=True)
+    assert matches[0]["runbook"]["id"] == "redis_bad_dir_permissions"
+    assert "_all" not in matches[0]["runbook"]
+
+
+def test_lookup_needs_a_query():
+    with pytest.raises(AnsibleLookupError):
+        _lookup().run([], variables={})

@@ -1,0 +1,66 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import (
+    failure_signature,
+    key_facts,
+    listeners,
+    normalise_error,
+)
+from fault_samples import FAULTS, sample
+
+
+def _sig(case):
+    return failure_signature(case["service"], case["error"], case["evidence"], [case["hostname"]])
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_same_fault_on_two_hosts_same_signature(fault):
+    one, two = sample(fault, 1), sample(fault, 2)
+    assert _sig(one) == _sig(two)
+    assert re.fullmatch(r"[a-z-]+:[0-9a-f]{16}", _sig(one))
+
+
+def test_different_faults_differ():
+    signatures = {fault: _sig(sample(fault)) for fault in FAULTS}
+    assert len(set(signatures.values())) == len(FAULTS)
+
+
+def test_port_conflict_pid_is_not_in_the_signature_but_the_owner_is():
+    case = sample("nginx_port_conflict")
+    assert "port 80 held by python3" in key_facts(case["service"], case["error"], case["evidence"])
+    other = dict(case, evidence=dict(case["evidence"], listeners="0.0.0.0:80 held by apache2 (pid 4242)"))
+    assert _sig(other) != _sig(case)
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("2024/05/01 10:11:12 [emerg] 1234#1234: bind() to 0.0.0.0:80 failed (98: Address already in use)",
+     "[emerg] <pid>: bind() to <ip>:80 failed (98: Address already in use)"),
+    ("May  1 10:11:12 web-01 redis[123]: oops", "redis[<pid>]: oops"),
+    ("2025-01-02T03:04:05.123Z container 3f2a9b8c7d6e restarted 12345 times", "container <id> restarted <n> times"),
+    ("pid=991 killed", "pid=<pid> killed"),
+    ("4242:M 04 Mar 2025 10:11:12.345 # Can't chdir", "<pid> # Can't chdir"),
+    ("mode 0750 on /var/lib/redis", "mode 0750 on /var/lib/redis"),
+    ("failed at host db1.prod.example.com", "failed at host <host>"),
+    ("in /etc/nginx/conf.d/zz-broken.conf:3", "in /etc/nginx/conf.d/zz-broken.conf:3"),
+])
+def test_normalise_error(raw, expected):
+    assert normalise_error(raw) == expected
+
+
+def test_given_hostnames_are_removed():
+    assert normalise_error("lab-web-01 says no", ["lab-web-01"]) == "<host> says no"
+    assert normalise_error("") == ""
+
+
+def test_listeners_from_ss_and_from_the_evidence_module():
+    ss = 'LISTEN 0 5 0.0.0.0:80 0.0.0.0:* users:(("python3",pid=77,fd=3))'
+    held = "0.0.0.0:6379 held by redis-server (pid 5, 6)"
+    found = listeners({"a": ss, "b": held})
+    assert {(i["port"], i["process"], i["pid"]) for i in found} == {(80, "python3", 77), (6379, "redis-server", 5),
+                                                                    (6379, "redis-server", 6)}
