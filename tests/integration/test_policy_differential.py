@@ -1,0 +1,122 @@
+"""Differential test: what the engine accepts is exactly what bash would run.
+
+One lab container (no network). Harmless stand-ins are the only programs on PATH;
+each records its own name and argv. Every command the engine allows or gates
+behind approval is fed, as the ORIGINAL string, to ``bash -c`` in the container;
+bash must have run exactly one program, with exactly the engine's argv (a leading
+``sudo`` / ``sudo -n`` aside, since executors turn that into become).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import classify, load_policy
+
+pytestmark = pytest.mark.lab
+
+IMAGE = "sentinel-lab:latest"
+NAME = "sentinel-test-policy-diff"
+STANDIN_DIR = "/opt/policy-standins"
+
+# Records one JSON line per program start; never runs anything else.
+STANDIN = """#!/usr/bin/python3
+import json, os, sys
+with open(os.environ["STANDIN_LOG"], "a") as log:
+    log.write(json.dumps([os.path.basename(sys.argv[0])] + sys.argv[1:]) + "\\n")
+"""
+
+# Runs each command through bash with only the stand-ins on PATH; prints the records.
+RUNNER = """
+import json, os, subprocess, sys, tempfile
+results = []
+for command in json.load(sys.stdin):
+    fd, log = tempfile.mkstemp()
+    os.close(fd)
+    env = {"PATH": "%(dir)s", "STANDIN_LOG": log, "BASH_ENV": "%(dir)s/.bash_env"}
+    proc = subprocess.run(["/bin/bash", "-c", command], env=env, cwd="/tmp",
+                          capture_output=True, text=True, timeout=10)
+    with open(log) as handle:
+        runs = [json.loads(line) for line in handle if line.strip()]
+    os.unlink(log)
+    results.append({"command": command, "runs": runs, "rc": proc.returncode, "stderr": proc.stderr[-300:]})
+json.dump(results, sys.stdout)
+""" % {"dir": STANDIN_DIR}
+
+
+def _docker(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *args], input=stdin, capture_output=True, text=True, check=check, timeout=120)
+
+
+def _unit_cases() -> tuple[list[str], list[str]]:
+    path = Path(__file__).resolve().parents[1] / "unit" / "plugins" / "plugin_utils" / "test_policy.py"
+    spec = importlib.util.spec_from_file_location("_policy_cases", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return [c for c, _ in module.ALLOWED], [c for c, _ in module.APPROVAL]
+
+
+@pytest.fixture(scope="module")
+def container() -> Iterator[str]:
+    if shutil.which("docker") is None:
+        pytest.skip("docker CLI not found; the differential test needs the lab image")
+    if _docker("image", "inspect", IMAGE, check=False).returncode != 0:
+        pytest.skip(f"image {IMAGE} not found; build the lab first (scripts/setup)")
+    _docker("rm", "-f", NAME, check=False)
+    _docker("run", "-d", "--init", "--network", "none", "--name", NAME, IMAGE)
+    try:
+        names = set(load_policy()["tools"]) | set(load_policy()["wrappers"]) | {"sudo", "id"}
+        links = " ".join(f"ln -sf standin {STANDIN_DIR}/{name};" for name in sorted(names))
+        setup = (
+            f"mkdir -p {STANDIN_DIR} && cat > {STANDIN_DIR}/standin && chmod 755 {STANDIN_DIR}/standin && "
+            f"cd {STANDIN_DIR} && {links} "
+            # kill is a bash builtin: disable it so bash looks the program up on PATH.
+            f"echo 'enable -n kill' > {STANDIN_DIR}/.bash_env"
+        )
+        _docker("exec", "-i", NAME, "sh", "-c", setup, stdin=STANDIN)
+        yield NAME
+    finally:
+        _docker("rm", "-f", NAME, check=False)
+
+
+def _run_in_bash(name: str, commands: list[str]) -> list[dict]:
+    proc = _docker("exec", "-i", NAME, "python3", "-c", RUNNER, stdin=json.dumps(commands))
+    return json.loads(proc.stdout)
+
+
+def _without_sudo(argv: list[str]) -> list[str]:
+    if argv[:1] == ["sudo"]:
+        argv = argv[1:]
+        if argv[:1] == ["-n"]:
+            argv = argv[1:]
+    return argv
+
+
+def test_bash_runs_exactly_the_engine_argv(container: str) -> None:
+    allowed, approval = _unit_cases()
+    verdicts = {c: classify(c) for c in allowed + approval}
+    accepted = [c for c, v in verdicts.items() if v["argv"] is not None]
+    assert len(accepted) == len(allowed) + len(approval)
+    mismatches = []
+    for result in _run_in_bash(container, accepted):
+        expected = _without_sudo(verdicts[result["command"]]["argv"])
+        runs = [_without_sudo(run) for run in result["runs"]]
+        if runs != [expected]:
+            mismatches.append((result["command"], expected, result["runs"], result["stderr"]))
+    assert not mismatches, "\n".join(map(repr, mismatches))
+
+
+def test_harness_notices_a_second_program(container: str) -> None:
+    # Sanity check of the harness itself: these run two programs in bash, and the
+    # engine rejects them.
+    commands = ["ps aux && id", "ps aux; id", "ps $(id)"]
+    for result in _run_in_bash(container, commands):
+        assert len(result["runs"]) == 2, result
+        assert classify(result["command"])["verdict"] == "reject"
