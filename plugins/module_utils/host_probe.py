@@ -499,7 +499,43 @@ def describe_path(path):
         text += "; filesystem at %s: %d%% used, %s free" % (usage["path"], usage["used_pct"], usage["free"])
         if usage["inodes_used_pct"] is not None:
             text += ", inodes %d%% used" % usage["inodes_used_pct"]
+        # On a nearly full filesystem, say what fills the directory: a human (or the
+        # planner) needs the culprit's name, not only "100% used".
+        if usage["used_pct"] >= 90 and os.path.isdir(path) and not os.path.islink(path):
+            largest = largest_files(path)
+            if largest:
+                text += "\nlargest files:\n" + "\n".join("  %s %s" % (_du_size(size), name) for size, name in largest)
     return text
+
+
+def largest_files(directory, limit=5, scan_limit=2000):
+    """The ``limit`` largest regular files directly in ``directory`` as (bytes, path),
+    largest first; at most ``scan_limit`` entries are looked at, symlinks are skipped."""
+    found = []
+    try:
+        entries = os.scandir(directory)
+    except OSError:
+        return []
+    with entries:
+        for count, entry in enumerate(entries):
+            if count >= scan_limit:
+                break
+            try:
+                if entry.is_file(follow_symlinks=False):
+                    found.append((entry.stat(follow_symlinks=False).st_size, entry.path))
+            except OSError:
+                continue
+    found.sort(key=lambda item: (-item[0], item[1]))
+    return found[:limit]
+
+
+def _du_size(size):
+    """Size as du -h prints it: an integer and a one-letter unit (16M, 512K, 37)."""
+    for unit in ("", "K", "M", "G", "T"):
+        if size < 1024 or unit == "T":
+            return "%d%s" % (size, unit)
+        size = (size + 1023) // 1024
+    return "%d" % size  # pragma: no cover
 
 
 def _kind(st):

@@ -247,3 +247,13 @@ def test_describe_path_of_a_symlink(tmp_path: Path) -> None:
     link.symlink_to("/nowhere")
     assert host_probe.describe_path(str(link)).startswith("symlink -> /nowhere, owner ")
     assert stat.S_ISLNK(os.lstat(link).st_mode)
+
+
+def test_largest_files_lists_the_biggest_first(tmp_path):
+    (tmp_path / "small.txt").write_bytes(b"x" * 10)
+    (tmp_path / "ballast.bin").write_bytes(b"x" * 40000)
+    (tmp_path / "sub").mkdir()
+    largest = host_probe.largest_files(str(tmp_path), limit=1)
+    assert largest == [(40000, str(tmp_path / "ballast.bin"))]
+    assert host_probe._du_size(40000) == "40K"
+    assert host_probe._du_size(16 * 1024 * 1024) == "16M"
