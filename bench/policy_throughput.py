@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Commands classified per second by the policy engine, on one core.
 
 Run from the collection root:  .venv/bin/python bench/policy_throughput.py [--seconds 3]

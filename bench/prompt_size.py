@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) sentinel.remediation contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Prompt size of the planner for each lab fault, with the evidence included.
@@ -26,7 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / ".collections"), str(REPO / "tests")]
-import conftest  # noqa: E402,F401  (makes the checkout importable as sentinel.remediation)
+import conftest  # noqa: E402,F401  pylint: disable=unused-import  (makes the checkout importable as sentinel.remediation)
 from fault_samples import FAULTS, sample  # noqa: E402
 from llm_server import LLMServer, plan_content  # noqa: E402
 

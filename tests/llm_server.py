@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) sentinel.remediation contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A small OpenAI-compatible chat server for tests and benchmarks (standard library only).
@@ -246,7 +245,7 @@ def load_script(path: str) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--script", help="YAML/JSON file: replies, rules, default, reject_formats, latency")
     args = parser.parse_args(argv)

@@ -46,7 +46,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=argument_spec())
+        _spec, args = self.validate_argument_spec(argument_spec=argument_spec())
         try:
             settings = resolve_settings(args["llm"])
         except LLMError as exc:

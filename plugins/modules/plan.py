@@ -12,6 +12,9 @@ module: plan
 short_description: Plan a small, policy-checked fix for a failed service (LLM, runbooks or memory)
 version_added: 0.1.0
 author: sentinel.remediation maintainers (@sentinel-remediation)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
 description:
   - Runs on the controller and B(plans only); it never runs a command on any host.
   - "Sources, in order: a remembered successful fix for the same failure signature, the best
@@ -170,6 +173,7 @@ attributes:
   diff_mode:
     support: none
   platform:
+    support: full
     platforms: all
 notes:
   - The LLM sees only redacted text; RV(llm) and RV(msg) never hold the API key.

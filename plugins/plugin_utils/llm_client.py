@@ -293,7 +293,7 @@ class LLMClient:
         if not self.settings.base_url:
             self.model = DEFAULT_OPENAI_MODEL
             return self.model
-        models = self._with_retries(lambda: self._client.models.list())
+        models = self._with_retries(self._client.models.list)
         data = list(getattr(models, "data", None) or [])
         if not data:
             raise LLMError("no_model", "no llm.model set and the endpoint lists no model")

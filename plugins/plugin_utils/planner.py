@@ -375,6 +375,6 @@ class Planner:
         }
 
 
-def plan(**kwargs) -> dict:
+def plan(service: str, **kwargs) -> dict:
     """Plan for one failure; see ``Planner`` for the arguments."""
-    return Planner(**kwargs).run()
+    return Planner(service=service, **kwargs).run()

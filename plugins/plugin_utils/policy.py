@@ -251,7 +251,7 @@ def _classify(command: str, policy: LoadedPolicy) -> dict[str, Any]:
     check: Check | None = None
     if index >= 0:
         check = _check_tool(argv, index, policy, findings)
-    level = max((lvl for lvl, _ in findings), default=ALLOW)
+    level = max((finding[0] for finding in findings), default=ALLOW)
     if level == REJECT or check is None:
         rejects = [r for lvl, r in findings if lvl == REJECT] or ["the command could not be resolved to a tool"]
         return _verdict(command, REJECT, rejects, None, shown)

@@ -52,10 +52,10 @@ class Check:
 
     @property
     def rejected(self) -> bool:
-        return any(level == REJECT for level, _ in self.findings)
+        return any(finding[0] == REJECT for finding in self.findings)
 
     def has(self, *names: str) -> bool:
-        return any(name in names for name, _ in self.options)
+        return any(option[0] in names for option in self.options)
 
     def value(self, *names: str) -> str | None:
         for name, value in self.options:

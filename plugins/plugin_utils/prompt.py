@@ -24,7 +24,8 @@ _KEY_ORDER = ("config_test", "status", "listeners", "ports", "pid_files", "paths
               "oom", "processes")
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
-SYSTEM_PROMPT = """You plan the repair of one broken service on a Linux host. You only plan: a policy engine checks every command, may require human approval, and runs nothing it refuses.
+SYSTEM_PROMPT = """You plan the repair of one broken service on a Linux host. \
+You only plan: a policy engine checks every command, may require human approval, and runs nothing it refuses.
 Answer with one JSON object only: {{"diagnosis": "<cause, 1-2 sentences>", "commands": ["<command>", ...], "rationale": "<why, briefly>"}}
 Rules:
 - 1 to {max_commands} commands, in the order to run them; one simple command per item.

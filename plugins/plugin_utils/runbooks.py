@@ -284,7 +284,7 @@ def _largest_file(arg: str | None, evidence, service: str) -> str:
                 if not match:
                     continue
                 size, path = float(match.group(1)), match.group(2)
-            parent, _, name = path.rstrip("/").rpartition("/")
+            parent, _sep, name = path.rstrip("/").rpartition("/")
             if parent != directory or not name or _DATA_FILES.search(name):
                 continue
             sizes[path] = max(size, sizes.get(path, 0))

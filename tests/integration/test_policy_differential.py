@@ -60,7 +60,7 @@ def _unit_cases() -> tuple[list[str], list[str]]:
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return [c for c, _ in module.ALLOWED], [c for c, _ in module.APPROVAL]
+    return [case[0] for case in module.ALLOWED], [case[0] for case in module.APPROVAL]
 
 
 @pytest.fixture(scope="module")

@@ -424,7 +424,7 @@ REJECTED = [
 ]
 
 
-@pytest.mark.parametrize(("command", "argv"), ALLOWED, ids=[c for c, _ in ALLOWED])
+@pytest.mark.parametrize(("command", "argv"), ALLOWED, ids=[case[0] for case in ALLOWED])
 def test_legitimate_commands_stay_allowed(command: str, argv: list[str]) -> None:
     result = classify(command)
     assert result["verdict"] == "allow", result["reasons"]
@@ -432,7 +432,7 @@ def test_legitimate_commands_stay_allowed(command: str, argv: list[str]) -> None
     assert result["command"] == command
 
 
-@pytest.mark.parametrize(("command", "fragment"), APPROVAL, ids=[c for c, _ in APPROVAL])
+@pytest.mark.parametrize(("command", "fragment"), APPROVAL, ids=[case[0] for case in APPROVAL])
 def test_destructive_but_sometimes_right_needs_approval(command: str, fragment: str) -> None:
     result = classify(command)
     assert result["verdict"] == "approval", result["reasons"]
@@ -440,7 +440,7 @@ def test_destructive_but_sometimes_right_needs_approval(command: str, fragment: 
     assert any(fragment in reason for reason in result["reasons"]), result["reasons"]
 
 
-@pytest.mark.parametrize(("command", "fragment"), REJECTED, ids=[repr(c)[:60] for c, _ in REJECTED])
+@pytest.mark.parametrize(("command", "fragment"), REJECTED, ids=[repr(case[0])[:60] for case in REJECTED])
 def test_hostile_and_catastrophic_commands_are_rejected(command: str, fragment: str) -> None:
     result = classify(command)
     assert result["verdict"] == "reject", result

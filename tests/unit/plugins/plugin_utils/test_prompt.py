@@ -37,7 +37,7 @@ def test_shape_and_rules():
 
 
 def test_evidence_is_fenced_redacted_and_first_keys_first():
-    _, user = _messages(evidence={"logs": "password=abc", "config_test": "nginx: [emerg] x", "zz": "z"})
+    _system, user = _messages(evidence={"logs": "password=abc", "config_test": "nginx: [emerg] x", "zz": "z"})
     text = user["content"]
     open_tag, close_tag = fence(render_evidence({"logs": "password=abc", "config_test": "nginx: [emerg] x",
                                                  "zz": "z"}))
@@ -64,7 +64,7 @@ def test_control_characters_and_ansi_are_removed():
 
 
 def test_error_and_commands_are_redacted_too():
-    _, user = _messages(error="login failed password=topsecret", failed_commands=["redis-cli -a pw123 ping"])
+    _system, user = _messages(error="login failed password=topsecret", failed_commands=["redis-cli -a pw123 ping"])
     assert "topsecret" not in user["content"] and "pw123" not in user["content"]
 
 

@@ -1,0 +1,140 @@
+"""The remediation workflow end to end: playbooks/remediate.yml through ansible-runner
+against six real lab hosts, with the test LLM server standing in for the model.
+
+Fleet planning: 3 hosts with nginx stopped and 3 with redis stopped are two failure
+signatures, so the first run asks the LLM exactly twice (counted by the LLM server
+itself); the second run of the same faults plans from memory (no call); a run on the
+healed lab changes nothing and asks nothing.
+"""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from llm_server import LLMServer
+from workflow_support import Workspace, require_docker
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+NGINX_HOSTS = ["lab01", "lab02", "lab03"]
+REDIS_HOSTS = ["lab04", "lab05", "lab06"]
+RULES = [
+    {"match": r"Service: nginx\b",
+     "reply": {"plan": {"diagnosis": "nginx is stopped", "commands": ["service nginx start"], "rationale": "start it"}}},
+    {"match": r"Service: redis-server\b",
+     "reply": {"plan": {"diagnosis": "redis is stopped", "commands": ["service redis-server start"],
+                        "rationale": "start it"}}},
+]
+
+
+@pytest.fixture(scope="module")
+def fleet(lab_factory, tmp_path_factory):
+    require_docker()
+    lab = lab_factory("sentinel-test-wf", 6)
+    inventory = lab.write_inventory(tmp_path_factory.mktemp("wf-inventory") / "hosts.yml")
+    with LLMServer(rules=RULES) as server:
+        yield lab, inventory, server
+
+
+def inject_faults(lab):
+    for host in NGINX_HOSTS:
+        lab.inject(host, "nginx_stopped")
+    for host in REDIS_HOSTS:
+        lab.inject(host, "redis_stopped")
+
+
+def assert_lab_healthy(lab):
+    broken = {f"{host}/{name}": h.summary() for host in NGINX_HOSTS + REDIS_HOSTS
+              for name, h in lab.health(host).items() if not h.healthy}
+    assert not broken, broken
+
+
+def test_fleet_planning_memory_and_idempotence(fleet, tmp_path):
+    lab, inventory, server = fleet
+    work = Workspace(tmp_path, inventory, llm_url=server.url)
+    server.reset()
+
+    # Run 1: two signatures -> exactly two LLM calls, every host healed.
+    inject_faults(lab)
+    first = work.run(extravars={"remediate_backend": "llm"})
+    assert first.status == "successful", first.stdout[-3000:]
+    assert len(server.chat_requests) == 2, [server.prompt_text(i)[:200] for i in range(len(server.chat_requests))]
+    states = first.states()
+    assert all(states[f"{h}/nginx"] == "healed" for h in NGINX_HOSTS), states
+    assert all(states[f"{h}/redis-server"] == "healed" for h in REDIS_HOSTS), states
+    for host in NGINX_HOSTS:
+        outcome = first.outcomes()[(host, "nginx")]
+        assert [c["command"] for c in outcome["commands"]] == ["service nginx start"]
+        assert outcome["commands"][0]["source"] == "llm" and outcome["commands"][0]["rc"] == 0
+    assert first.report["llm"]["calls"] == 2
+    assert_lab_healthy(lab)
+
+    # Run 2: the same faults again -> planned from memory, no LLM call.
+    inject_faults(lab)
+    second = work.run(extravars={"remediate_backend": "llm"})
+    assert second.status == "successful", second.stdout[-3000:]
+    assert len(server.chat_requests) == 2
+    assert all(o["state"] in ("healed", "healthy") for o in second.report["outcomes"]), second.states()
+    assert {c["source"] for o in second.report["outcomes"] for c in o["commands"]} == {"memory"}
+    assert second.report["llm"]["calls"] == 0
+    assert_lab_healthy(lab)
+
+    # Run 3: nothing is broken -> nothing changes, no LLM call.
+    third = work.run(extravars={"remediate_backend": "llm"})
+    assert third.status == "successful"
+    assert third.changed() == 0, third.stats
+    assert len(server.chat_requests) == 2
+    assert set(third.states().values()) == {"healthy"}
+
+
+def test_monitor_tag_only_reports(fleet, tmp_path):
+    lab, inventory, server = fleet
+    work = Workspace(tmp_path, inventory, llm_url=server.url)
+    server.reset()
+    lab.inject("lab01", "cron_stopped")
+    try:
+        run = work.run(tags="monitor")
+        assert run.status == "successful", run.stdout[-3000:]
+        assert run.outcomes()[("lab01", "cron")]["state"] == "failed"
+        assert "monitoring only" in run.outcomes()[("lab01", "cron")]["reason"]
+        assert run.changed() == 0 and not server.chat_requests
+        assert not lab.health("lab01")["cron"].healthy
+    finally:
+        lab.fix("lab01", "cron_stopped")
+
+
+def test_corrupt_fact_cache_does_not_stop_the_run(fleet, tmp_path):
+    lab, inventory, server = fleet
+    work = Workspace(tmp_path, inventory)
+    work.facts_dir.mkdir(parents=True)
+    (work.facts_dir / "s1_lab02").write_text("{not json")
+    run = work.run()
+    assert run.status == "successful", run.stdout[-3000:]
+    assert run.outcomes()[("lab02", "nginx")]["state"] == "healthy"
+    assert (work.facts_dir / "s1_lab02.corrupt").exists()
+
+
+def test_fleet_plan_with_host_specific_pid(fleet, tmp_path):
+    """nginx_port_conflict on two hosts: one signature, one plan ("kill {port_owner_pid:80}"
+    resolved on the representative), yet each host kills its own impostor."""
+    lab, inventory, server = fleet
+    work = Workspace(tmp_path, inventory)
+    hosts = ["lab01", "lab02"]
+    pids = {}
+    for host in hosts:
+        if host == "lab02":  # advance lab02's PID counter so the impostors' PIDs differ
+            for _attempt in range(3):
+                subprocess.run(["docker", "exec", lab.container(host), "true"], check=True)
+        lab.inject(host, "nginx_port_conflict")
+        pids[host] = lab.port_owner_pid(host, 80)
+    assert pids["lab01"] != pids["lab02"]
+    run = work.run(extravars={"remediate_backend": "runbook", "remediate_hosts": ",".join(hosts)})
+    assert run.status == "successful", run.stdout[-3000:]
+    outcomes = run.outcomes()
+    assert outcomes[("lab01", "nginx")]["signature"] == outcomes[("lab02", "nginx")]["signature"]
+    for host in hosts:
+        commands = [c["command"] for c in outcomes[(host, "nginx")]["commands"]]
+        assert commands == [f"kill {pids[host]}", "service nginx start"], (host, commands, pids)
+        assert outcomes[(host, "nginx")]["state"] == "healed"
+        assert lab.health(host)["nginx"].healthy
