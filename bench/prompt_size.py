@@ -25,7 +25,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / ".collections"), str(REPO / "tests")]
-import conftest  # noqa: E402,F401  pylint: disable=unused-import  (makes the checkout importable as sentinel.remediation)
+# conftest makes the checkout importable as sentinel.remediation.
+import conftest  # noqa: E402,F401  pylint: disable=unused-import
 from fault_samples import FAULTS, sample  # noqa: E402
 from llm_server import LLMServer, plan_content  # noqa: E402
 

@@ -80,38 +80,42 @@ def sample(fault: str, host: int = 1) -> dict:
             "processes": "no process named or running nginx"})
     redis_paths = {"/var/lib/redis": "directory, redis:redis 0750; filesystem at /var/lib/redis: 3% used, 15.5 MiB free"}
     if fault == "redis_stopped":
-        return _done(name, tools, "redis-server", "redis-cli ping: Could not connect to Redis at 127.0.0.1:6379: "
-                                                  "Connection refused", {
-                                                      "status": "redis-server is not running ... failed!", "paths": redis_paths,
-                                                      "listeners": "port 6379: nothing listening",
-                                                      "logs": {"/var/log/redis/redis-server.log":
-                                                               f"{pid2}:M {redis_ts} # User requested shutdown...\n"
-                                                               f"{pid2}:M {redis_ts} # Redis is now ready to exit, bye bye..."}})
+        error = ("redis-cli ping: Could not connect to Redis at 127.0.0.1:6379: "
+                 "Connection refused")
+        return _done(name, tools, "redis-server", error, {
+            "status": "redis-server is not running ... failed!", "paths": redis_paths,
+            "listeners": "port 6379: nothing listening",
+            "logs": {"/var/log/redis/redis-server.log":
+                     f"{pid2}:M {redis_ts} # User requested shutdown...\n"
+                     f"{pid2}:M {redis_ts} # Redis is now ready to exit, bye bye..."}})
     if fault == "redis_bad_dir_permissions":
-        return _done(name, tools, "redis-server", "redis-cli ping: Could not connect to Redis at 127.0.0.1:6379: "
-                                                  "Connection refused", {
-                                                      "status": "redis-server is not running ... failed!",
-                                                      "paths": {"/var/lib/redis": "directory, root:root 0700; filesystem at /var/lib/redis: 3% used"},
-                                                      "listeners": "port 6379: nothing listening",
-                                                      "logs": {"/var/log/redis/redis-server.log":
-                                                               f"{pid2}:C {redis_ts} # Can't chdir to '/var/lib/redis': Permission denied"}})
+        error = ("redis-cli ping: Could not connect to Redis at 127.0.0.1:6379: "
+                 "Connection refused")
+        return _done(name, tools, "redis-server", error, {
+            "status": "redis-server is not running ... failed!",
+            "paths": {"/var/lib/redis": "directory, root:root 0700; filesystem at /var/lib/redis: 3% used"},
+            "listeners": "port 6379: nothing listening",
+            "logs": {"/var/log/redis/redis-server.log":
+                     f"{pid2}:C {redis_ts} # Can't chdir to '/var/lib/redis': Permission denied"}})
     if fault == "redis_killed":
-        return _done(name, tools, "redis-server", "redis-cli ping: Could not connect to Redis at 127.0.0.1:6379: "
-                                                  "Connection refused", {
-                                                      "status": "redis-server is not running ... failed! (dead, pid file exists)", "paths": redis_paths,
-                                                      "pid_files": {"/run/redis/redis-server.pid": f"pid {pid2} is not running (stale PID file)"},
-                                                      "listeners": "port 6379: nothing listening",
-                                                      "logs": {"/var/log/redis/redis-server.log": f"{pid2}:M {redis_ts} * Ready to accept connections tcp"}})
+        error = ("redis-cli ping: Could not connect to Redis at 127.0.0.1:6379: "
+                 "Connection refused")
+        return _done(name, tools, "redis-server", error, {
+            "status": "redis-server is not running ... failed! (dead, pid file exists)", "paths": redis_paths,
+            "pid_files": {"/run/redis/redis-server.pid": f"pid {pid2} is not running (stale PID file)"},
+            "listeners": "port 6379: nothing listening",
+            "logs": {"/var/log/redis/redis-server.log": f"{pid2}:M {redis_ts} * Ready to accept connections tcp"}})
     if fault == "redis_disk_full":
-        return _done(name, tools, "redis-server", "write probe failed: MISCONF Redis is configured to save RDB "
-                                                  "snapshots, but it's currently unable to persist to disk", {
-                                                      "status": f"redis-server is running (pid {pid2})",
-                                                      "paths": {"/var/lib/redis": "directory, redis:redis 0750; filesystem at /var/lib/redis: 100% used, 0 B free"},
-                                                      "listeners": f"127.0.0.1:6379 held by redis-server (pid {pid2})",
-                                                      "disk": "16.0M\t/var/lib/redis/ballast.bin\n4.0K\t/var/lib/redis/dump.rdb",
-                                                      "logs": {"/var/log/redis/redis-server.log":
-                                                               f"{pid2}:M {redis_ts} # Write error saving DB on disk(fflush): No space left on device\n"
-                                                               f"{pid2}:M {redis_ts} # Background saving error"}})
+        error = ("write probe failed: MISCONF Redis is configured to save RDB "
+                 "snapshots, but it's currently unable to persist to disk")
+        return _done(name, tools, "redis-server", error, {
+            "status": f"redis-server is running (pid {pid2})",
+            "paths": {"/var/lib/redis": "directory, redis:redis 0750; filesystem at /var/lib/redis: 100% used, 0 B free"},
+            "listeners": f"127.0.0.1:6379 held by redis-server (pid {pid2})",
+            "disk": "16.0M\t/var/lib/redis/ballast.bin\n4.0K\t/var/lib/redis/dump.rdb",
+            "logs": {"/var/log/redis/redis-server.log":
+                     f"{pid2}:M {redis_ts} # Write error saving DB on disk(fflush): No space left on device\n"
+                     f"{pid2}:M {redis_ts} # Background saving error"}})
     if fault == "cron_stopped":
         return _done(name, tools, "cron", "no process named cron runs", {
             "status": "cron is not running ... failed!", "processes": "no process named or running cron"})
