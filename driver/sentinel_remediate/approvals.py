@@ -1,0 +1,118 @@
+"""Plans waiting for a human: list, show, approve (runs resume.yml for exactly that plan), reject.
+
+The role writes each gated plan to ``<remediate_artifacts_dir>/pending/<id>.json``
+(``{id, host, service, signature, attempt, error, diagnosis, commands, plan_hash,
+requested, llm}``; each command is a policy verdict ``{command, verdict, reasons, argv,
+display, source}``). Commands are shown with the policy's ``display`` (escaped) and never
+raw: a plan may hold text an LLM wrote.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .report import printable
+
+ID_RE = re.compile(r"^[A-Za-z0-9_-]{4,64}$")
+
+
+class ApprovalError(LookupError):
+    """Unknown, ambiguous or malformed approval id."""
+
+
+def pending_dir(approvals_dir: Path) -> Path:
+    return approvals_dir / "pending"
+
+
+def load_pending(approvals_dir: Path) -> list[dict]:
+    """Every pending plan, oldest request first; unreadable files are listed as such."""
+    plans = []
+    directory = pending_dir(approvals_dir)
+    if not directory.is_dir():
+        return plans
+    for path in sorted(directory.glob("*.json")):
+        try:
+            plan = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(plan, Mapping):
+                raise ValueError("not a JSON object")
+            plan = dict(plan)
+        except (OSError, ValueError) as exc:
+            plan = {"id": path.stem, "error": f"unreadable plan file: {exc}", "commands": []}
+        plan.setdefault("id", path.stem)
+        plan["_path"] = str(path)
+        plans.append(plan)
+    return sorted(plans, key=lambda p: (str(p.get("requested", "")), str(p["id"])))
+
+
+def find_pending(approvals_dir: Path, plan_id: str) -> dict:
+    if not ID_RE.match(plan_id or ""):
+        raise ApprovalError(f"bad approval id {plan_id!r}: letters, digits, '-' and '_' only")
+    plans = load_pending(approvals_dir)
+    matches = [p for p in plans if p["id"] == plan_id] or [p for p in plans if str(p["id"]).startswith(plan_id)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        known = ", ".join(str(p["id"]) for p in plans) or "none"
+        raise ApprovalError(f"no pending plan {plan_id!r} in {pending_dir(approvals_dir)} (pending: {known})")
+    raise ApprovalError(f"{plan_id!r} matches several plans: {', '.join(str(p['id']) for p in matches)}")
+
+
+def _command_rows(plan: Mapping[str, Any]) -> list[dict]:
+    rows = []
+    for c in plan.get("commands") or []:
+        if not isinstance(c, Mapping):
+            continue
+        reasons = c.get("reasons") or []
+        rows.append({
+            "display": printable(c.get("display") or c.get("command") or ""),
+            "verdict": printable(c.get("verdict") or "?"),
+            "source": printable(c.get("source") or "?"),
+            "reasons": [printable(r) for r in (reasons if isinstance(reasons, list) else [reasons])],
+        })
+    return rows
+
+
+def render_list(plans: list[dict]) -> str:
+    if not plans:
+        return "no plan waits for approval\n"
+    lines = []
+    for p in plans:
+        rows = _command_rows(p)
+        gated = sum(1 for r in rows if r["verdict"] == "approval")
+        lines.append(f"{printable(p['id'])}  {printable(p.get('host', '?'))}  {printable(p.get('service', '?'))}  "
+                     f"{len(rows)} command(s), {gated} need approval  requested {printable(p.get('requested', '?'))}")
+        for r in rows:
+            why = f"  ({'; '.join(r['reasons'])})" if r["reasons"] and r["verdict"] != "allow" else ""
+            lines.append(f"    [{r['verdict']}] {r['display']}{why}")
+    return "\n".join(lines) + "\n"
+
+
+def render_show(plan: Mapping[str, Any]) -> str:
+    lines = [
+        f"plan       {printable(plan.get('id'))}",
+        f"host       {printable(plan.get('host', '?'))}",
+        f"service    {printable(plan.get('service', '?'))}",
+        f"requested  {printable(plan.get('requested', '?'))} (attempt {printable(plan.get('attempt', '?'))})",
+        f"signature  {printable(plan.get('signature', ''))}",
+        f"error      {printable(plan.get('error', ''))}",
+        f"diagnosis  {printable(plan.get('diagnosis', ''))}",
+        f"plan hash  {printable(plan.get('plan_hash', ''))}",
+        "commands (as the policy displays them; approving runs exactly these, as argv, without a shell):",
+    ]
+    if plan.get("error") and not plan.get("commands"):
+        lines.append(f"  {printable(plan['error'])}")
+    for n, r in enumerate(_command_rows(plan), 1):
+        lines.append(f"  {n}. [{r['verdict']}] {r['display']}   (from {r['source']})")
+        for reason in r["reasons"]:
+            lines.append(f"       - {reason}")
+    lines.append(f"approve: sentinel-remediate approvals approve {printable(plan.get('id'))}")
+    lines.append(f"reject:  sentinel-remediate approvals reject {printable(plan.get('id'))}")
+    return "\n".join(lines) + "\n"
+
+
+def public(plan: Mapping[str, Any]) -> dict:
+    """The plan as JSON output (without the driver's bookkeeping)."""
+    return {k: v for k, v in plan.items() if not k.startswith("_")}

@@ -1,0 +1,246 @@
+"""sentinel-remediate: run, watch, approve and report sentinel.remediation passes.
+
+Exit codes (every command):
+  0  every service healthy or healed (or the command succeeded)
+  1  something escalated, failed or was unreachable, or the run itself failed
+  2  usage error: bad option, unknown run or approval id, no collection found
+  3  nothing failed, but a plan waits for approval
+  4  nothing ran: every host was held by another pass (run without --wait)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from . import approvals as approving
+from . import report as reporting
+from .locking import LockTimeout
+from .runner import DEFAULT_ROTATE, DriverError, PassOptions, State, find_project_dir, run_pass, SECRET_NAME
+
+PROG = "sentinel-remediate"
+EPILOG = """exit codes: 0 all healthy or healed; 1 something escalated, failed or unreachable
+(or the run failed); 2 usage error; 3 only waiting for approval; 4 every host busy
+(another pass holds it; use --wait).
+
+Secrets (OPENAI_API_KEY ...) are read from the environment only and handed to ansible
+through the process environment, never on a command line or in the artifacts."""
+
+
+class UsageError(Exception):
+    pass
+
+
+def _extra_var(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    key = key.strip()
+    if SECRET_NAME.search(key):
+        raise argparse.ArgumentTypeError(
+            f"{key} looks like a secret: pass it through the environment (e.g. OPENAI_API_KEY), not -e")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError:
+        parsed = value
+    return key, parsed
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--state-dir", default=argparse.SUPPRESS,
+                        help="runs, artifacts, locks, pending plans (env SENTINEL_STATE_DIR; "
+                             "default ~/.local/state/sentinel-remediation)")
+    common.add_argument("--approvals-dir", default=argparse.SUPPRESS,
+                        help="the role's remediate_artifacts_dir (env SENTINEL_APPROVALS_DIR; default STATE/remediation)")
+    common.add_argument("--project-dir", default=argparse.SUPPRESS,
+                        help="the sentinel.remediation checkout (env SENTINEL_PROJECT_DIR; default: found automatically)")
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no live progress")
+
+    passing = argparse.ArgumentParser(add_help=False)
+    passing.add_argument("-i", "--inventory", action="append", default=[],
+                         help="inventory source (repeatable; default: ansible.cfg's)")
+    passing.add_argument("-l", "--limit", help="ansible host pattern to limit the pass to")
+    passing.add_argument("-e", "--extra-var", dest="extra_vars", action="append", type=_extra_var, default=[],
+                         metavar="KEY=VALUE", help="role variable (YAML value), e.g. remediate_backend=runbook")
+    passing.add_argument("--wait", action="store_true",
+                         help="wait for hosts that another pass holds (default: skip them and say so)")
+    passing.add_argument("--wait-timeout", type=_positive, metavar="SECONDS", help="give up waiting after this long")
+    passing.add_argument("--rotate", type=int, default=DEFAULT_ROTATE, metavar="N",
+                         help=f"run artifacts kept on disk (default {DEFAULT_ROTATE})")
+    passing.add_argument("--timeout", type=int, metavar="SECONDS", help="cancel a pass that runs longer")
+    passing.add_argument("-v", "--verbose", action="store_true", help="show ansible's own output too")
+
+    formats = argparse.ArgumentParser(add_help=False)
+    formats.add_argument("--format", choices=sorted(reporting.RENDERERS), default="text", help="report format")
+
+    parser = argparse.ArgumentParser(prog=PROG, parents=[common], epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     description="Drive sentinel.remediation through ansible-runner.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    sub.add_parser("run", parents=[common, passing, formats], help="one remediation pass, then the report")
+
+    p = sub.add_parser("watch", parents=[common, passing], help="a pass every --interval until SIGINT/SIGTERM")
+    p.add_argument("--interval", type=_positive, default=30.0, metavar="SECONDS", help="seconds between pass starts")
+    p.add_argument("--max-passes", type=int, metavar="N", help="stop after N passes")
+
+    p = sub.add_parser("approvals", parents=[common], help="plans waiting for a human")
+    asub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    a = asub.add_parser("list", parents=[common], help="the pending plans")
+    a.add_argument("--format", choices=["text", "json"], default="text")
+    a = asub.add_parser("show", parents=[common], help="one plan: commands as the policy displays them, and why")
+    a.add_argument("id")
+    a.add_argument("--format", choices=["text", "json"], default="text")
+    for name, text in (("approve", "run exactly this plan (playbooks/resume.yml)"),
+                       ("reject", "reject this plan (escalates)")):
+        a = asub.add_parser(name, parents=[common, passing, formats], help=text)
+        a.add_argument("id")
+
+    p = sub.add_parser("report", parents=[common, formats], help="the report of the last or a given run")
+    p.add_argument("run", nargs="?", help="run ident (or a unique prefix); default: the last run")
+    p.add_argument("--list", action="store_true", help="list the stored runs")
+    return parser
+
+
+def _opt(args: argparse.Namespace, name: str, default: Any = None) -> Any:
+    return getattr(args, name, default)
+
+
+def _state(args: argparse.Namespace) -> State:
+    return State.from_options(_opt(args, "state_dir"), _opt(args, "approvals_dir"))
+
+
+def _pass_options(args: argparse.Namespace, state: State, **over: Any) -> PassOptions:
+    extravars = dict(args.extra_vars)
+    extravars.setdefault("remediate_artifacts_dir", str(state.approvals))
+    options = PassOptions(inventory=list(args.inventory), limit=args.limit, extravars=extravars, wait=args.wait,
+                          wait_timeout=args.wait_timeout, rotate=args.rotate, timeout=args.timeout,
+                          verbose=args.verbose)
+    for key, value in over.items():
+        setattr(options, key, value)
+    return options
+
+
+def _emit(result: dict, fmt: str) -> None:
+    sys.stdout.write(reporting.RENDERERS[fmt](result))
+    sys.stdout.flush()
+
+
+def _single_pass(args: argparse.Namespace, state: State, options: PassOptions) -> int:
+    """One pass with SIGINT/SIGTERM cancelling it cleanly (the report says `canceled`)."""
+    from .watch import StopSignal
+
+    out = None if _opt(args, "quiet") else sys.stderr
+    project = find_project_dir(_opt(args, "project_dir"))
+    stopper = StopSignal(out, first_cancels=True).install()
+    try:
+        result = run_pass(state, project, options, out=out, cancel=stopper.cancelled)
+    finally:
+        stopper.restore()
+    _emit(result, args.format)
+    return reporting.exit_code(result)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    state = _state(args)
+    return _single_pass(args, state, _pass_options(args, state, kind="run"))
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from .watch import watch
+
+    state = _state(args)
+    project = find_project_dir(_opt(args, "project_dir"))
+    out = None if _opt(args, "quiet") else sys.stderr
+
+    def one(cancel):
+        result = run_pass(state, project, _pass_options(args, state, kind="watch"), out=out, cancel=cancel)
+        if out is not None:
+            out.write(reporting.render_text(result))
+            out.flush()
+        return result
+
+    return watch(one, args.interval, args.max_passes, out=sys.stderr)
+
+
+def cmd_approvals(args: argparse.Namespace) -> int:
+    state = _state(args)
+    if args.action == "list":
+        plans = approving.load_pending(state.approvals)
+        if args.format == "json":
+            print(json.dumps([approving.public(p) for p in plans], indent=2, sort_keys=True))
+        else:
+            sys.stdout.write(approving.render_list(plans))
+        return 0
+    plan = approving.find_pending(state.approvals, args.id)
+    if args.action == "show":
+        if args.format == "json":
+            print(json.dumps(approving.public(plan), indent=2, sort_keys=True))
+        else:
+            sys.stdout.write(approving.render_show(plan))
+        return 0
+    host = plan.get("host")
+    if not host:
+        raise UsageError(f"plan {plan['id']} names no host: {plan.get('error', 'malformed plan file')}")
+    decision = "remediate_approve" if args.action == "approve" else "remediate_reject"
+    options = _pass_options(args, state, kind=args.action, playbook="playbooks/resume.yml", hosts=[str(host)],
+                            limit=str(host))
+    options.extravars[decision] = str(plan["id"])
+    if not options.inventory:
+        # The plan was made against some inventory: reuse the one of the run that made it.
+        options.inventory = list(reporting.origin_of_approval(state.artifacts, str(plan["id"])).get("inventory") or [])
+    return _single_pass(args, state, options)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    state = _state(args)
+    if args.list:
+        for run_dir in reporting.list_runs(state.artifacts):
+            r = reporting.load_report(run_dir)
+            totals = ", ".join(f"{k}={v}" for k, v in (r.get("totals") or {}).items() if v) or "no outcome"
+            print(f"{run_dir.name}  exit {reporting.exit_code(r)}  {totals}")
+        return 0
+    result = reporting.load_report(reporting.find_run(state.artifacts, args.run))
+    _emit(result, args.format)
+    return reporting.exit_code(result)
+
+
+COMMANDS = {"run": cmd_run, "watch": cmd_watch, "approvals": cmd_approvals, "report": cmd_report}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (DriverError, UsageError, approving.ApprovalError, LookupError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return reporting.EXIT_USAGE
+    except LockTimeout as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return reporting.EXIT_BUSY
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return reporting.EXIT_FAILED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

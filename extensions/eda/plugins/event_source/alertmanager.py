@@ -1,0 +1,157 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""ansible-rulebook event source: Prometheus Alertmanager webhooks, one event per alert.
+
+Alertmanager groups alerts into one webhook POST (payload version 4); rules want one
+alert at a time, with the host and the service already worked out. Each alert becomes
+
+    {"alert": <the alert: status, labels, annotations, startsAt, fingerprint...>,
+     "sentinel": {"host": ..., "service": ..., "status": "firing"|"resolved"},
+     "receiver": ..., "group_key": ..., "external_url": ...}
+
+host: label `instance` without its port (also `[v6]:port`), else `host` / `hostname`;
+service: label `service`, else `job`. Used instead of ansible.eda.alertmanager, which is
+not installable here (Galaxy unreachable); load it with `ansible-rulebook -S
+extensions/eda/plugins/event_source`.
+
+Arguments: host (default 127.0.0.1), port (required), token (optional bearer token
+that clients must send), max_body (bytes, default 1 MiB).
+"""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import re
+from typing import Any
+
+from aiohttp import web
+
+DOCUMENTATION = r"""
+short_description: Receive Prometheus Alertmanager webhooks, one event per alert.
+description:
+  - Listens for Alertmanager webhook POSTs (any path) and puts one event per alert on the
+    queue, with C(sentinel.host) and C(sentinel.service) worked out from the labels.
+options:
+  host:
+    description: Address to listen on.
+    type: str
+    default: 127.0.0.1
+  port:
+    description: TCP port to listen on.
+    type: int
+    required: true
+  token:
+    description: Optional bearer token that the client must send (Authorization header).
+    type: str
+  max_body:
+    description: Largest accepted request body in bytes.
+    type: int
+    default: 1048576
+"""
+
+EXAMPLES = r"""
+- name: Heal what Alertmanager reports
+  hosts: all
+  sources:
+    - alertmanager:
+        host: 127.0.0.1
+        port: 9095
+"""
+
+logger = logging.getLogger(__name__)
+
+_PORT = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<name>[^:]+))(?::\d+)?$")
+
+
+def alert_host(labels: dict[str, Any]) -> str:
+    """The host an alert is about: `instance` without its port, else `host`/`hostname`."""
+    for key in ("instance", "host", "hostname"):
+        value = str(labels.get(key) or "").strip()
+        if not value:
+            continue
+        match = _PORT.match(value)
+        if match:
+            return match.group("v6") or match.group("name")
+        return value  # a bare IPv6 address or something unusual: keep it whole
+    return ""
+
+
+def alert_service(labels: dict[str, Any]) -> str:
+    for key in ("service", "job"):
+        value = str(labels.get(key) or "").strip()
+        if value:
+            return value
+    return ""
+
+
+def events_from_payload(payload: Any) -> list[dict[str, Any]]:
+    """One event per alert of an Alertmanager webhook payload; ValueError if it is not one."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("alerts"), list):
+        raise ValueError("not an Alertmanager webhook payload: no `alerts` list")
+    events = []
+    for alert in payload["alerts"]:
+        if not isinstance(alert, dict):
+            continue
+        labels = alert.get("labels") if isinstance(alert.get("labels"), dict) else {}
+        events.append({
+            "alert": alert,
+            "sentinel": {
+                "host": alert_host(labels),
+                "service": alert_service(labels),
+                "status": str(alert.get("status") or payload.get("status") or ""),
+            },
+            "receiver": payload.get("receiver", ""),
+            "group_key": payload.get("groupKey", ""),
+            "external_url": payload.get("externalURL", ""),
+        })
+    return events
+
+
+def _make_app(queue: asyncio.Queue, token: str | None, max_body: int) -> web.Application:
+    async def receive(request: web.Request) -> web.Response:
+        if token:
+            sent = request.headers.get("Authorization", "")
+            if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
+                return web.json_response({"error": "unauthorized"}, status=401)
+        try:
+            payload = json.loads(await request.read())
+            events = events_from_payload(payload)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return web.json_response({"error": str(exc)[:200]}, status=400)
+        for event in events:
+            await queue.put(event)
+        logger.info("alertmanager: %d alert(s) received on %s", len(events), request.path)
+        return web.json_response({"accepted": len(events)}, status=202)
+
+    app = web.Application(client_max_size=max_body)
+    app.router.add_post("/{tail:.*}", receive)
+    return app
+
+
+async def main(queue: asyncio.Queue, args: dict[str, Any]) -> None:
+    if "port" not in args:
+        raise ValueError("alertmanager: the `port` argument is required")
+    app = _make_app(queue, args.get("token"), int(args.get("max_body", 1024 * 1024)))
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, str(args.get("host", "127.0.0.1")), int(args["port"]))
+    await site.start()
+    logger.info("alertmanager: listening on %s:%s", args.get("host", "127.0.0.1"), args["port"])
+    try:
+        await asyncio.Future()  # serve until ansible-rulebook cancels this source
+    finally:
+        await runner.cleanup()
+
+
+if __name__ == "__main__":
+    # Manual check: python alertmanager.py 9095, then POST a payload and watch the events.
+    import sys
+
+    class _Printer:
+        async def put(self, event: dict) -> None:
+            print(json.dumps(event), flush=True)
+
+    asyncio.run(main(_Printer(), {"port": int(sys.argv[1]) if len(sys.argv) > 1 else 9095}))  # type: ignore[arg-type]

@@ -1,0 +1,199 @@
+"""Event-driven remediation for real: ansible-rulebook on 127.0.0.1, Alertmanager payloads, lab faults healed.
+
+ansible-rulebook (Java 17 for its Drools engine) runs extensions/eda/rulebooks/remediate_on_alert.yml
+with our event source (extensions/eda/plugins/event_source/alertmanager.py) on a free
+loopback port. A real Alertmanager (webhook payload version 4) POST for a lab host whose
+service is broken must end with the lab's own health check saying healed; an alert storm
+(the same alert 10 times) must run one remediation, counted by the playbook's run log.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from sentinel_lab import Lab
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+PREFIX = "sentinel-drv"   # the lab of test_driver.py, reused (each test starts from healthy hosts)
+HEAL_TIMEOUT = 180
+TOKEN = "eda-test-token-91c3"   # the webhook's shared secret, given to ansible-rulebook through the environment
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: the EDA test must run)", pytrace=False)
+    pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def alert_payload(host: str, service: str, alertname: str, exporter_port: int = 9100) -> dict:
+    """A webhook body as Alertmanager sends it (receiver webhook_configs, version 4)."""
+    labels = {"alertname": alertname, "instance": f"{host}:{exporter_port}", "job": f"{service}-exporter",
+              "service": service, "severity": "critical"}
+    return {
+        "version": "4",
+        "groupKey": f'{{}}:{{alertname="{alertname}"}}',
+        "truncatedAlerts": 0,
+        "status": "firing",
+        "receiver": "sentinel",
+        "groupLabels": {"alertname": alertname},
+        "commonLabels": labels,
+        "commonAnnotations": {"summary": f"{service} is down on {host}"},
+        "externalURL": "http://alertmanager.example:9093",
+        "alerts": [{
+            "status": "firing",
+            "labels": labels,
+            "annotations": {"summary": f"{service} is down on {host}"},
+            "startsAt": "2025-01-01T00:00:00.000Z",
+            "endsAt": "0001-01-01T00:00:00Z",
+            "generatorURL": "http://prometheus.example:9090/graph",
+            "fingerprint": hashlib.sha256(f"{host}/{service}".encode()).hexdigest()[:16],
+        }],
+    }
+
+
+def post(port: int, payload: dict, token: str | None = TOKEN) -> int:
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/alerts", data=json.dumps(payload).encode(),
+                                     headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.status
+
+
+@pytest.fixture(scope="module")
+def eda_lab(lab_factory) -> Iterator[Lab]:
+    lab = lab_factory(PREFIX, 2)
+    yield lab
+    for host in ("lab01", "lab02"):   # hand the shared hosts on healthy
+        if not all(h.healthy for h in lab.health(host).values()):
+            lab.reset(host)
+
+
+@pytest.fixture(scope="module")
+def rulebook(eda_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    if not shutil.which("ansible-rulebook"):
+        _unavailable("ansible-rulebook is not installed (pip install -r requirements.txt)")
+    if not shutil.which("java"):
+        _unavailable("Java 17 is not installed (ansible-rulebook needs it)")
+    base = tmp_path_factory.mktemp("eda")
+    inventory = eda_lab.write_inventory(base / "hosts.yml")
+    port = _free_port()
+    log = base / "runs.log"
+    variables = base / "vars.yml"
+    variables.write_text(yaml.safe_dump({"alert_port": port, "alert_host": "127.0.0.1",
+                                         "remediate_backend": "runbook", "sentinel_eda_log": str(log)}))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "SENTINEL_ALERT_TOKEN": TOKEN}
+    out = (base / "rulebook.log").open("w")
+    proc = subprocess.Popen(
+        ["ansible-rulebook", "-r", "extensions/eda/rulebooks/remediate_on_alert.yml",
+         "-S", "extensions/eda/plugins/event_source", "-i", str(inventory), "--vars", str(variables),
+         "--env-vars", "SENTINEL_ALERT_TOKEN"],
+        cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"ansible-rulebook exited {proc.returncode}:\n{(base / 'rulebook.log').read_text()[-3000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"ansible-rulebook never listened on {port}:\n{(base / 'rulebook.log').read_text()[-3000:]}")
+                time.sleep(0.5)
+        yield {"port": port, "log": log, "output": base / "rulebook.log"}
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        out.close()
+
+
+def _runs(log: Path, host: str, service: str) -> list[str]:
+    if not log.is_file():
+        return []
+    return [line for line in log.read_text().splitlines() if line.split()[1:3] == [host, service]]
+
+
+def _wait_healed(lab: Lab, host: str, service: str, rulebook: dict) -> float:
+    start = time.monotonic()
+    while not lab.health(host, [service])[service].healthy:
+        if time.monotonic() - start > HEAL_TIMEOUT:
+            pytest.fail(f"{host} {service} not healed within {HEAL_TIMEOUT} s:\n"
+                        f"{rulebook['output'].read_text()[-4000:]}")
+        time.sleep(1)
+    return time.monotonic() - start
+
+
+def test_firing_alert_heals_the_lab_host(eda_lab: Lab, rulebook: dict) -> None:
+    if not all(h.healthy for h in eda_lab.health("lab01").values()):
+        eda_lab.reset("lab01")
+    eda_lab.inject("lab01", "nginx_stopped")
+    assert not eda_lab.health("lab01", ["nginx"])["nginx"].healthy
+    assert post(rulebook["port"], alert_payload("lab01", "nginx", "NginxDown")) == 202
+    _wait_healed(eda_lab, "lab01", "nginx", rulebook)
+    assert len(_runs(rulebook["log"], "lab01", "nginx")) == 1
+
+
+def test_alert_for_a_host_outside_the_inventory_is_refused(rulebook: dict) -> None:
+    assert post(rulebook["port"], alert_payload("ghost09", "nginx", "NginxDown")) == 202
+    deadline = time.monotonic() + 90
+    while "the host must be in the inventory" not in rulebook["output"].read_text():
+        assert time.monotonic() < deadline, rulebook["output"].read_text()[-4000:]
+        time.sleep(1)
+    assert _runs(rulebook["log"], "ghost09", "nginx") == []
+
+
+def test_alert_storm_runs_one_remediation(eda_lab: Lab, rulebook: dict) -> None:
+    if not all(h.healthy for h in eda_lab.health("lab02").values()):
+        eda_lab.reset("lab02")
+    eda_lab.inject("lab02", "redis_stopped")
+    payload = alert_payload("lab02", "redis", "RedisDown", 9121)   # `redis` names the role's redis-server
+    assert [post(rulebook["port"], payload) for dummy in range(10)] == [202] * 10
+    _wait_healed(eda_lab, "lab02", "redis", rulebook)
+    time.sleep(8)  # any extra run the storm would have caused starts within this time
+    runs = _runs(rulebook["log"], "lab02", "redis")
+    assert len(runs) == 1, runs
+    assert "healed" in rulebook["output"].read_text()
+
+
+def test_bad_payload_is_refused(rulebook: dict) -> None:
+    request = urllib.request.Request(f"http://127.0.0.1:{rulebook['port']}/alerts", data=b'{"no": "alerts"}',
+                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"},
+                                     method="POST")
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        urllib.request.urlopen(request, timeout=10)
+    assert exc.value.code == 400
+
+
+@pytest.mark.parametrize("token", [None, "wrong-token"])
+def test_alert_without_the_token_is_refused(eda_lab: Lab, rulebook: dict, token: str | None) -> None:
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        post(rulebook["port"], alert_payload("lab01", "nginx", "NginxDown"), token=token)
+    assert exc.value.code == 401
+    assert TOKEN not in rulebook["output"].read_text()

@@ -1,0 +1,86 @@
+"""The Alertmanager event source of extensions/eda: payload parsing and the HTTP endpoint."""
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import socket
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(__file__).resolve().parents[3] / "extensions" / "eda" / "plugins" / "event_source" / "alertmanager.py"
+spec = importlib.util.spec_from_file_location("sentinel_alertmanager_source", SOURCE)
+alertmanager = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(alertmanager)
+
+
+@pytest.mark.parametrize(("labels", "host"), [
+    ({"instance": "lab01:9100"}, "lab01"),
+    ({"instance": "web1.example.com"}, "web1.example.com"),
+    ({"instance": "[2001:db8::1]:9100"}, "2001:db8::1"),
+    ({"instance": "", "host": "db2"}, "db2"),
+    ({"hostname": "db3"}, "db3"),
+    ({}, ""),
+])
+def test_alert_host(labels: dict, host: str) -> None:
+    assert alertmanager.alert_host(labels) == host
+
+
+def test_one_event_per_alert() -> None:
+    payload = {"version": "4", "status": "firing", "receiver": "r", "groupKey": "g", "alerts": [
+        {"status": "firing", "labels": {"instance": "lab01:9113", "service": "nginx", "job": "x"}},
+        {"status": "resolved", "labels": {"instance": "lab02:9121", "job": "redis"}},
+        "junk",
+    ]}
+    events = alertmanager.events_from_payload(payload)
+    assert [e["sentinel"] for e in events] == [
+        {"host": "lab01", "service": "nginx", "status": "firing"},
+        {"host": "lab02", "service": "redis", "status": "resolved"},
+    ]
+    assert events[0]["receiver"] == "r" and events[0]["alert"]["labels"]["job"] == "x"
+
+
+@pytest.mark.parametrize("payload", [[], {"alerts": "x"}, {"status": "firing"}])
+def test_not_a_payload(payload) -> None:
+    with pytest.raises(ValueError, match="not an Alertmanager webhook payload"):
+        alertmanager.events_from_payload(payload)
+
+
+def test_http_endpoint_queues_events_and_checks_the_token() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def post(body: bytes, token: str | None = None) -> int:
+        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/hook", data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    async def scenario() -> list:
+        queue: asyncio.Queue = asyncio.Queue()
+        task = asyncio.create_task(alertmanager.main(queue, {"port": port, "token": "s3cret"}))
+        loop = asyncio.get_running_loop()
+        for dummy in range(50):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        good = json.dumps({"alerts": [{"status": "firing", "labels": {"instance": "lab01:1", "service": "nginx"}}]})
+        codes = [await loop.run_in_executor(None, post, good.encode(), "s3cret"),
+                 await loop.run_in_executor(None, post, good.encode(), "wrong"),
+                 await loop.run_in_executor(None, post, b"{not json", "s3cret")]
+        task.cancel()
+        events = [queue.get_nowait() for dummy in range(queue.qsize())]
+        return [codes, events]
+
+    codes, events = asyncio.run(scenario())
+    assert codes == [202, 401, 400]
+    assert [e["sentinel"]["host"] for e in events] == ["lab01"]

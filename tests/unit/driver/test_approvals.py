@@ -1,0 +1,71 @@
+"""Pending plans listed and shown from the role's JSON files."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sentinel_remediate import approvals as a
+
+PLAN = {
+    "id": "59a32ea8ba4a",
+    "host": "lab01",
+    "service": "nginx",
+    "signature": "nginx:b8c2652a0da263f1",
+    "attempt": "1",
+    "error": "service nginx status: nginx is not running (rc 3)",
+    "diagnosis": "A broken snippet in /etc/nginx/conf.d stops nginx from starting.",
+    "plan_hash": "3e9c",
+    "requested": "2026-01-01T00:00:00Z",
+    "commands": [
+        {"command": "mv /etc/nginx/conf.d/zz-broken.conf /tmp/x\x1b]0;pwned\x07", "verdict": "approval",
+         "reasons": ["`mv` renames or replaces files; a human should confirm the paths"],
+         "argv": ["sudo", "mv", "/etc/nginx/conf.d/zz-broken.conf", "/tmp/x"], "source": "llm",
+         "display": "mv /etc/nginx/conf.d/zz-broken.conf '/tmp/x\\x1b]0;pwned\\x07'"},
+        {"command": "service nginx start", "verdict": "allow", "reasons": ["allowed"],
+         "argv": ["sudo", "service", "nginx", "start"], "source": "runbook", "display": "service nginx start"},
+    ],
+}
+
+
+@pytest.fixture
+def approvals_dir(tmp_path: Path) -> Path:
+    pending = tmp_path / "pending"
+    pending.mkdir()
+    (pending / f"{PLAN['id']}.json").write_text(json.dumps(PLAN))
+    (pending / "0badf11e0000.json").write_text("{not json")
+    return tmp_path
+
+
+def test_list_shows_display_and_reasons(approvals_dir: Path) -> None:
+    text = a.render_list(a.load_pending(approvals_dir))
+    assert "59a32ea8ba4a  lab01  nginx  2 command(s), 1 need approval" in text
+    assert "[approval] mv /etc/nginx/conf.d/zz-broken.conf '/tmp/x\\x1b]0;pwned\\x07'" in text
+    assert "a human should confirm the paths" in text
+    assert "0badf11e0000" in text  # an unreadable file is listed, not hidden
+    assert "\x1b" not in text and "\x07" not in text
+
+
+def test_show_and_prefix_lookup(approvals_dir: Path) -> None:
+    plan = a.find_pending(approvals_dir, "59a3")
+    text = a.render_show(plan)
+    assert "diagnosis  A broken snippet" in text
+    assert "1. [approval] mv" in text and "(from llm)" in text
+    assert "sentinel-remediate approvals approve 59a32ea8ba4a" in text
+    assert "_path" not in a.public(plan)
+
+
+@pytest.mark.parametrize("bad", ["../../etc/passwd", "a/b", "", "x"])
+def test_bad_ids_are_refused(approvals_dir: Path, bad: str) -> None:
+    with pytest.raises(a.ApprovalError):
+        a.find_pending(approvals_dir, bad)
+
+
+def test_unknown_id_lists_the_known_ones(approvals_dir: Path) -> None:
+    with pytest.raises(a.ApprovalError, match="pending: .*59a32ea8ba4a"):
+        a.find_pending(approvals_dir, "ffffffffffff")
+
+
+def test_no_pending_dir(tmp_path: Path) -> None:
+    assert a.load_pending(tmp_path) == []
+    assert a.render_list([]) == "no plan waits for approval\n"

@@ -1,0 +1,80 @@
+"""Command-line parsing, errors and exit codes (no playbook runs here)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sentinel_remediate import cli
+from sentinel_remediate import report as r
+
+
+def test_run_options_parse() -> None:
+    args = cli.build_parser().parse_args(
+        ["run", "-i", "inv.yml", "--limit", "lab01", "-e", "remediate_backend=runbook", "-e", "remediate_max_retries=2",
+         "--wait", "--wait-timeout", "5", "--format", "junit", "--state-dir", "/tmp/s"])
+    assert args.inventory == ["inv.yml"] and args.limit == "lab01" and args.wait and args.wait_timeout == 5
+    assert dict(args.extra_vars) == {"remediate_backend": "runbook", "remediate_max_retries": 2}
+    assert args.format == "junit" and args.state_dir == "/tmp/s"
+
+
+def test_watch_interval_and_approvals_parse() -> None:
+    args = cli.build_parser().parse_args(["watch", "--interval", "5", "--max-passes", "2"])
+    assert args.interval == 5.0 and args.max_passes == 2
+    args = cli.build_parser().parse_args(["approvals", "approve", "abc123", "--wait"])
+    assert args.action == "approve" and args.id == "abc123" and args.wait
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "-e", "OPENAI_API_KEY=sk-xyz"],      # secrets only through the environment
+    ["run", "-e", "remediate_llm_token=abc"],
+    ["run", "-e", "novalue"],
+    ["watch", "--interval", "0"],
+    ["approvals"],
+    ["frobnicate"],
+])
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == r.EXIT_USAGE
+
+
+def test_secret_extra_var_message(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["run", "-e", "OPENAI_API_KEY=sk-xyz"])
+    assert "looks like a secret: pass it through the environment" in capsys.readouterr().err
+
+
+def test_report_unknown_run_and_empty_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["report", "--state-dir", str(tmp_path)]) == r.EXIT_USAGE
+    assert "no run recorded" in capsys.readouterr().err
+
+
+def test_report_formats_and_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = tmp_path / "artifacts" / "run-20250101T000000Z-abcdef"
+    run_dir.mkdir(parents=True)
+    report = r.finish_report({"outcomes": [r.normalise_outcome("lab01", {"service": "nginx", "state": "escalated",
+                                                                         "reason": "still failing"})],
+                              "run": {"ident": run_dir.name, "status": "failed", "rc": 2, "hosts": ["lab01"]}})
+    r.write_report(run_dir, report)
+    assert cli.main(["report", "--state-dir", str(tmp_path)]) == r.EXIT_FAILED
+    assert "lab01 nginx: ESCALATED | still failing" in capsys.readouterr().out
+    assert cli.main(["report", "run-2025", "--format", "json", "--state-dir", str(tmp_path)]) == r.EXIT_FAILED
+    assert json.loads(capsys.readouterr().out)["run"]["ident"] == run_dir.name
+    assert cli.main(["report", "--format", "junit", "--state-dir", str(tmp_path)]) == r.EXIT_FAILED
+    assert "<failure type=\"escalated\"" in capsys.readouterr().out
+    assert cli.main(["report", "--list", "--state-dir", str(tmp_path)]) == 0
+    assert f"{run_dir.name}  exit 1  escalated=1" in capsys.readouterr().out
+
+
+def test_approvals_unknown_id_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["approvals", "show", "deadbeef0000", "--state-dir", str(tmp_path)]) == r.EXIT_USAGE
+    assert "no pending plan 'deadbeef0000'" in capsys.readouterr().err
+    assert cli.main(["approvals", "list", "--state-dir", str(tmp_path)]) == 0
+    assert "no plan waits for approval" in capsys.readouterr().out
+
+
+def test_missing_project_dir_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["run", "--state-dir", str(tmp_path), "--project-dir", str(tmp_path / "nope")])
+    assert code == r.EXIT_USAGE
+    assert "no sentinel.remediation collection" in capsys.readouterr().err
