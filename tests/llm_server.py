@@ -22,11 +22,13 @@ Every request is recorded (``server.requests``: method, path, headers, body) and
 ``POST /_reset`` clears queue and records, for use from another process.
 
     python tests/llm_server.py --port 0 --script replies.yml   # prints the base URL
+    python tests/llm_server.py --script replies.yml --url-file url --pid-file pid   # for background use
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import threading
@@ -248,12 +250,21 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--script", help="YAML/JSON file: replies, rules, default, reject_formats, latency")
+    parser.add_argument("--url-file", help="also write the base URL to this file once the server listens")
+    parser.add_argument("--pid-file", help="write this process's PID to this file (to stop it later)")
     args = parser.parse_args(argv)
     script = load_script(args.script) if args.script else {}
     server = LLMServer(port=args.port, replies=script.get("replies") or (), rules=script.get("rules") or (),
                        default=script.get("default"), reject_formats=script.get("reject_formats") or (),
                        latency=float(script.get("latency") or 0), model=script.get("model") or MODEL)
     server.start()
+    if args.pid_file:
+        with open(args.pid_file, "w", encoding="utf-8") as handle:
+            handle.write(f"{os.getpid()}\n")
+    if args.url_file:  # written whole, then renamed: a reader never sees half a URL
+        with open(args.url_file + ".tmp", "w", encoding="utf-8") as handle:
+            handle.write(server.url + "\n")
+        os.replace(args.url_file + ".tmp", args.url_file)
     print(server.url, flush=True)
     try:
         while True:

@@ -52,6 +52,23 @@ def test_each_fault_matches_its_runbook_and_steps_resolve(fault):
     assert commands == EXPECTED[fault]
 
 
+def test_redis_data_dir_owned_by_root_as_the_evidence_module_words_it():
+    # What the lab's redis leaves behind: the fatal "Can't chdir" goes to stderr, not to
+    # the log, so only the evidence module's path line shows the wrong owner.
+    evidence = {
+        "status": "$ service redis-server status\nrc 3\nredis-server is not running ... failed!",
+        "paths": {"/var/lib/redis": "directory, owner root:root, mode 0700; filesystem at /var/lib/redis: "
+                                    "0% used, 16.0 MiB free, inodes 0% used"},
+        "listeners": "port 6379: nothing listening",
+        "logs": {"/var/log/redis/redis-server.log": "45:M 23 Nov 2026 11:03:38.848 # Redis is now ready to exit, bye bye..."},
+    }
+    error = "service redis-server status: redis-server is not running (rc 3)"
+    best = match_runbooks(BOOKS, "redis-server", error, evidence)[0]["runbook"]
+    assert best["id"] == "redis_bad_dir_permissions"
+    healthy = dict(evidence, paths={"/var/lib/redis": "directory, owner redis:redis, mode 0750"})
+    assert match_runbooks(BOOKS, "redis-server", error, healthy)[0]["runbook"]["id"] != "redis_bad_dir_permissions"
+
+
 def test_escalation_runbook_has_no_commands():
     book = next(b for b in BOOKS if b["id"] == "nginx_binary_missing")
     assert book["escalate"] is True and book["steps"] == [] and "human" in book["notes"]
