@@ -22,8 +22,8 @@ def sample(fault: str, host: int = 1) -> dict:
     """``{"service", "error", "evidence", "host_tools", "hostname"}`` for one lab fault."""
     name, ip, pid, pid2, ngx_ts, redis_ts, syslog_ts = _HOSTS[host]
     tools = {"present": list(TOOLS["present"]), "absent": list(TOOLS["absent"])}
-    nginx_ok_paths = {"/var/log/nginx": "directory, root:adm 0755; filesystem at /: 41% used, 12.0 GiB free",
-                      "/run": "directory, root:root 0755; filesystem at /run: 1% used, 3.1 GiB free"}
+    nginx_ok_paths = {"/var/log/nginx": "directory, owner root:adm, mode 0755; filesystem at /: 41% used, 12.0 GiB free",
+                      "/run": "directory, owner root:root, mode 0755; filesystem at /run: 1% used, 3.1 GiB free"}
     ss_none = "port 80: nothing listening"
     log_tail = (f"{ngx_ts} [notice] {pid2}#{pid2}: signal process started\n"
                 f"{ngx_ts} [notice] {pid2}#{pid2}: exiting")
@@ -55,7 +55,7 @@ def sample(fault: str, host: int = 1) -> dict:
             "logs": {"/var/log/nginx/error.log": log_tail}})
     if fault == "nginx_missing_log_dir":
         paths = dict(nginx_ok_paths)
-        paths["/var/log/nginx"] = "missing (nearest existing parent /var/log: directory, root:root 0755)"
+        paths["/var/log/nginx"] = "missing (nearest existing parent /var/log: directory, owner root:root, mode 0755)"
         return _done(name, tools, "nginx", "nginx is not running", {
             "status": "nginx is not running ... failed!", "listeners": ss_none, "paths": paths,
             "pid_files": {"/run/nginx.pid": "missing"},
@@ -76,9 +76,9 @@ def sample(fault: str, host: int = 1) -> dict:
         tools["absent"].append("nginx")
         return _done(name, tools, "nginx", "nothing listens on port 80", {
             "status": "", "listeners": ss_none, "paths": {
-                "/usr/sbin/nginx": "missing (nearest existing parent /usr/sbin: directory, root:root 0755)"},
+                "/usr/sbin/nginx": "missing (nearest existing parent /usr/sbin: directory, owner root:root, mode 0755)"},
             "processes": "no process named or running nginx"})
-    redis_paths = {"/var/lib/redis": "directory, redis:redis 0750; filesystem at /var/lib/redis: 3% used, 15.5 MiB free"}
+    redis_paths = {"/var/lib/redis": "directory, owner redis:redis, mode 0750; filesystem at /var/lib/redis: 3% used, 15.5 MiB free"}
     if fault == "redis_stopped":
         error = ("redis-cli ping: Could not connect to Redis at 127.0.0.1:6379: "
                  "Connection refused")
@@ -93,7 +93,7 @@ def sample(fault: str, host: int = 1) -> dict:
                  "Connection refused")
         return _done(name, tools, "redis-server", error, {
             "status": "redis-server is not running ... failed!",
-            "paths": {"/var/lib/redis": "directory, root:root 0700; filesystem at /var/lib/redis: 3% used"},
+            "paths": {"/var/lib/redis": "directory, owner root:root, mode 0700; filesystem at /var/lib/redis: 3% used"},
             "listeners": "port 6379: nothing listening",
             "logs": {"/var/log/redis/redis-server.log":
                      f"{pid2}:C {redis_ts} # Can't chdir to '/var/lib/redis': Permission denied"}})
@@ -110,7 +110,7 @@ def sample(fault: str, host: int = 1) -> dict:
                  "snapshots, but it's currently unable to persist to disk")
         return _done(name, tools, "redis-server", error, {
             "status": f"redis-server is running (pid {pid2})",
-            "paths": {"/var/lib/redis": "directory, redis:redis 0750; filesystem at /var/lib/redis: 100% used, 0 B free"},
+            "paths": {"/var/lib/redis": "directory, owner redis:redis, mode 0750; filesystem at /var/lib/redis: 100% used, 0 B free"},
             "listeners": f"127.0.0.1:6379 held by redis-server (pid {pid2})",
             "disk": "16.0M\t/var/lib/redis/ballast.bin\n4.0K\t/var/lib/redis/dump.rdb",
             "logs": {"/var/log/redis/redis-server.log":
