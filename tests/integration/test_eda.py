@@ -5,6 +5,11 @@ with our event source (extensions/eda/plugins/event_source/alertmanager.py) on a
 loopback port. A real Alertmanager (webhook payload version 4) POST for a lab host whose
 service is broken must end with the lab's own health check saying healed; an alert storm
 (the same alert 10 times) must run one remediation, counted by the playbook's run log.
+
+The playbook hands each alert to the driver (`sentinel-remediate run --limit HOST`), so an
+alert-triggered pass must share the driver's state: its report lands in the driver's state
+directory, its episode in the driver's fact cache (the same fault on another host is then
+planned from memory, without the LLM), and it waits for a host whose lock another pass holds.
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ from sentinel_lab import Lab
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-PREFIX = "sentinel-drv"   # the lab of test_driver.py, reused (each test starts from healthy hosts)
+PREFIX = "sentinel-eda2"   # this module's own lab (each test starts from healthy hosts)
 HEAL_TIMEOUT = 180
 TOKEN = "eda-test-token-91c3"   # the webhook's shared secret, given to ansible-rulebook through the environment
 
@@ -101,9 +106,16 @@ def rulebook(eda_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     port = _free_port()
     log = base / "runs.log"
     variables = base / "vars.yml"
+    state = base / "state"    # the driver's state (locks, reports, pending plans), as SENTINEL_STATE_DIR says
+    facts = base / "facts"    # the driver's fact cache (episodic memory), private to this module
     variables.write_text(yaml.safe_dump({"alert_port": port, "alert_host": "127.0.0.1",
-                                         "remediate_backend": "runbook", "sentinel_eda_log": str(log)}))
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "SENTINEL_ALERT_TOKEN": TOKEN}
+                                         "remediate_backend": "runbook", "sentinel_eda_log": str(log),
+                                         "sentinel_inventory": str(inventory),
+                                         "sentinel_fact_caching_connection": str(facts)}))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "SENTINEL_ALERT_TOKEN": TOKEN,
+           "SENTINEL_STATE_DIR": str(state)}
+    for name in ("ANSIBLE_CACHE_PLUGIN", "ANSIBLE_CACHE_PLUGIN_CONNECTION", "SENTINEL_APPROVALS_DIR"):
+        env.pop(name, None)
     out = (base / "rulebook.log").open("w")
     proc = subprocess.Popen(
         ["ansible-rulebook", "-r", "extensions/eda/rulebooks/remediate_on_alert.yml",
@@ -122,7 +134,7 @@ def rulebook(eda_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator
                 if time.monotonic() > deadline:
                     pytest.fail(f"ansible-rulebook never listened on {port}:\n{(base / 'rulebook.log').read_text()[-3000:]}")
                 time.sleep(0.5)
-        yield {"port": port, "log": log, "output": base / "rulebook.log"}
+        yield {"port": port, "log": log, "output": base / "rulebook.log", "state": state, "facts": facts}
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
@@ -150,14 +162,116 @@ def _wait_healed(lab: Lab, host: str, service: str, rulebook: dict) -> float:
     return time.monotonic() - start
 
 
+def _driver_reports(rulebook: dict) -> list[dict]:
+    """The reports the driver stored for the passes it ran, oldest first."""
+    return [json.loads(p.read_text()) for p in sorted((rulebook["state"] / "artifacts").glob("run-*/report.json"))]
+
+
+def _wait_report(rulebook: dict, host: str, service: str, seen: int) -> dict:
+    """The first report after the `seen` first ones with an outcome for host and service."""
+    deadline = time.monotonic() + 60
+    while True:
+        for report in _driver_reports(rulebook)[seen:]:
+            for outcome in report["outcomes"]:
+                if (outcome["host"], outcome["service"]) == (host, service):
+                    return {"report": report, "outcome": outcome}
+        if time.monotonic() > deadline:
+            pytest.fail(f"no driver report for {host} {service}:\n{rulebook['output'].read_text()[-4000:]}")
+        time.sleep(1)
+
+
+def _memory(rulebook: dict, host: str) -> list[dict]:
+    """The episodes of host in the driver's fact cache, read with ansible's own jsonfile cache plugin."""
+    from ansible.plugins.loader import cache_loader
+
+    cache = cache_loader.get("jsonfile", _uri=str(rulebook["facts"]), _prefix="", _timeout=0)
+    facts = cache.get(host) if host in cache.keys() else {}
+    return [dict(e) for e in facts.get("sentinel_memory") or []]
+
+
+def _ensure_healthy(lab: Lab, host: str) -> None:
+    if not all(h.healthy for h in lab.health(host).values()):
+        lab.reset(host)
+
+
 def test_firing_alert_heals_the_lab_host(eda_lab: Lab, rulebook: dict) -> None:
-    if not all(h.healthy for h in eda_lab.health("lab01").values()):
-        eda_lab.reset("lab01")
+    _ensure_healthy(eda_lab, "lab01")
+    seen = len(_driver_reports(rulebook))
     eda_lab.inject("lab01", "nginx_stopped")
     assert not eda_lab.health("lab01", ["nginx"])["nginx"].healthy
     assert post(rulebook["port"], alert_payload("lab01", "nginx", "NginxDown")) == 202
     _wait_healed(eda_lab, "lab01", "nginx", rulebook)
     assert len(_runs(rulebook["log"], "lab01", "nginx")) == 1
+    # The pass was the driver's: limited to the alert's host, reported in its state directory...
+    found = _wait_report(rulebook, "lab01", "nginx", seen)
+    assert found["outcome"]["state"] == "healed", found["outcome"]
+    assert found["report"]["run"]["limit"] == "lab01" and found["report"]["run"]["hosts"] == ["lab01"]
+    assert [o["service"] for o in found["report"]["outcomes"]] == ["nginx"]   # the alert's service only
+    assert (rulebook["state"] / "locks" / "lab01.lock").is_file()
+    # ... and its episode is in the driver's fact cache, which outlives the run.
+    episodes = [e for e in _memory(rulebook, "lab01") if e["service"] == "nginx"]
+    assert any(e["success"] for e in episodes), episodes
+
+
+def test_the_same_fault_again_is_planned_from_memory(eda_lab: Lab, rulebook: dict) -> None:
+    # The throttle holds lab01/nginx for five minutes; the same fault on lab02 is a new
+    # alert, and its plan must come from lab01's episode in the shared fact cache.
+    lesson = [e for e in _memory(rulebook, "lab01") if e["service"] == "nginx" and e["success"]]
+    assert lesson, "test_firing_alert_heals_the_lab_host left no episode in the driver's fact cache"
+    _ensure_healthy(eda_lab, "lab02")
+    seen = len(_driver_reports(rulebook))
+    eda_lab.inject("lab02", "nginx_stopped")
+    assert post(rulebook["port"], alert_payload("lab02", "nginx", "NginxDown")) == 202
+    _wait_healed(eda_lab, "lab02", "nginx", rulebook)
+    outcome = _wait_report(rulebook, "lab02", "nginx", seen)["outcome"]
+    assert outcome["state"] == "healed", outcome
+    assert outcome["signature"] == lesson[-1]["signature"]
+    assert outcome["commands"] and {c.get("source") for c in outcome["commands"]} == {"memory"}, outcome
+    assert outcome["llm"]["calls"] == 0
+
+
+def test_alert_waits_for_a_pass_that_holds_the_host(eda_lab: Lab, rulebook: dict) -> None:
+    from sentinel_remediate.locking import HostLocks   # the driver's own locks, as `run` and `watch` take them
+
+    _ensure_healthy(eda_lab, "lab01")
+    seen = len(_driver_reports(rulebook))
+    locks = HostLocks(rulebook["state"] / "locks", "test-holder")
+    locks.acquire(["lab01"])
+    try:
+        assert list(locks.held) == ["lab01"]
+        eda_lab.inject("lab01", "redis_stopped")
+        assert post(rulebook["port"], alert_payload("lab01", "redis", "RedisDown", 9121)) == 202
+        deadline = time.monotonic() + 60
+        while not _runs(rulebook["log"], "lab01", "redis"):   # the playbook started the driver...
+            assert time.monotonic() < deadline, rulebook["output"].read_text()[-4000:]
+            time.sleep(1)
+        time.sleep(15)
+        # ... which waits for the lock: nothing touched the host, no pass was reported.
+        assert not eda_lab.health("lab01", ["redis"])["redis"].healthy
+        assert len(_driver_reports(rulebook)) == seen
+    finally:
+        locks.release()
+    _wait_healed(eda_lab, "lab01", "redis", rulebook)
+    assert _wait_report(rulebook, "lab01", "redis-server", seen)["outcome"]["state"] == "healed"
+
+
+def test_escalation_fails_the_job(eda_lab: Lab, rulebook: dict) -> None:
+    # `nginx-frontend` names no watched service: the pass checks every one of lab01's. A
+    # missing nginx binary is beyond the runbooks: the driver escalates and exits 1.
+    _ensure_healthy(eda_lab, "lab01")
+    seen = len(_driver_reports(rulebook))
+    eda_lab.inject("lab01", "nginx_binary_missing")
+    try:
+        assert post(rulebook["port"], alert_payload("lab01", "nginx-frontend", "FrontendDown")) == 202
+        found = _wait_report(rulebook, "lab01", "nginx", seen)
+        assert found["outcome"]["state"] == "escalated", found["outcome"]
+        assert {o["service"] for o in found["report"]["outcomes"]} == {"nginx", "redis-server", "cron", "ssh"}
+        deadline = time.monotonic() + 60
+        while "sentinel-remediate exited 1 (escalated, failed or unreachable)" not in rulebook["output"].read_text():
+            assert time.monotonic() < deadline, rulebook["output"].read_text()[-4000:]
+            time.sleep(1)
+    finally:
+        eda_lab.reset("lab01")
 
 
 def test_alert_for_a_host_outside_the_inventory_is_refused(rulebook: dict) -> None:
@@ -170,8 +284,7 @@ def test_alert_for_a_host_outside_the_inventory_is_refused(rulebook: dict) -> No
 
 
 def test_alert_storm_runs_one_remediation(eda_lab: Lab, rulebook: dict) -> None:
-    if not all(h.healthy for h in eda_lab.health("lab02").values()):
-        eda_lab.reset("lab02")
+    _ensure_healthy(eda_lab, "lab02")
     eda_lab.inject("lab02", "redis_stopped")
     payload = alert_payload("lab02", "redis", "RedisDown", 9121)   # `redis` names the role's redis-server
     assert [post(rulebook["port"], payload) for dummy in range(10)] == [202] * 10
