@@ -16,7 +16,10 @@ description:
     M(ansible.builtin.set_stats) under the key C(sentinel_remediation) - healthy, healed in
     N attempts, waiting approval, escalated, failed - with the commands run and where they
     came from (memory, runbook, LLM), and the LLM calls and tokens spent.
-  - Hosts that were unreachable get a line of their own.
+  - Hosts that were unreachable get a line of their own, and so do hosts whose run stopped
+    on a failed task before their outcomes were recorded (state C(failed), with the task and
+    its message). A host whose container went away under the C(community.docker.docker)
+    connection (which reports that as a failed task) is listed as unreachable.
   - Optionally writes the same report as JSON and as JUnit XML (one test case per host
     and service; escalated, failed and unreachable ones are failures), for CI and AWX.
   - Prints nothing when the run recorded no outcome and no host was unreachable.
@@ -53,6 +56,7 @@ options:
 
 import json
 import os
+import re
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
@@ -61,6 +65,9 @@ from ansible.plugins.callback import CallbackBase
 
 STATES = ("healthy", "healed", "waiting_approval", "escalated", "failed", "unreachable")
 FAILING_STATES = ("escalated", "failed", "unreachable")
+# What the docker daemon answers when the container under a connection is gone: the docker
+# connection turns it into a failed task (module_stderr), not into an unreachable host.
+_HOST_GONE = re.compile(r"Error response from daemon: (Container \S+ is (not running|paused|restarting)|No such container)")
 
 
 def _plain(value):
@@ -97,8 +104,10 @@ def normalise_outcome(host: str, outcome) -> dict:
     }
 
 
-def build_report(custom: Mapping, unreachable: Mapping | None = None, stats_key: str = "sentinel_remediation") -> dict:
-    """The report from ``stats.custom`` (host -> {stats_key: [outcome...]}) and unreachable hosts."""
+def build_report(custom: Mapping, unreachable: Mapping | None = None, stats_key: str = "sentinel_remediation",
+                 failed: Mapping | None = None) -> dict:
+    """The report from ``stats.custom`` (host -> {stats_key: [outcome...]}), unreachable hosts
+    (host -> true or a reason) and hosts that failed a task (host -> reason)."""
     outcomes: list[dict] = []
     for host in sorted(k for k in (custom or {}) if k != "_run"):
         records = (custom[host] or {}).get(stats_key) if isinstance(custom[host], Mapping) else None
@@ -108,8 +117,16 @@ def build_report(custom: Mapping, unreachable: Mapping | None = None, stats_key:
             outcomes.append(normalise_outcome(host, record))
     reported = {o["host"] for o in outcomes}
     # A host that went unreachable before its outcomes were recorded gets one line.
-    for host in sorted(h for h, dark in (unreachable or {}).items() if dark and h not in reported):
-        outcomes.append(normalise_outcome(host, {"state": "unreachable", "reason": "host unreachable"}))
+    for host, dark in sorted((unreachable or {}).items()):
+        if not dark or host in reported:
+            continue
+        reason = dark if isinstance(dark, str) else "host unreachable"
+        outcomes.append(normalise_outcome(host, {"state": "unreachable", "reason": reason}))
+        reported.add(host)
+    # A host whose run stopped on a failed task before it recorded anything is not silent.
+    for host, why in sorted((failed or {}).items()):
+        if why and host not in reported:
+            outcomes.append(normalise_outcome(host, {"state": "failed", "reason": str(why)}))
     outcomes.sort(key=lambda o: (o["host"], o["service"]))
     totals = {state: sum(1 for o in outcomes if o["state"] == state) for state in STATES}
     llm = {k: sum(o["llm"][k] for o in outcomes) for k in ("calls", "prompt_tokens", "completion_tokens")}
@@ -201,17 +218,32 @@ class CallbackModule(CallbackBase):
 
     def __init__(self, display=None):
         super().__init__(display=display)
-        self._unreachable: dict[str, bool] = {}
+        self._unreachable: dict[str, bool | str] = {}
+        self._failed: dict[str, str] = {}
 
     def v2_runner_on_unreachable(self, result):
         self._unreachable[result._host.get_name()] = True
 
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        if ignore_errors:
+            return
+        host = result._host.get_name()
+        res = result._result if isinstance(result._result, Mapping) else {}
+        task = result._task.get_name() if result._task else "?"
+        gone = _HOST_GONE.search(str(res.get("module_stderr") or ""))
+        if gone:
+            self._unreachable[host] = f"host unreachable: {gone.group(0)} (during task '{task}')"
+            return
+        message = " ".join(str(res.get("msg") or "task failed").split())[:300]
+        self._failed.setdefault(host, f"task '{task}' failed: {message}")
+
     def v2_playbook_on_stats(self, stats):
         unreachable = dict(self._unreachable)
         for host, count in (getattr(stats, "dark", None) or {}).items():
-            if count:
+            if count and not unreachable.get(host):
                 unreachable[host] = True
-        report = build_report(getattr(stats, "custom", None) or {}, unreachable, self.get_option("stats_key"))
+        report = build_report(getattr(stats, "custom", None) or {}, unreachable, self.get_option("stats_key"),
+                              self._failed)
         self.report = report
         if report["outcomes"]:
             self._display.banner("SENTINEL REMEDIATION REPORT")

@@ -326,7 +326,7 @@ llm:
     error:
       description:
         - Null, or what went wrong; V(not_configured), V(connection), V(timeout), V(rate_limited),
-          V(server_error), V(auth), V(not_found), V(bad_request), V(no_model), V(client_error),
+          V(server_error), V(bad_response), V(auth), V(not_found), V(bad_request), V(no_model), V(client_error),
           V(empty), V(truncated), V(oversize), V(invalid), V(refusal), V(no_commands), V(all_refused).
       type: str
     error_message:

@@ -45,7 +45,7 @@ class LLMError(Exception):
     """A failed exchange with the LLM.
 
     ``kind``: not_configured | connection | timeout | rate_limited | server_error |
-    auth | not_found | bad_request | no_model | client_error.
+    bad_response | auth | not_found | bad_request | no_model | client_error.
     """
 
     def __init__(self, kind: str, message: str, status: int | None = None, retry_after: float | None = None):
@@ -283,6 +283,12 @@ class LLMClient:
                     raise LLMError("bad_request", f"HTTP {status}: {detail}", status=status) from exc
             except openai.OpenAIError as exc:
                 raise LLMError("client_error", f"{type(exc).__name__}: {exc}") from exc
+            except ValueError as exc:
+                # The client parses the HTTP body itself: a cut-off or non-JSON body (a proxy's
+                # error page, a dropped connection) surfaces as a JSONDecodeError. Retryable.
+                error = LLMError("bad_response", f"the LLM endpoint sent a body that is not a JSON chat "
+                                                 f"completion: {exc}")
+                cause = exc
             if attempt > self.settings.max_retries:
                 raise error from cause
             self._sleep(delay)

