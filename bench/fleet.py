@@ -289,7 +289,7 @@ class Bench:
         broken: dict[str, list[str]] = {}
         for host, fault in plan.items():
             broken.setdefault(fault, []).append(host)
-        _, log_path = self._paths(name)
+        _report_path, log_path = self._paths(name)
         forks = forks or self.opts.forks
         run = run_playbook(BENCH / "floor.yml", self.fleet.inventory(hosts), forks,
                            base_env(self.work / "cache-floor", None), {"floor_broken": broken}, log_path)
@@ -309,7 +309,7 @@ class Bench:
                                base_env(self.work / "cache-healthy", report_path), None, log_path,
                                ("--tags", "monitor"))
         summary = summarise_report(read_report(report_path))
-        _, log_path = self._paths("healthy-floor")
+        _report_path, log_path = self._paths("healthy-floor")
         floor = run_playbook(BENCH / "healthy_floor.yml", inventory, self.opts.forks,
                              base_env(self.work / "cache-healthy-floor", None), None, log_path)
         result = {"hosts": len(hosts), "monitor": {**monitor, "states": summary["states"],
@@ -355,7 +355,7 @@ class Bench:
                                     "distinct_signatures": row_a["distinct_signatures"],
                                     "healed_lab_check": row_a["healed_lab_check"], "broken": row_a["broken"]})
                 for knob in opts.knobs:
-                    key, _, value = knob.partition("=")
+                    key, _sep, value = knob.partition("=")
                     row = self.remediate(f"knob-{key}-{value}", hosts, self.work / f"cache-knob-{key}", env={key: value})
                     scaling.append({"hosts": len(hosts), "forks": opts.forks, "knob": knob, "seconds": row["seconds"],
                                     "floor_seconds": None, "ratio": None, "llm_calls": row["llm_calls"],
@@ -429,7 +429,7 @@ def policy_throughput(seconds: float = 2.0) -> dict:
         count += len(commands)
     elapsed = time.perf_counter() - started
     load_started = time.perf_counter()
-    for _ in range(20):
+    for _attempt in range(20):
         engine.load_policy({"absent_tools": ["systemctl"]})
     load_ms = (time.perf_counter() - load_started) / 20 * 1000
     other = BENCH / "policy_throughput.py"  # the policy engineer's own figure, on its own corpus
@@ -478,7 +478,7 @@ def planner_overhead(calls: int = 30) -> dict:
 
     def fresh_import(module: str) -> float:
         times = []
-        for _ in range(3):
+        for _attempt in range(3):
             started = time.perf_counter()
             subprocess.run([sys.executable, "-c", f"import {module}"], check=True)
             times.append(time.perf_counter() - started)
@@ -526,7 +526,7 @@ def describe_machine() -> dict:
 
     def version(argv):
         try:
-            return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[0]
+            return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False).stdout.strip().splitlines()[0]
         except (OSError, IndexError, subprocess.SubprocessError):
             return "?"
 
@@ -676,7 +676,7 @@ def render_markdown(r: dict, notes: str = "") -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--hosts", type=int, default=30)
     parser.add_argument("--forks", type=int, default=30)
     parser.add_argument("--faults", default=",".join(DEFAULT_FAULTS), help="comma-separated fault kinds")
