@@ -2,44 +2,28 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from driver_support import stand_in_project
 from sentinel_remediate import report as r
 from sentinel_remediate.runner import PassOptions, State, run_pass, safe_env, scrub_artifacts
 
 SECRET = "sk-test-DO-NOT-LEAK-4f1c2a9b7e"
 
-PLAYBOOK = """
-- name: Stand-in for the remediation play
-  hosts: all
-  gather_facts: false
-  tasks:
+TASKS = """\
     - name: Use the key as the planner would (its length only)
       ansible.builtin.debug:
         msg: "key length {{ lookup('ansible.builtin.env', 'OPENAI_API_KEY') | length }}"
     - name: Leak it on purpose; the driver must still keep it out of the artifacts
       ansible.builtin.command: printenv OPENAI_API_KEY
       changed_when: false
-    - name: Record an outcome the way the role does
-      ansible.builtin.set_stats:
-        data:
-          sentinel_remediation:
-            - {service: demo, state: healthy}
-        per_host: true
-        aggregate: true
 """
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    (root / "playbooks").mkdir(parents=True)
-    (root / "playbooks" / "demo.yml").write_text(PLAYBOOK)
-    (root / "hosts.yml").write_text(json.dumps({"all": {"hosts": {"localhost": {
-        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}))
-    return root
+    return stand_in_project(tmp_path / "project", TASKS)
 
 
 def test_api_key_never_in_artifacts(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
