@@ -30,12 +30,12 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_parse im
     parse_plan,
     plan_schema,
 )
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import load_knowledge, public_passage
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.runbooks import (
     PlaceholderError,
-    load_runbooks,
+    gate_steps,
     match_runbooks,
     resolve_placeholders,
-    retrieve,
 )
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import (
     failure_signature,
@@ -90,7 +90,8 @@ class Planner:
     def __init__(self, *, service: str, error: str = "", evidence=None, failed_commands: Sequence[str] = (),
                  successful_fixes: Sequence = (), host_tools: Mapping | None = None, policy: Mapping | None = None,
                  max_commands: int = 3, backend: str = "auto", max_attempts: int = 3, passages: int = 3,
-                 runbook_dirs: Sequence[str] | None = None, hostnames: Iterable[str] = (),
+                 runbook_dirs: Sequence[str] | None = None, docs_dirs: Sequence[str] | None = None,
+                 hostnames: Iterable[str] = (),
                  llm_settings: LLMSettings | None = None, sleep: Callable[[float], None] = time.sleep):
         if backend not in BACKENDS:
             raise PlannerError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -125,9 +126,12 @@ class Planner:
         except ValueError as exc:  # PolicyError is a ValueError
             raise PlannerError(f"bad policy: {exc}") from exc
         try:
-            self.books = load_runbooks(runbook_dirs)
-        except ValueError as exc:
+            # Bundled runbooks, then the operator's (adding or overriding), and the index over
+            # them and the operator's documents: built once per content, then cached.
+            self.knowledge = load_knowledge(runbook_dirs, docs_dirs)
+        except ValueError as exc:  # RunbookError, KnowledgeError: they name the file and key
             raise PlannerError(str(exc)) from exc
+        self.books = self.knowledge.runbooks
         self.llm = {"configured": bool(llm_settings and llm_settings.configured), "used": False, "calls": 0,
                     "requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0,
                     "tokens_estimated": False, "attempts": 0, "error": None, "error_message": None,
@@ -208,6 +212,7 @@ class Planner:
             self.notes.append(f"runbook {best['id']} not usable: the policy refused "
                               + ", ".join(r["command"] for r in refused))
             return None
+        usable = gate_steps(usable, best["steps"], best["id"])
         return {"source": "runbook", "commands": usable, "runbook": best, "diagnosis": best["title"] + "."}
 
     def from_llm(self, passages: list[dict]) -> dict | None:
@@ -305,7 +310,7 @@ class Planner:
         started = time.monotonic()
         matches = self.runbook_matches()
         query = " ".join([self.service, self.error] + key_facts(self.service, self.error, self.evidence))
-        passages = retrieve(self.books, query, self.service, self.passage_count) if self.passage_count else []
+        passages = self.knowledge.query(query, self.service, self.passage_count) if self.passage_count else []
         use_llm = self.backend == "llm" or (self.backend == "auto" and self.settings is not None
                                             and self.settings.configured)
         plan = self.from_memory()
@@ -369,7 +374,7 @@ class Planner:
             "signature_basis": signature_basis(self.service, self.error, self.evidence, self.hostnames),
             "runbook": ({"id": top["id"], "title": top["title"], "escalate": top["escalate"],
                          "matched": matches[0]["matched"]} if top else None),
-            "passages": [{"runbook": p["runbook"], "kind": p["kind"], "score": p["score"]} for p in passages],
+            "passages": [public_passage(p) for p in passages],
             "llm": self.llm,
             "notes": list(self.notes),
         }
