@@ -13,12 +13,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from . import approvals as approving
 from . import report as reporting
+from . import runbook_check
 from .locking import LockTimeout
 from .runner import DEFAULT_ROTATE, DriverError, PassOptions, State, find_project_dir, run_pass, SECRET_NAME
 
@@ -85,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
     passing.add_argument("--timeout", type=int, metavar="SECONDS", help="cancel a pass that runs longer")
     passing.add_argument("-v", "--verbose", action="store_true", help="show ansible's own output too")
 
+    knowledge = argparse.ArgumentParser(add_help=False)
+    knowledge.add_argument("--runbook-dir", dest="runbook_dirs", action="append", default=[], metavar="DIR",
+                           help="the team's runbooks, added to the bundled ones (repeatable; role var "
+                                "remediate_runbook_dirs)")
+    knowledge.add_argument("--docs-dir", dest="docs_dirs", action="append", default=[], metavar="DIR",
+                           help="the team's Markdown/text documents, indexed for the planner (repeatable; role var "
+                                "remediate_docs_dirs)")
+
     formats = argparse.ArgumentParser(add_help=False)
     formats.add_argument("--format", choices=sorted(reporting.RENDERERS), default="text", help="report format")
 
@@ -93,9 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="Drive sentinel.remediation through ansible-runner.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    sub.add_parser("run", parents=[common, passing, formats], help="one remediation pass, then the report")
+    sub.add_parser("run", parents=[common, passing, knowledge, formats], help="one remediation pass, then the report")
 
-    p = sub.add_parser("watch", parents=[common, passing], help="a pass every --interval until SIGINT/SIGTERM")
+    p = sub.add_parser("watch", parents=[common, passing, knowledge],
+                       help="a pass every --interval until SIGINT/SIGTERM")
     p.add_argument("--interval", type=_positive, default=30.0, metavar="SECONDS", help="seconds between pass starts")
     p.add_argument("--max-passes", type=int, metavar="N", help="stop after N passes")
 
@@ -114,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", parents=[common, formats], help="the report of the last or a given run")
     p.add_argument("run", nargs="?", help="run ident (or a unique prefix); default: the last run")
     p.add_argument("--list", action="store_true", help="list the stored runs")
+
+    runbook_check.add_parser(sub, [common])
     return parser
 
 
@@ -128,6 +141,14 @@ def _state(args: argparse.Namespace) -> State:
 def _pass_options(args: argparse.Namespace, state: State, **over: Any) -> PassOptions:
     extravars = dict(args.extra_vars)
     extravars.setdefault("remediate_artifacts_dir", str(state.approvals))
+    for option, var in (("runbook_dirs", "remediate_runbook_dirs"), ("docs_dirs", "remediate_docs_dirs")):
+        dirs = _opt(args, option) or []
+        for directory in dirs:
+            if not Path(directory).expanduser().is_dir():
+                raise UsageError(f"--{option[:-1].replace('_', '-')} {directory}: no such directory")
+        if dirs:
+            # Absolute: the playbook runs from the project's directory, not from here.
+            extravars[var] = [str(Path(d).expanduser().resolve()) for d in dirs]
     options = PassOptions(inventory=list(args.inventory), limit=args.limit, extravars=extravars, wait=args.wait,
                           wait_timeout=args.wait_timeout, rotate=args.rotate, timeout=args.timeout,
                           verbose=args.verbose)
@@ -220,7 +241,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     return reporting.exit_code(result)
 
 
-COMMANDS = {"run": cmd_run, "watch": cmd_watch, "approvals": cmd_approvals, "report": cmd_report}
+def cmd_runbooks(args: argparse.Namespace) -> int:
+    try:
+        return runbook_check.run(args)
+    except runbook_check.CheckUsageError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+COMMANDS = {"run": cmd_run, "watch": cmd_watch, "approvals": cmd_approvals, "report": cmd_report,
+            "runbooks": cmd_runbooks}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -59,7 +59,8 @@ class ActionModule(ActionBase):
                 failed_commands=args["failed_commands"], successful_fixes=args["successful_fixes"],
                 host_tools=args["host_tools"], policy=args["policy"], max_commands=args["max_commands"],
                 backend=args["backend"], max_attempts=args["max_attempts"], passages=args["passages"],
-                runbook_dirs=args["runbook_dirs"], hostnames=hostnames, llm_settings=settings)
+                runbook_dirs=args["runbook_dirs"], docs_dirs=args["docs_dirs"], hostnames=hostnames,
+                llm_settings=settings)
             outcome = planner.run()
         except PlannerError as exc:
             raise AnsibleActionFail(f"{_NAME}: {exc}") from exc

@@ -39,12 +39,18 @@ description:
     ansible.cfg (C(llm_base_url), C(llm_model), C(llm_api_key_env) naming an environment
     variable that holds the key, C(llm_temperature), C(llm_timeout), C(llm_max_retries),
     C(llm_retry_after_max), C(llm_max_tokens), C(llm_response_format)), then the defaults."
+  - "A runbook is chosen by the specific evidence of its fault: typed facts read from the
+    evidence (a port held by another process, a stale PID file, a config test naming a
+    file, a missing path, a masked unit...) and regexes over the failure's text. A runbook
+    must explain every cause the evidence shows, so a plain start is chosen only when the
+    evidence shows nothing but a stopped service. See docs/planner.md."
   - "Runbook steps may hold placeholders filled only from the evidence and validated:
     C({port_owner_pid:PORT}) (digits, greater than 1, not the service's own process),
     C({port_owner_name:PORT}), C({config_error_file:PREFIX}) (the file a config test names,
-    under PREFIX) and C({largest_file:DIR}) (the largest file listed in DIR, never a redis
-    data file). A placeholder that cannot be filled makes the runbook unusable for this
-    failure. See docs/planner.md."
+    under PREFIX), C({largest_file:DIR}) (the largest file listed in DIR, never a redis
+    data file), C({stale_pid_file:PREFIX}), C({missing_dir:PREFIX}), C({unit}), C({service})
+    and C({user}). A placeholder that cannot be filled makes the runbook unusable for this
+    failure. A step with C(approval: true) always waits for a human's approval."
 options:
   service:
     description: The failed service, as the init system names it (C(nginx), C(redis-server), C(ssh)...).
@@ -102,13 +108,31 @@ options:
     type: int
     default: 3
   passages:
-    description: How many runbook passages are quoted to the LLM.
+    description: How many knowledge passages (runbook parts and sections of the operator's documents) are quoted to the LLM.
     type: int
     default: 3
   runbook_dirs:
-    description: Directories of runbooks to use instead of the collection's C(runbooks/).
+    description:
+      - The operator's runbook directories (C(*.yml), C(*.yaml); the collection's format, see docs/planner.md).
+        Their runbooks are added to the collection's C(runbooks/); one with the id of a bundled runbook
+        replaces it, and a later directory overrides an earlier one.
+      - A bad runbook fails the task with a message naming the file and the key.
     type: list
     elements: path
+    default: []
+  docs_dirs:
+    description:
+      - The operator's document directories, read recursively. Markdown (C(.md)), reStructuredText (C(.rst))
+        and text (C(.txt)) files are split into sections at their headings and indexed (BM25) next to the
+        runbooks; the best sections are quoted to the LLM with their file and heading.
+      - A document is about the services its front matter declares (C(services) list) or that its file path
+        or headings name; sections about other services are quoted only when nothing closer exists, and
+        are then marked as such.
+      - The index is built once per content (paths, sizes, modification times) and cached in
+        E(SENTINEL_KNOWLEDGE_CACHE) (default C(~/.cache/sentinel-remediation/knowledge); V(off) for none).
+    type: list
+    elements: path
+    default: []
   backend:
     description:
       - C(auto) uses the LLM only when one is configured (a base URL or an API key is known).
@@ -287,7 +311,11 @@ runbook:
   type: dict
   returned: always
 passages:
-  description: The runbook passages quoted to the LLM (C(runbook), C(kind), C(score)).
+  description:
+    - The knowledge passages quoted to the LLM, best first. Each has C(source) (C(runbook) or C(doc)),
+      C(runbook) (its id, or null for a document), C(kind) (C(summary), C(steps), C(notes) or C(section)),
+      C(file) and C(heading) (where it came from), C(score) (BM25) and C(other_service) (true when no
+      passage was about this service and these are about others).
   type: list
   elements: dict
   returned: always

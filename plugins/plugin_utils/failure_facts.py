@@ -15,9 +15,10 @@ Every fact has a class:
 
 * ``symptom``: what any broken service shows (``not_running``, ``not_listening``);
 * ``cause``: specific evidence of why (``port_held_by_other``, ``stale_pid_file``,
-  ``config_invalid``, ``path_missing``, ``unit_masked``...);
-* ``weak``: a sign that something specific is wrong without saying what (an error line
-  in the recent log that no specific fact explains, a unit that failed);
+  ``config_invalid``, ``path_missing``, ``unit_masked``...), and ``log_error``: an
+  error in the recent log that no specific fact explains (an unknown cause);
+* ``weak``: a sign that something is wrong that any cause would also show (the unit
+  is in the failed state);
 * ``info``: context that changes no plan by itself (``killed``: an OOM or SIGKILL).
 
 ``runbooks.match_runbooks`` uses the classes: a runbook must explain every cause the
@@ -68,7 +69,7 @@ FACTS: dict[str, FactKind] = {
     "start_limit_hit": FactKind(CAUSE, ("unit",), "systemd refuses to start the unit: start limit hit"),
     "unit_changed_on_disk": FactKind(CAUSE, ("unit",), "the unit file changed on disk; systemd needs daemon-reload"),
     "unit_failed": FactKind(WEAK, ("unit", "result"), "the unit is in the failed state"),
-    "log_error": FactKind(WEAK, ("line",), "a recent log or journal line reports an error that no other fact explains"),
+    "log_error": FactKind(CAUSE, ("line",), "a recent log or journal line reports an error that no other fact explains"),
     "killed": FactKind(INFO, ("pid", "process"), "a process of the service was killed (OOM killer, SIGKILL)"),
 }
 
@@ -80,6 +81,10 @@ _ERROR_LINE = re.compile(
     r"\[(?:emerg|alert|crit|error)\]|\b(?:fatal|error|errors|failed|failure|cannot|can't|could not|unable|"
     r"denied|refused|abort(?:ed|ing)?|panic|segfault|corrupt(?:ed|ion)?|unrecoverable|exception|traceback|"
     r"bad file format|invalid)\b", re.IGNORECASE)
+_WARNING_LINE = re.compile(r"\bwarn(?:ing)?\b|\[warn\]", re.IGNORECASE)
+# Error lines this close after a line a specific fact explained are its consequences
+# ("bind() failed" then "still could not bind()"; ENOSPC then "Background saving error").
+FOLLOW_LINES = 2
 _COMMAND_HEADER = re.compile(r"^\s*(?:\$ .*|rc -?\d+)\s*$")
 _SUMMARY_LINE = re.compile(
     r"configuration file .* test failed|\btest failed\b|FATAL CONFIG FILE ERROR|^\s*\*\*\*|^\s*>>>"
@@ -88,7 +93,7 @@ _CONFIG_OK = re.compile(r"syntax is ok|test is successful|configuration (?:file 
                         re.IGNORECASE)
 _NOT_RUNNING = re.compile(
     r"not running|\binactive\b|\bdead\b|\bstopped\b|connection refused|could not connect|nothing listens"
-    r"|no process|is down\b|not active", re.IGNORECASE)
+    r"|not listening|no process|is down\b|not active", re.IGNORECASE)
 _ENOENT = re.compile(r"No such file or directory|\(2: |\bENOENT\b|does not exist", re.IGNORECASE)
 _EACCES = re.compile(r"Permission denied|\(13: |\bEACCES\b|Operation not permitted", re.IGNORECASE)
 _ENOSPC = re.compile(r"No space left on device|\bENOSPC\b|disk full|Disk quota exceeded", re.IGNORECASE)
@@ -346,7 +351,9 @@ class _Collector:
         self.keys: set[tuple] = set()
         self.used: set[tuple[str, int]] = set()
 
-    def add(self, fact_name: str, evidence: str, **attrs) -> None:
+    def add(self, fact_name: str, evidence: str, source: str = "probe", **attrs) -> None:
+        """Record a fact; ``source`` is where it was read: a probe of the current state
+        (``probe``, ``status``, ``config``, ``error``) or history (``log``, ``journal``)."""
         name = fact_name
         kind = FACTS[name]
         attrs = {k: v for k, v in attrs.items() if k in kind.attrs}
@@ -356,6 +363,7 @@ class _Collector:
         self.keys.add(key)
         fact = {"fact": name, "class": kind.klass}
         fact.update({k: v for k, v in attrs.items() if v is not None})
+        fact["source"] = source
         fact["evidence"] = " ".join(str(evidence).split())[:300]
         self.result.facts.append(fact)
 
@@ -389,8 +397,32 @@ def extract_facts(service: str, error: str | None, evidence, host_tools: Mapping
     _unit_facts(result, facts, ev, sections, definition)
     _line_facts(facts, sections, names)
     _symptoms(result, facts, ev, sections, names)
+    _drop_contradicted_history(result)
     _unexplained_errors(facts, sections)
     return result
+
+
+def _drop_contradicted_history(result: FailureFacts) -> None:
+    """Logs keep history: a fact read from a log or journal that a probe of the current
+    state contradicts is a past incident, not this one (an old "Address already in use"
+    while nothing listens on the port, an old ENOSPC on a filesystem with room now)."""
+    free_ports = {f.get("port") for f in result.facts if f["fact"] == "not_listening"}
+    held = any(f["fact"] == "port_held_by_other" for f in result.facts)
+    usages = [s.used_pct for s in result.paths.values() if s.used_pct is not None]
+    kept = []
+    for fact in result.facts:
+        if fact.get("source") in ("log", "journal"):
+            name = fact["fact"]
+            if name == "address_in_use" and not held and free_ports and \
+                    (fact.get("port") in free_ports or fact.get("port") is None):
+                continue
+            if name == "path_missing" and fact.get("path") in result.paths and \
+                    not result.paths[fact["path"]].missing:
+                continue
+            if name == "disk_full" and usages and max(usages) < 90:
+                continue
+        kept.append(fact)
+    result.facts[:] = kept
 
 
 def _process_facts(result, facts, ev, names) -> None:
@@ -473,7 +505,15 @@ def _pid_file_facts(facts, ev, sections, names) -> None:
             continue
         for line in section.lines:
             if re.search(r"pid ?file exists|stale pid", line, re.IGNORECASE):
-                facts.add("stale_pid_file", line, path=None)
+                facts.add("stale_pid_file", line, source="status", path=None)
+                return
+        # LSB init scripts (`service NAME status`) exit 1 for "dead, but the PID file exists"
+        # (3 is "not running"); systemctl's codes differ, so only SysV status counts.
+        command = next((x for x in section.lines if x.startswith("$ ")), "")
+        rc = next((x.strip() for x in section.lines if re.match(r"^\s*rc -?\d+\s*$", x)), "")
+        if re.match(r"^\$ (?:service \S+ status|/etc/init\.d/\S+ status)", command) and rc == "rc 1":
+            facts.add("stale_pid_file", f"{command[2:]}: exit 1 (LSB: dead, PID file exists)", source="status",
+                      path=None)
 
 
 def _service_paths(definition: Mapping) -> list[str]:
@@ -555,10 +595,10 @@ def _line_facts(facts, sections, names) -> None:
             for index, line in enumerate(section.lines):
                 match = _KILLED.search(line)
                 if match and (not match.group("name") or match.group("name").lower() in names):
-                    facts.add("killed", line, pid=int(match.group("pid")) if match.group("pid") else None,
+                    facts.add("killed", source=section.kind, evidence=line, pid=int(match.group("pid")) if match.group("pid") else None,
                               process=(match.group("name") or "").lower() or None)
             continue
-        produced_before = len(facts.result.facts)
+        produced = False
         summaries = []
         for index, line in enumerate(section.lines):
             if _COMMAND_HEADER.match(line) or not line.strip():
@@ -567,22 +607,35 @@ def _line_facts(facts, sections, names) -> None:
                 continue
             if _line_fact(facts, section, line, names):
                 facts.used.add((section.key, index))
+                produced = True
             elif section.kind == "config" and _SUMMARY_LINE.search(line):
                 summaries.append(index)
             elif _SUMMARY_LINE.search(line) and _ERROR_LINE.search(line):
                 summaries.append(index)
         # A summary ("test failed", "*** FATAL CONFIG FILE ERROR ***") repeats what the lines
         # around it said; alone, it still says the configuration is wrong.
-        produced = len(facts.result.facts) > produced_before
         for index in summaries:
             facts.used.add((section.key, index))
         if section.kind == "config" and summaries and not produced:
-            facts.add("config_invalid", section.lines[summaries[0]], message=section.lines[summaries[0]].strip())
+            facts.add("config_invalid", source=section.kind, evidence=section.lines[summaries[0]], message=section.lines[summaries[0]].strip())
         if section.kind == "config" and not produced and not summaries:
-            rc = next((int(m.group(1)) for m in (re.match(r"^\s*rc (-?\d+)", x) for x in section.lines) if m), 0)
-            errors = [x for x in section.lines if _ERROR_LINE.search(x) and not _COMMAND_HEADER.match(x)]
-            if rc not in (0, 127) and errors:
-                facts.add("config_invalid", errors[0], message=errors[0].strip())
+            _config_exit(facts, section, names)
+
+
+def _config_exit(facts, section, names) -> None:
+    """A config test that failed without a line any rule knows: its exit code decides."""
+    rc = next((int(m.group(1)) for m in (re.match(r"^\s*rc (-?\d+)", x) for x in section.lines) if m), 0)
+    command = next((x[2:].split()[0] for x in section.lines if x.startswith("$ ") and x[2:].split()), "")
+    output = [x for x in section.lines if x.strip() and not _COMMAND_HEADER.match(x) and not _CONFIG_OK.search(x)]
+    if rc == 127:
+        # The test's program is missing: when it is the service's own binary, so is the service.
+        name = command.rsplit("/", 1)[-1].lower()
+        if name in names:
+            facts.add("binary_missing", source=section.kind, evidence=f"$ {command}: rc 127 (not found)", name=name)
+        return
+    if rc != 0 and output:
+        errors = [x for x in output if _ERROR_LINE.search(x)] or output
+        facts.add("config_invalid", source=section.kind, evidence=errors[0], message=errors[0].strip())
 
 
 def _line_fact(facts, section, line: str, names) -> bool:
@@ -590,35 +643,35 @@ def _line_fact(facts, section, line: str, names) -> bool:
     kind = section.kind
     if _ENOSPC.search(line):
         paths = _paths_in(line)
-        facts.add("disk_full", line, path=paths[0] if paths else None)
+        facts.add("disk_full", source=section.kind, evidence=line, path=paths[0] if paths else None)
         return True
     if _EADDRINUSE.search(line):
         port = _BOUND_PORT.search(line)
-        facts.add("address_in_use", line, port=int(port.group(1) or port.group(2)) if port else None)
+        facts.add("address_in_use", source=section.kind, evidence=line, port=int(port.group(1) or port.group(2)) if port else None)
         return True
     if _MASKED.search(line) and kind in ("error", "status", "journal"):
-        facts.add("unit_masked", line)
+        facts.add("unit_masked", source=section.kind, evidence=line)
         return True
     if _START_LIMIT.search(line):
-        facts.add("start_limit_hit", line)
+        facts.add("start_limit_hit", source=section.kind, evidence=line)
         return True
     if _CHANGED.search(line) and kind in ("status", "journal", "error"):
-        facts.add("unit_changed_on_disk", line)
+        facts.add("unit_changed_on_disk", source=section.kind, evidence=line)
         return True
     unit = _UNIT_NOT_FOUND.search(line)
     if unit:
-        facts.add("unit_not_found", line, unit=unit.group(1))
+        facts.add("unit_not_found", source=section.kind, evidence=line, unit=unit.group(1))
         return True
     command = _NOT_FOUND_CMD.search(line)
     if command:
         name = command.group("name") or (command.group("path") or "").rsplit("/", 1)[-1]
         if not name or name.lower() in names or command.group(0).lower().startswith(("status=203", "failed at")):
-            facts.add("binary_missing", line, name=(name or "").lower() or None)
+            facts.add("binary_missing", source=section.kind, evidence=line, name=(name or "").lower() or None)
             return True
     error_line = _ERROR_LINE.search(line) or kind == "config"
     if _EACCES.search(line):
         for path in _paths_in(line)[:2] or [None]:
-            facts.add("permission_denied", line, path=path)
+            facts.add("permission_denied", source=section.kind, evidence=line, path=path)
         return True
     if _ENOENT.search(line) and error_line:
         paths = _paths_in(line)
@@ -626,15 +679,15 @@ def _line_fact(facts, section, line: str, names) -> bool:
             for path in paths[:2]:
                 base = path.rsplit("/", 1)[-1].lower()
                 if path.startswith(_EXEC_DIRS) and base in names:
-                    facts.add("binary_missing", line, name=base)
+                    facts.add("binary_missing", source=section.kind, evidence=line, name=base)
                 else:
-                    facts.add("path_missing", line, path=path)
+                    facts.add("path_missing", source=section.kind, evidence=line, path=path)
             return True
     if kind == "journal" and _UNIT_FAILED.search(line):
-        facts.add("unit_failed", line)
+        facts.add("unit_failed", source=section.kind, evidence=line)
         return True
     if kind == "journal" and _KILLED.search(line):
-        facts.add("killed", line)
+        facts.add("killed", source=section.kind, evidence=line)
         return True
     if (kind == "config" and _ERROR_LINE.search(line) and not _SUMMARY_LINE.search(line)) or \
             (kind in ("log", "journal") and _CONFIG_WORDS.search(line) and _ERROR_LINE.search(line)
@@ -642,7 +695,7 @@ def _line_fact(facts, section, line: str, names) -> bool:
         located = _FILE_LINE.search(line)
         file = located.group("file") if located else None
         number = (located.group("line") or located.group("line2")) if located else None
-        facts.add("config_invalid", line, file=file, line=int(number) if number else None, message=line.strip())
+        facts.add("config_invalid", source=section.kind, evidence=line, file=file, line=int(number) if number else None, message=line.strip())
         return True
     return False
 
@@ -666,7 +719,7 @@ def _symptoms(result, facts, ev, sections, names) -> None:
             continue
         for line in section.lines:
             if not _COMMAND_HEADER.match(line) and _NOT_RUNNING.search(line):
-                facts.add("not_running", line)
+                facts.add("not_running", line, source=section.kind)
                 break
     # One not_running is enough; keep the first (most direct) piece of evidence.
     first = next((f for f in result.facts if f["fact"] == "not_running"), None)
@@ -677,12 +730,16 @@ def _unexplained_errors(facts, sections) -> None:
     for section in sections:
         if section.kind not in ("log", "journal"):
             continue
+        explained = {i for key, i in facts.used if key == section.key}
         for index in range(section.recent_from, len(section.lines)):
             line = section.lines[index]
-            if (section.key, index) in facts.used or _COMMAND_HEADER.match(line):
+            if index in explained or _COMMAND_HEADER.match(line) or _WARNING_LINE.search(line):
+                continue
+            if any(index - back in explained for back in range(1, FOLLOW_LINES + 1)):
+                explained.add(index)
                 continue
             if _ERROR_LINE.search(line):
-                facts.add("log_error", line, line=" ".join(line.split())[:200])
+                facts.add("log_error", source=section.kind, evidence=line, line=" ".join(line.split())[:200])
 
 
 # ---------------------------------------------------------------------- requirements

@@ -48,6 +48,7 @@ DOC_SUFFIXES = (".md", ".markdown", ".txt", ".text", ".rst")
 SECTION_CHARS = 1500           # longer sections are cut at paragraph boundaries
 MAX_DOC_BYTES = 1024 * 1024    # a bigger document is read up to this size
 CACHE_FILES_KEPT = 10
+PER_FILE = 2                   # passages of one file in one answer, at most
 ENV_CACHE = "SENTINEL_KNOWLEDGE_CACHE"
 
 
@@ -299,7 +300,16 @@ class KnowledgeIndex:
             relation = self._relation(self.passages[index], aliases) if service else "general"
             (others if relation == "other" else chosen).append(index)
         other_service = not chosen
-        picked = (chosen or others)[:top]
+        picked, per_file = [], {}
+        for index in chosen or others:
+            # Several parts of one runbook or document would crowd out other sources.
+            where = self.passages[index].get("file")
+            if per_file.get(where, 0) >= PER_FILE:
+                continue
+            per_file[where] = per_file.get(where, 0) + 1
+            picked.append(index)
+            if len(picked) == top:
+                break
         result = []
         for index in picked:
             item = {k: v for k, v in self.passages[index].items() if k not in ("scope", "services", "path")}

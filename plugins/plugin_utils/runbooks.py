@@ -506,6 +506,7 @@ def match_runbooks(books: Sequence[Mapping], service: str, error: str | None, ev
     of its matchers hit, then id.
     """
     found = found or extract_facts(service, error, evidence, host_tools, service_def)
+    _known_users(books, service, found)
     text = failure_text(service, error, evidence, host_tools, found)
     results = []
     for book in books:
@@ -519,10 +520,27 @@ def match_runbooks(books: Sequence[Mapping], service: str, error: str | None, ev
     return results
 
 
+def _known_users(books: Sequence[Mapping], service: str, found: FailureFacts) -> None:
+    """Facts that need the service's user, judged with the user the runbooks of this
+    service name (``path_not_writable: {user: redis}``) when the evidence does not say:
+    the knowledge base knows the package's account even when the service definition
+    does not, and a plain start must see that the data directory is not writable."""
+    for book in books:
+        if not _service_matches(book, service):
+            continue
+        for requirement in book["_facts"] + book["_any_facts"] + book["_tolerate"]:
+            if requirement.get("user") and not found.user:
+                for fact in instances(requirement, found):
+                    if fact not in found.facts and not any(
+                            f["fact"] == fact["fact"] and f.get("path") == fact.get("path") for f in found.facts):
+                        found.facts.append(dict(fact, source="probe"))
+
+
 def why_not(books: Sequence[Mapping], service: str, error: str | None, evidence,
             host_tools: Mapping | None = None, service_def: Mapping | None = None) -> dict[str, str]:
     """For each runbook of this service that does not fit: why (for reports and debugging)."""
     found = extract_facts(service, error, evidence, host_tools, service_def)
+    _known_users(books, service, found)
     text = failure_text(service, error, evidence, host_tools, found)
     return {book["id"]: evaluate(book, found, text)["why"] for book in books
             if _service_matches(book, service) and not evaluate(book, found, text)["ok"]}

@@ -1,0 +1,532 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Runbook matching on the specific evidence of a fault, the runbook schema, operator runbooks.
+
+The matrix tests match every bundled runbook against every fault sample: each runbook
+must fit its own fault and no other (tests/fault_samples.py: the evidence as the modules
+report it, on two different hosts; tests/data/knowledge/lab_evidence.json: recorded on
+a real lab container by capture_lab_evidence.py).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.failure_facts import (
+    FACTS,
+    extract_facts,
+    parse_path_state,
+    writable_by,
+)
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.runbooks import (
+    DEFAULT_DIR,
+    PLACEHOLDERS,
+    PlaceholderError,
+    RunbookError,
+    collect_runbooks,
+    example_command,
+    gate_steps,
+    load_runbooks,
+    match_runbooks,
+    resolve_placeholders,
+    why_not,
+)
+from fault_samples import FAULTS, sample
+
+DATA = Path(__file__).resolve().parents[3] / "data" / "knowledge"
+BOOKS = load_runbooks()
+LAB_EVIDENCE = DATA / "lab_evidence.json"
+# What C1 service definitions say about the lab's services (the role's defaults plus the
+# new keys), for the tests that pass a service definition.
+SERVICE_DEFS = {
+    "nginx": {"name": "nginx", "ports": [80], "processes": ["nginx"], "user": "www-data",
+              "runtime_paths": ["/run/nginx.pid"], "log_paths": ["/var/log/nginx"]},
+    "redis-server": {"name": "redis-server", "ports": [6379], "processes": ["redis-server"], "user": "redis",
+                     "data_paths": ["/var/lib/redis"], "runtime_paths": ["/run/redis"]},
+    "cron": {"name": "cron", "processes": ["cron"]},
+    "ssh": {"name": "ssh", "ports": [22], "processes": ["sshd"], "runtime_paths": ["/run/sshd"]},
+}
+
+
+def matched_ids(case: dict, books=BOOKS, service_def=None) -> list[str]:
+    return [m["runbook"]["id"] for m in match_runbooks(books, case["service"], case["error"], case["evidence"],
+                                                        case.get("host_tools"), service_def)]
+
+
+# ---------------------------------------------------------------------- the cross-matching matrix
+
+@pytest.mark.parametrize("host", [1, 2])
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("with_definition", [False, True])
+def test_each_runbook_fits_its_own_fault_and_no_other(fault: str, host: int, with_definition: bool) -> None:
+    case = sample(fault, host)
+    definition = SERVICE_DEFS[case["service"]] if with_definition else None
+    found = matched_ids(case, service_def=definition)
+    owners = [b["id"] for b in BOOKS if fault in b["faults"]]
+    assert found == owners, (fault, found, why_not(BOOKS, case["service"], case["error"], case["evidence"],
+                                                   case["host_tools"], definition))
+
+
+def test_matrix_covers_every_bundled_runbook_of_a_lab_fault() -> None:
+    """Every runbook that names a lab fault is exercised by the matrix above."""
+    for book in BOOKS:
+        assert set(book["faults"]) <= set(FAULTS) | {"ssh_host_keys_missing"}, book["id"]
+    assert {f for b in BOOKS for f in b["faults"]} >= set(FAULTS)
+
+
+def _lab_samples() -> dict:
+    if not LAB_EVIDENCE.exists():
+        pytest.skip("no recorded lab evidence (tests/data/knowledge/capture_lab_evidence.py)")
+    return json.loads(LAB_EVIDENCE.read_text())["faults"]
+
+
+def test_recorded_lab_evidence_matrix() -> None:
+    """Real evidence of each catalogue fault: its runbook fits; no other runbook does.
+
+    A fault with no runbook in the catalogue (its fix is not a bundled runbook) must be
+    matched by none: a plain start must not fire on a fault starting cannot fix.
+    """
+    samples = _lab_samples()
+    problems = []
+    for fault, case in sorted(samples.items()):
+        owners = [b["id"] for b in BOOKS if fault in b["faults"]]
+        found = matched_ids(case)
+        if found != owners:
+            problems.append((fault, found, owners, why_not(BOOKS, case["service"], case["error"],
+                                                           case["evidence"], case["host_tools"])))
+    assert not problems, problems
+
+
+# ---------------------------------------------------------------------- faults nobody wrote a runbook for
+
+NGINX_OK_CONFIG = ("$ nginx -t\nrc 0\nnginx: the configuration file /etc/nginx/nginx.conf syntax is ok\n"
+                   "nginx: configuration file /etc/nginx/nginx.conf test is successful")
+REDIS_DOWN = "redis-cli ping: Could not connect to Redis at 127.0.0.1:6379: Connection refused"
+REDIS_LOG = "/var/log/redis/redis-server.log"
+
+
+def unseen(fault: str) -> dict:
+    """Faults outside the catalogue, worded the way the evidence module reports them."""
+    if fault == "redis_port_conflict":
+        return {"service": "redis-server", "error": REDIS_DOWN, "evidence": {
+            "status": "$ service redis-server status\nrc 3\nredis-server is not running ... failed! (dead, pid file exists)",
+            "listeners": "127.0.0.1:6379 held by python3 (pid 3131)",
+            "pid_files": {"/run/redis/redis-server.pid": "pid 77 is not running (stale PID file)"},
+            "logs": {REDIS_LOG: "77:M 01 Jan 2026 10:00:00.000 # Warning: Could not create server TCP listening socket "
+                                "127.0.0.1:6379: bind: Address already in use\n"
+                                "77:M 01 Jan 2026 10:00:00.000 # Failed listening on port 6379 (tcp), aborting."}}}
+    if fault == "redis_missing_log_dir":
+        return {"service": "redis-server", "error": REDIS_DOWN, "evidence": {
+            "status": "redis-server is not running ... failed! (dead, pid file exists)",
+            "paths": {"/var/log/redis": "missing (nearest existing parent /var/log: directory, owner root:root, "
+                                        "mode 0755)"},
+            "logs": {REDIS_LOG: "missing"}}}
+    if fault == "redis_corrupt_rdb":
+        return {"service": "redis-server", "error": REDIS_DOWN, "evidence": {
+            "status": "redis-server is not running ... failed! (dead, pid file exists)",
+            "pid_files": {"/run/redis/redis-server.pid": "pid 88 is not running (stale PID file)"},
+            "logs": {REDIS_LOG: "88:M 01 Jan 2026 10:00:00.000 * DB loaded from disk? Loading RDB produced by version 7.0\n"
+                                "88:M 01 Jan 2026 10:00:00.000 # Internal error in RDB reading offset 0, function at "
+                                "rdb.c:3079 -> Unexpected EOF reading RDB file\n"
+                                "88:M 01 Jan 2026 10:00:00.001 # Terminating server after rdb file reading failure."}}}
+    if fault == "ssh_host_keys_missing":
+        return {"service": "ssh", "error": "nothing listens on port 22", "evidence": {
+            "status": "sshd is not running ... failed!", "listeners": "port 22: nothing listening",
+            "config_test": "$ sshd -t\nrc 1\nsshd: no hostkeys available -- exiting."}}
+    if fault == "cron_binary_missing":
+        return {"service": "cron", "error": "no process named cron runs", "evidence": {
+            "status": "cron is not running ... failed!", "processes": "no process named or running cron",
+            "paths": {"/usr/sbin/cron": "missing (nearest existing parent /usr/sbin: directory, owner root:root)"}}}
+    if fault == "nginx_sigstopped":
+        # C3 evidence: nginx's processes exist but are stopped; its port is its own.
+        return {"service": "nginx", "error": "GET http://127.0.0.1/ timed out", "evidence": {
+            "init": "sysv", "status": "$ service nginx status\nrc 0\nnginx is running.",
+            "processes": [{"pid": 50, "ppid": 1, "user": "root", "state": "stopped", "comm": "nginx",
+                           "cmdline": "nginx: master process /usr/sbin/nginx", "ports": [80], "start": 1000},
+                          {"pid": 51, "ppid": 50, "user": "www-data", "state": "stopped", "comm": "nginx",
+                           "cmdline": "nginx: worker process", "ports": [80], "start": 1001}],
+            "service_pids": [50, 51], "config_test": NGINX_OK_CONFIG}}
+    if fault == "nginx_main_config_broken":
+        return {"service": "nginx", "error": "nginx is not running", "evidence": {
+            "status": "nginx is not running ... failed!", "listeners": "port 80: nothing listening",
+            "config_test": "$ nginx -t\nrc 1\nnginx: [emerg] unknown directive \"worker_connectionz\" in "
+                           "/etc/nginx/nginx.conf:14\nnginx: configuration file /etc/nginx/nginx.conf test failed"}}
+    if fault == "nginx_port_conflict_and_stale_pid":
+        case = sample("nginx_port_conflict")
+        case["evidence"]["pid_files"] = {"/run/nginx.pid": "pid 811 is not running (stale PID file)"}
+        return case
+    if fault == "nginx_crashed_with_unknown_error":
+        return {"service": "nginx", "error": "nginx is not running", "evidence": {
+            "status": "nginx is not running ... failed!", "listeners": "port 80: nothing listening",
+            "config_test": NGINX_OK_CONFIG,
+            "logs": {"/var/log/nginx/error.log": "2026/01/01 10:00:00 [alert] 12#12: worker process 13 exited on "
+                                                 "signal 11 (core dumped)\n2026/01/01 10:00:00 [crit] 12#12: "
+                                                 "SSL_CTX_use_PrivateKey failed"}}}
+    raise KeyError(fault)
+
+
+UNSEEN = {
+    # fault: runbooks allowed to match (none: a plain start or a look-alike would not heal it)
+    "redis_port_conflict": [],
+    "redis_missing_log_dir": [],
+    "redis_corrupt_rdb": [],
+    "ssh_host_keys_missing": [],
+    "cron_binary_missing": [],
+    "nginx_sigstopped": [],
+    "nginx_main_config_broken": [],
+    "nginx_port_conflict_and_stale_pid": [],
+    "nginx_crashed_with_unknown_error": [],
+}
+
+
+@pytest.mark.parametrize("fault", sorted(UNSEEN))
+def test_no_bundled_runbook_fires_on_a_fault_it_does_not_address(fault: str) -> None:
+    case = unseen(fault)
+    assert matched_ids(case) == UNSEEN[fault], why_not(BOOKS, case["service"], case["error"], case["evidence"])
+
+
+def test_why_not_names_the_unexplained_cause() -> None:
+    case = unseen("redis_corrupt_rdb")
+    reasons = why_not(BOOKS, case["service"], case["error"], case["evidence"])
+    assert "log_error" in reasons["redis_killed"] and "Unexpected EOF reading RDB file" in reasons["redis_killed"]
+    assert "stale_pid_file" in reasons["redis_stopped"]
+    case = unseen("redis_port_conflict")
+    assert "port_held_by_other" in why_not(BOOKS, case["service"], case["error"], case["evidence"])["redis_killed"]
+
+
+# ---------------------------------------------------------------------- structured (C3) and systemd evidence
+
+def c3_port_conflict() -> dict:
+    return {"service": "nginx", "error": "nginx is not running; port 80 is held by another process", "evidence": {
+        "init": "systemd", "status": "$ systemctl status nginx\nrc 3\n○ nginx.service - nginx\n     Active: failed",
+        "unit": {"Id": "nginx.service", "LoadState": "loaded", "ActiveState": "failed", "SubState": "failed",
+                 "Result": "exit-code", "UnitFileState": "enabled", "NeedDaemonReload": "no"},
+        "journal": "Jan 01 10:00:00 web1 systemd[1]: Starting nginx.service - A high performance web server...\n"
+                   "Jan 01 10:00:00 web1 nginx[99]: nginx: [emerg] bind() to 0.0.0.0:80 failed (98: Address already in use)\n"
+                   "Jan 01 10:00:00 web1 systemd[1]: nginx.service: Control process exited, code=exited, status=1/FAILURE\n"
+                   "Jan 01 10:00:00 web1 systemd[1]: nginx.service: Failed with result 'exit-code'.\n"
+                   "Jan 01 10:00:00 web1 systemd[1]: Failed to start nginx.service - A high performance web server.",
+        "processes": [{"pid": 7070, "ppid": 1, "user": "nobody", "state": "sleeping", "comm": "python3",
+                       "cmdline": "python3 -m http.server 80", "ports": [80], "start": 5000}],
+        "service_pids": [7070], "config_test": NGINX_OK_CONFIG, "named_paths": {}}}
+
+
+def systemd_case(**unit) -> dict:
+    props = {"Id": "billing-api.service", "LoadState": "loaded", "ActiveState": "inactive", "SubState": "dead",
+             "Result": "success", "UnitFileState": "enabled", "NeedDaemonReload": "no"}
+    props.update(unit)
+    return {"service": "billing-api", "error": "billing-api is not running", "evidence": {
+        "init": "systemd", "unit": props, "processes": [], "service_pids": [],
+        "journal": "Jan 01 10:00:00 web1 systemd[1]: Stopped billing-api.service - Billing API."}}
+
+
+def test_structured_port_holder_and_the_pid_from_the_process_table() -> None:
+    case = c3_port_conflict()
+    matches = match_runbooks(BOOKS, case["service"], case["error"], case["evidence"])
+    assert [m["runbook"]["id"] for m in matches] == ["nginx_port_conflict"]
+    assert any(f["fact"] == "port_held_by_other" and f["pid"] == 7070 for f in matches[0]["facts"])
+    step = matches[0]["runbook"]["steps"][0]["command"]
+    assert resolve_placeholders(step, case["evidence"], "nginx") == "kill 7070"
+
+
+def test_systemd_masked_unit_needs_the_unmask_runbook_and_its_approval() -> None:
+    case = systemd_case(LoadState="masked", UnitFileState="masked")
+    matches = match_runbooks(BOOKS, case["service"], case["error"], case["evidence"])
+    assert [m["runbook"]["id"] for m in matches] == ["systemd_unit_masked"]
+    book = matches[0]["runbook"]
+    commands = [resolve_placeholders(s["command"], case["evidence"], case["service"]) for s in book["steps"]]
+    assert commands == ["systemctl unmask billing-api.service", "systemctl start billing-api.service"]
+    allowed = [{"command": c, "verdict": "allow", "reasons": ["ok"]} for c in commands]
+    gated = gate_steps(allowed, book["steps"], book["id"])
+    assert [g["verdict"] for g in gated] == ["approval", "allow"]
+    assert "asks a human to approve" in gated[0]["reasons"][-1]
+    # a rejection is never lowered
+    assert gate_steps([{"command": "x", "verdict": "reject", "reasons": []}], book["steps"], "x")[0]["verdict"] == "reject"
+
+
+def test_systemd_start_limit_and_daemon_reload() -> None:
+    hit = systemd_case(ActiveState="failed", Result="start-limit-hit")
+    hit["evidence"]["journal"] = ("Jan 01 10:00:00 web1 systemd[1]: billing-api.service: Start request repeated too "
+                                  "quickly.\nJan 01 10:00:00 web1 systemd[1]: billing-api.service: Failed with result "
+                                  "'start-limit-hit'.\nJan 01 10:00:00 web1 systemd[1]: Failed to start billing-api.service.")
+    matches = match_runbooks(BOOKS, hit["service"], hit["error"], hit["evidence"])
+    assert [m["runbook"]["id"] for m in matches] == ["systemd_start_limit_hit"]
+    assert [resolve_placeholders(s["command"], hit["evidence"], hit["service"])
+            for s in matches[0]["runbook"]["steps"]] == ["systemctl reset-failed billing-api.service",
+                                                         "systemctl start billing-api.service"]
+    changed = systemd_case(NeedDaemonReload="yes")
+    assert matched_ids(changed) == ["systemd_unit_changed"]
+    # a start limit hit because of a config error: the config error must be fixed first
+    hit["evidence"]["config_test"] = "$ billing-api --check\nrc 2\nerror: /etc/billing-api/settings.toml:3: bad key"
+    assert matched_ids(hit) == []
+    # the systemd runbooks never fire on a SysV host
+    sysv = systemd_case(NeedDaemonReload="yes")
+    sysv["evidence"]["init"] = "sysv"
+    assert matched_ids(sysv) == []
+
+
+def test_systemd_plain_stop_and_config_error_pick_the_service_runbooks() -> None:
+    stopped = {"service": "nginx", "error": "nginx is not running", "evidence": {
+        "init": "systemd", "unit": {"Id": "nginx.service", "LoadState": "loaded", "ActiveState": "inactive",
+                                    "Result": "success", "NeedDaemonReload": "no"},
+        "processes": [], "config_test": NGINX_OK_CONFIG,
+        "journal": "Jan 01 10:00:00 web1 systemd[1]: Stopping nginx.service...\n"
+                   "Jan 01 10:00:00 web1 systemd[1]: nginx.service: Deactivated successfully.\n"
+                   "Jan 01 10:00:00 web1 systemd[1]: Stopped nginx.service."}}
+    assert matched_ids(stopped) == ["nginx_stopped"]
+    broken = {"service": "nginx", "error": "nginx is not running", "evidence": {
+        "init": "systemd", "unit": {"Id": "nginx.service", "ActiveState": "failed", "Result": "exit-code"},
+        "processes": [],
+        "journal": "Jan 01 10:00:00 web1 systemd[1]: Starting nginx.service...\n"
+                   "Jan 01 10:00:00 web1 nginx[5]: nginx: [emerg] unknown directive \"lisen\" in "
+                   "/etc/nginx/conf.d/site.conf:2\n"
+                   "Jan 01 10:00:00 web1 systemd[1]: nginx.service: Failed with result 'exit-code'."}}
+    assert matched_ids(broken) == ["nginx_config_syntax"]
+    assert resolve_placeholders("{config_error_file:/etc/nginx/conf.d/}", broken["evidence"], "nginx") == \
+        "/etc/nginx/conf.d/site.conf"
+    # the same failed unit without a known cause: no plain start
+    broken["evidence"]["journal"] = broken["evidence"]["journal"].replace(
+        'nginx: [emerg] unknown directive "lisen" in /etc/nginx/conf.d/site.conf:2', "segfault at 0 ip 0")
+    assert matched_ids(broken) == []
+
+
+# ---------------------------------------------------------------------- facts
+
+def test_facts_classes_and_shapes() -> None:
+    assert {k.klass for k in FACTS.values()} == {"symptom", "cause", "weak", "info"}
+    found = extract_facts("nginx", sample("nginx_port_conflict")["error"], sample("nginx_port_conflict")["evidence"])
+    holder = found.of("port_held_by_other")[0]
+    assert holder == {"fact": "port_held_by_other", "class": "cause", "port": 80, "process": "python3", "pid": 4242,
+                      "source": "probe", "evidence": "port 80 held by python3 (pid 4242)"}
+    assert "port_held_by_other port=80 process=python3 pid=4242" in found.lines()
+
+
+def test_history_in_the_log_that_the_current_state_contradicts_is_not_this_fault() -> None:
+    old_bind = ("2026/01/01 09:00:00 [emerg] 9#9: bind() to 0.0.0.0:80 failed (98: Address already in use)\n"
+                "2026/01/01 09:00:00 [emerg] 9#9: still could not bind()")
+    case = {"service": "nginx", "error": "nginx is not running", "evidence": {
+        "status": "$ service nginx status\nrc 3\nnginx is not running ... failed!",
+        "listeners": "port 80: nothing listening", "config_test": NGINX_OK_CONFIG,
+        "logs": {"/var/log/nginx/error.log": old_bind}}}
+    # the port is free now: the old bind() errors are a past incident; a plain start fits
+    assert matched_ids(case) == ["nginx_stopped"]
+    case["evidence"]["listeners"] = "0.0.0.0:80 held by python3 (pid 5)"
+    assert matched_ids(case) == ["nginx_port_conflict"]
+    full = {"service": "redis-server", "error": REDIS_DOWN, "evidence": {
+        "status": "redis-server is not running ... failed!",
+        "paths": {"/var/lib/redis": "directory, owner redis:redis, mode 0750; filesystem at /var/lib/redis: 4% used"},
+        "logs": {REDIS_LOG: "1:C # Write error saving DB on disk(fflush): No space left on device\n"
+                            "1:M # User requested shutdown...\n1:M # Redis is now ready to exit, bye bye..."}}}
+    assert matched_ids(full) == ["redis_stopped"]
+
+
+def test_lsb_status_exit_1_means_dead_with_a_pid_file() -> None:
+    evidence = {"status": "$ service redis-server status\nrc 1\nredis-server is not running ... failed!",
+                "listeners": "port 6379: nothing listening"}
+    found = extract_facts("redis-server", REDIS_DOWN, evidence)
+    assert found.of("stale_pid_file")[0]["source"] == "status"
+    assert matched_ids({"service": "redis-server", "error": REDIS_DOWN, "evidence": evidence}) == ["redis_killed"]
+    evidence["status"] = evidence["status"].replace("rc 1", "rc 3")
+    assert matched_ids({"service": "redis-server", "error": REDIS_DOWN, "evidence": evidence}) == ["redis_stopped"]
+    # systemctl's exit codes are not LSB's
+    systemd = {"status": "$ systemctl status redis-server\nrc 1\n× redis-server.service"}
+    assert not extract_facts("redis-server", "", systemd).of("stale_pid_file")
+
+
+def test_port_held_by_the_service_itself_is_no_conflict() -> None:
+    found = extract_facts("redis-server", "", {"listeners": "127.0.0.1:6379 held by redis-server (pid 9)"})
+    assert not found.of("port_held_by_other")
+    own = extract_facts("ssh", "", {"listeners": "0.0.0.0:22 held by sshd (pid 9)"})
+    assert not own.of("port_held_by_other")
+    custom = extract_facts("billing-api", "", {"listeners": "127.0.0.1:8081 held by gunicorn (pid 9)"},
+                           service_def={"processes": ["gunicorn"], "ports": [8081]})
+    assert not custom.of("port_held_by_other")
+
+
+def test_pid_file_reused_by_another_program_is_stale() -> None:
+    found = extract_facts("nginx", "", {"pid_files": {"/run/nginx.pid": "pid 12 is running as user root: /usr/sbin/cron -f"}})
+    assert found.of("stale_pid_file")[0]["path"] == "/run/nginx.pid"
+    live = extract_facts("nginx", "", {"pid_files": {"/run/nginx.pid": "pid 12 is running as user root: nginx: master "
+                                                                       "process /usr/sbin/nginx"}})
+    assert not live.of("stale_pid_file")
+
+
+def test_path_states_and_writability() -> None:
+    state = parse_path_state("/var/lib/redis", "directory, owner root:root, mode 0700; filesystem at /: 3% used")
+    assert (state.kind, state.owner, state.group, state.mode, state.used_pct) == ("directory", "root", "root", 0o700, 3)
+    assert writable_by(state, "redis") is False and writable_by(state, "root") is True
+    assert writable_by(parse_path_state("/var/lib/redis", "directory, owner redis:redis, mode 0750"), "redis") is True
+    assert writable_by(parse_path_state("/srv/x", {"type": "directory", "owner": "app", "group": "app",
+                                                   "mode": "0770"}), "app") is True
+    assert writable_by(parse_path_state("/srv/x", "missing"), "app") is None
+    found = extract_facts("redis-server", REDIS_DOWN, {"paths": {"/var/lib/redis": "directory, owner root:root, "
+                                                                                   "mode 0700"}},
+                          service_def=SERVICE_DEFS["redis-server"])
+    assert found.of("path_not_writable")[0]["path"] == "/var/lib/redis"
+
+
+def test_named_paths_from_c3_evidence() -> None:
+    evidence = {"config_test": "$ nginx -t\nrc 1\nnginx: [emerg] open() \"/var/log/nginx/site/error.log\" failed "
+                               "(2: No such file or directory)\nnginx: configuration file /etc/nginx/nginx.conf test failed",
+                "named_paths": {"/var/log/nginx/site/error.log": "missing",
+                                "/var/log/nginx/site": "missing (nearest existing parent /var/log/nginx: directory)"}}
+    case = {"service": "nginx", "error": "nginx is not running", "evidence": evidence}
+    assert matched_ids(case) == ["nginx_missing_log_dir"]
+    assert resolve_placeholders("mkdir -p {missing_dir:/var/log/nginx}", evidence, "nginx") == \
+        "mkdir -p /var/log/nginx/site"
+
+
+def test_log_lines_right_after_a_specific_one_are_its_consequences() -> None:
+    found = extract_facts("redis-server", "", sample("redis_disk_full")["evidence"])
+    assert not found.of("log_error")
+    found = extract_facts("redis-server", "", {"logs": {REDIS_LOG: "1:M # Background saving error"}})
+    assert found.of("log_error")
+    warned = extract_facts("redis-server", "", {"logs": {REDIS_LOG: "1:M # WARNING: The TCP backlog setting of 511 "
+                                                                    "cannot be enforced"}})
+    assert not warned.of("log_error")
+
+
+# ---------------------------------------------------------------------- placeholders
+
+def test_new_placeholders_resolve_from_the_evidence() -> None:
+    evidence = {"pid_files": {"/run/app/app.pid": "pid 5 is not running (stale PID file)"},
+                "listeners": "0.0.0.0:8081 held by python3 (pid 777)"}
+    assert resolve_placeholders("rm -f {stale_pid_file:/run/}", evidence, "app") == "rm -f /run/app/app.pid"
+    assert resolve_placeholders("kill {port_owner_pid}", evidence, "app") == "kill 777"
+    assert resolve_placeholders("systemctl start {unit}", evidence, "app") == "systemctl start app.service"
+    assert resolve_placeholders("systemctl start {unit}", evidence, "app",
+                                service_def={"units": ["app-main.service"]}) == "systemctl start app-main.service"
+    assert resolve_placeholders("chown {user} /srv", evidence, "app", service_def={"user": "appuser"}) == \
+        "chown appuser /srv"
+    with pytest.raises(PlaceholderError, match="user is not known"):
+        resolve_placeholders("chown {user} /srv", evidence, "app")
+    with pytest.raises(PlaceholderError, match="no stale PID file under /var/"):
+        resolve_placeholders("rm -f {stale_pid_file:/var/}", evidence, "app")
+    with pytest.raises(PlaceholderError, match="no missing directory"):
+        resolve_placeholders("mkdir {missing_dir:/var/log}", evidence, "app")
+
+
+def test_every_placeholder_has_an_example_for_the_checker() -> None:
+    book = {"services": ["billing-api"]}
+    for name, spec in PLACEHOLDERS.items():
+        arg = {"port": ":80", "optional-port": ":80", "path": ":/var/lib/x", "optional-path": ":/etc/x/",
+               "none": ""}[spec.arg]
+        value = example_command(f"echo {{{name}{arg}}}", book)
+        assert "{" not in value and value != "echo ", name
+
+
+# ---------------------------------------------------------------------- schema, operator runbooks
+
+def write(directory: Path, name: str, text: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(text)
+    return path
+
+
+GOOD_MATCH = "match: {facts: [not_running]}\n"
+BAD_RUNBOOKS = {
+    "bad_pattern.yml": ("id: a\nmatch: {any: ['(']}\nsteps: [{command: service a start}]\n",
+                        "bad_pattern.yml: match.any[0]: bad pattern '('"),
+    "unknown_fact.yml": ("id: b\nmatch: {facts: [port_taken]}\nsteps: [{command: service b start}]\n",
+                         "unknown_fact.yml: match.facts[0]: unknown fact 'port_taken'"),
+    "bad_attribute.yml": ("id: c\nmatch: {facts: [{path_missing: {file: x}}]}\nsteps: [{command: service c start}]\n",
+                          "bad_attribute.yml: match.facts[0].path_missing.file: fact 'path_missing' has no attribute"),
+    "literal_pid.yml": ("id: d\n" + GOOD_MATCH + "steps: [{command: kill -TERM 4242}]\n",
+                        "literal_pid.yml: steps[0].command: `kill -TERM 4242` signals a PID written by hand"),
+    "unknown_placeholder.yml": ("id: e\n" + GOOD_MATCH + "steps: [{command: 'rm -rf {home_dir}'}]\n",
+                                "unknown_placeholder.yml: steps[0].command: unknown placeholder {home_dir}"),
+    "typo.yml": ("id: f\n" + GOOD_MATCH + "stpes: [{command: service f start}]\n",
+                 "typo.yml: stpes: unknown key"),
+    "no_match.yml": ("id: g\nsteps: [{command: service g start}]\n",
+                     "no_match.yml: match: needs evidence to select it"),
+    "escalate_steps.yml": ("id: h\nescalate: true\n" + GOOD_MATCH + "steps: [{command: service h start}]\n",
+                           "escalate_steps.yml: steps: an escalation runbook (escalate: true) has no steps"),
+    "not_yaml.yml": ("id: [unclosed\n", "not_yaml.yml: not valid YAML (line"),
+    "bad_step.yml": ("id: i\n" + GOOD_MATCH + "steps: [{command: ''}, {command: x, approve: true}]\n",
+                     "bad_step.yml: steps[0].command: a non-empty string"),
+    "bad_port.yml": ("id: j\n" + GOOD_MATCH + "steps: [{command: 'kill {port_owner_pid:http}'}]\n",
+                     "bad_port.yml: steps[0].command: placeholder {port_owner_pid:http} needs a port number"),
+    "not_a_mapping.yml": ("- just\n- words\n", "not_a_mapping.yml [0]: a runbook is a mapping"),
+    "bad_priority.yml": ("id: k\npriority: high\n" + GOOD_MATCH + "steps: [{command: service k start}]\n",
+                         "bad_priority.yml: priority: an integer"),
+    "bad_init.yml": ("id: l\ninit: [upstart]\n" + GOOD_MATCH + "steps: [{command: service l start}]\n",
+                     "bad_init.yml: init: 'upstart' is not one of"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_RUNBOOKS))
+def test_bad_runbooks_are_named_by_file_and_key(tmp_path: Path, name: str) -> None:
+    text, expected = BAD_RUNBOOKS[name]
+    write(tmp_path, name, text)
+    with pytest.raises(RunbookError) as error:
+        load_runbooks([tmp_path])
+    assert expected in str(error.value), str(error.value)
+    assert str(tmp_path / name) in str(error.value)
+
+
+def test_every_problem_of_a_file_is_reported_at_once(tmp_path: Path) -> None:
+    write(tmp_path, "many.yml", "id: m\nmatch: {any: ['('], facts: [nope]}\nsteps: [{command: 'kill 12'}]\n")
+    _books, problems = collect_runbooks([tmp_path], bundled=False)
+    assert len(problems) == 3 and all(p.startswith(str(tmp_path / "many.yml")) for p in problems)
+
+
+def test_duplicate_ids_in_one_directory(tmp_path: Path) -> None:
+    for name in ("one.yml", "two.yml"):
+        write(tmp_path, name, "id: same\n" + GOOD_MATCH + "steps: [{command: service x start}]\n")
+    with pytest.raises(RunbookError, match=r"two\.yml: id: 'same' is also the id of a runbook in .*one\.yml"):
+        load_runbooks([tmp_path])
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(RunbookError, match="does not exist"):
+        load_runbooks([tmp_path / "nope"])
+
+
+def test_operator_runbooks_add_to_and_override_the_bundled_ones() -> None:
+    books = load_runbooks([DATA / "runbooks"])
+    by_id = {b["id"]: b for b in books}
+    assert {"billing_api_stale_lock", "memcached_port_conflict", "ssh_host_keys_missing"} <= set(by_id)
+    assert len(books) == len(BOOKS) + 3
+    override = by_id["nginx_stopped"]
+    assert override["path"] == str(DATA / "runbooks" / "nginx_stopped.yml")
+    assert override["overrides"] == str(DEFAULT_DIR / "nginx_stopped.yml")
+    assert [s["command"] for s in override["steps"]] == ["nginx -t", "service nginx start"]
+    case = sample("nginx_stopped")
+    top = match_runbooks(books, case["service"], case["error"], case["evidence"], case["host_tools"])[0]["runbook"]
+    assert top["id"] == "nginx_stopped" and top["steps"][0]["command"] == "nginx -t"
+
+
+def test_operator_runbook_heals_what_the_bundled_ones_cannot() -> None:
+    case = unseen("ssh_host_keys_missing")
+    assert matched_ids(case) == []
+    books = load_runbooks([DATA / "runbooks"])
+    assert matched_ids(case, books) == ["ssh_host_keys_missing"]
+    # and it does not fire on a plain stopped sshd
+    assert matched_ids(sample("ssh_stopped"), books) == ["ssh_stopped"]
+
+
+def test_operator_runbooks_for_services_the_collection_does_not_know() -> None:
+    books = load_runbooks([DATA / "runbooks"])
+    memcached = {"service": "memcached", "error": "nothing listens on port 11211", "evidence": {
+        "status": "memcached is not running ... failed!",
+        "listeners": "0.0.0.0:11211 held by nc (pid 6161)",
+        "logs": {"/var/log/memcached.log": "failed to listen on TCP port 11211: Address already in use"}}}
+    top = match_runbooks(books, memcached["service"], memcached["error"], memcached["evidence"])
+    assert [m["runbook"]["id"] for m in top] == ["memcached_port_conflict"]
+    assert resolve_placeholders(top[0]["runbook"]["steps"][0]["command"], memcached["evidence"], "memcached") == \
+        "kill 6161"
+    billing = {"service": "billing-api", "error": "billing-api is not running", "evidence": {
+        "status": "billing-api is not running",
+        "logs": {"/var/log/billing-api/app.log": "refusing to start: lock file /run/billing-api/worker.lock is "
+                                                 "held by pid 4242"}}}
+    assert matched_ids(billing, books) == ["billing_api_stale_lock"]
+    billing["evidence"]["logs"] = {"/var/log/billing-api/app.log": "psycopg.OperationalError: connection refused"}
+    assert matched_ids(billing, books) == []
+
+
+def test_the_bundled_runbooks_hold_no_literal_pid_and_only_known_placeholders() -> None:
+    books, problems = collect_runbooks(bundled=True)
+    assert problems == [] and len(books) == len(list(DEFAULT_DIR.glob("*.yml")))
