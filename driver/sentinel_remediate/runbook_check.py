@@ -13,7 +13,9 @@ Exit codes: 0 usable (warnings and refused steps are shown), 1 a schema error (o
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import shutil
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -49,6 +51,7 @@ def _collection_modules(project_dir: str | None) -> SimpleNamespace:
         base = project / ".collections"               # a checkout set up by scripts/setup
     else:
         base = Path(tempfile.mkdtemp(prefix="sentinel-collection-"))
+        atexit.register(shutil.rmtree, base, True)
         link = base / "ansible_collections" / "sentinel" / "remediation"
         link.parent.mkdir(parents=True)
         link.symlink_to(project)

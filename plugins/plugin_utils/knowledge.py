@@ -21,13 +21,16 @@ fresh worker process).
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
+from collections import Counter
 import os
 import re
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,12 +41,11 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.runbooks impo
     DEFAULT_DIR,
     collect_runbooks,
     passages as runbook_passages,
-    runbook_files,
     RunbookError,
     tokenize,
 )
 
-FORMAT = 2                     # bump when passages, tokens or the cache layout change
+FORMAT = 3                     # bump when passages, tokens or the cache layout change
 DOC_SUFFIXES = (".md", ".markdown", ".txt", ".text", ".rst")
 SECTION_CHARS = 1500           # longer sections are cut at paragraph boundaries
 MAX_DOC_BYTES = 1024 * 1024    # a bigger document is read up to this size
@@ -227,11 +229,37 @@ def doc_passages(dirs: Iterable[str | Path]) -> list[dict]:
 
 # ---------------------------------------------------------------------- the index
 
-def _scope_tokens(item: Mapping) -> list[str]:
+def _scope_tokens(item: Mapping, memo: dict) -> list[str]:
     """Words that say what a passage is about: its file's path and its headings."""
-    parts = re.split(r"[/\\]", str(item.get("file") or ""))
-    stems = [Path(p).stem if i == len(parts) - 1 else p for i, p in enumerate(parts)]
-    return sorted(set(tokenize(" ".join(stems + [str(item.get("heading") or "")]))))
+    file, heading = str(item.get("file") or ""), str(item.get("heading") or "")
+    if file not in memo:
+        parts = file.split("/")
+        parts[-1] = parts[-1].rsplit(".", 1)[0]
+        memo[file] = set(tokenize(" ".join(parts)))
+    if heading not in memo:
+        memo[heading] = set(tokenize(heading))
+    return sorted(memo[file] | memo[heading])
+
+
+def _bm25(frequencies: list[dict[str, int]], lengths: list[int]):
+    """rank-bm25's BM25Okapi made from term frequencies instead of token lists.
+
+    The frequencies are what BM25Okapi computes from tokens first; building it from the
+    cached frequencies skips that pass over every token in a new process. Equality
+    with ``BM25Okapi(tokens)`` is a unit test.
+    """
+    from rank_bm25 import BM25Okapi  # imported late: plugin docs must load without it
+
+    model = BM25Okapi.__new__(BM25Okapi)
+    model.k1, model.b, model.epsilon, model.tokenizer = 1.5, 0.75, 0.25, None
+    model.corpus_size = len(lengths)
+    model.avgdl = sum(lengths) / len(lengths) if lengths else 0.0
+    model.doc_freqs, model.doc_len, model.idf = frequencies, lengths, {}
+    documents_with = Counter()
+    for item in frequencies:
+        documents_with.update(item.keys())
+    model._calc_idf(documents_with)  # pylint: disable=protected-access
+    return model
 
 
 @dataclass
@@ -239,7 +267,8 @@ class KnowledgeIndex:
     """Passages and their BM25 index; ``build`` once, ``query`` per failure."""
 
     passages: list[dict]
-    tokens: list[list[str]]
+    frequencies: list[dict[str, int]]
+    lengths: list[int]
     vocabulary: frozenset[str] = frozenset()
     _bm25: object = field(default=None, repr=False)
 
@@ -256,10 +285,14 @@ class KnowledgeIndex:
         for name in list(services) + [s for b in runbooks for s in b.get("services", [])] + \
                 [s for p in items for s in p.get("services", [])]:
             vocabulary.add(service_name(name))
+        memo: dict = {}
+        frequencies, lengths = [], []
         for item in items:
-            item["scope"] = _scope_tokens(item)
-        tokens = [tokenize(f"{item['heading']}\n{item['text']}") for item in items]
-        return cls(items, tokens, frozenset(v for v in vocabulary if v))
+            item["scope"] = _scope_tokens(item, memo)
+            tokens = tokenize(f"{item['heading']}\n{item['text']}")
+            frequencies.append(dict(Counter(tokens)))
+            lengths.append(len(tokens))
+        return cls(items, frequencies, lengths, frozenset(v for v in vocabulary if v))
 
     def __len__(self) -> int:
         return len(self.passages)
@@ -267,16 +300,17 @@ class KnowledgeIndex:
     @property
     def bm25(self):
         if self._bm25 is None and self.passages:
-            from rank_bm25 import BM25Okapi  # imported late: plugin docs must load without it
-
-            self._bm25 = BM25Okapi(self.tokens)
+            with _no_gc():
+                self._bm25 = _bm25(self.frequencies, self.lengths)
         return self._bm25
 
     def _relation(self, item: Mapping, aliases: frozenset[str]) -> str:
-        declared = set(item.get("services") or [])
+        declared = item.get("services")
         if declared:
-            return "about" if declared & aliases else "other"
-        scope = set(item.get("scope") or ())
+            return "about" if aliases.intersection(declared) else "other"
+        scope = item.get("_scope")
+        if scope is None:
+            scope = item["_scope"] = frozenset(item.get("scope") or ())
         if scope & aliases:
             return "about"
         return "other" if scope & (self.vocabulary - aliases) else "general"
@@ -289,45 +323,61 @@ class KnowledgeIndex:
         """
         if top <= 0 or not self.passages:
             return []
-        query = list(dict.fromkeys(tokenize(text)))
+        model = self.bm25
+        # Words no passage holds change no score; leaving them out saves a pass each.
+        query = [t for t in dict.fromkeys(tokenize(text)) if t in model.idf]
         if not query:
             return []
-        scores = self.bm25.get_scores(query)
-        ranked = sorted((i for i in range(len(scores)) if scores[i] > 0), key=lambda i: (-scores[i], i))
+        scores = model.get_scores(query)
+        # Best first, ties in passage order (a stable sort), zero scores left out.
+        order = (-scores).argsort(kind="stable")
+        ranked = [int(i) for i in order[: int((scores > 0).sum())]]
         aliases = own_names(service) if service else frozenset()
-        chosen, others = [], []
-        for index in ranked:
-            relation = self._relation(self.passages[index], aliases) if service else "general"
-            (others if relation == "other" else chosen).append(index)
+        chosen, others = self._pick(ranked, aliases, top, bool(service))
         other_service = not chosen
-        picked, per_file = [], {}
-        for index in chosen or others:
-            # Several parts of one runbook or document would crowd out other sources.
-            where = self.passages[index].get("file")
-            if per_file.get(where, 0) >= PER_FILE:
-                continue
-            per_file[where] = per_file.get(where, 0) + 1
-            picked.append(index)
-            if len(picked) == top:
-                break
+        picked = chosen or others
         result = []
         for index in picked:
-            item = {k: v for k, v in self.passages[index].items() if k not in ("scope", "services", "path")}
+            item = {k: v for k, v in self.passages[index].items() if k not in ("scope", "_scope", "services", "path")}
             item["services"] = list(self.passages[index].get("services") or [])
             item["score"] = round(float(scores[index]), 3)
             item["other_service"] = bool(service) and other_service
             result.append(item)
         return result
 
+    def _pick(self, ranked: list[int], aliases: frozenset[str], top: int, scoped: bool) -> tuple[list, list]:
+        """The best ``top`` passages about this service or general, and the best ``top``
+        about other services (used only when there is none of the first kind); at most
+        PER_FILE from one file, so several parts of one document do not crowd out others."""
+        chosen, others, per_file = [], [], {}
+        for index in ranked:
+            item = self.passages[index]
+            relation = self._relation(item, aliases) if scoped else "general"
+            bucket = others if relation == "other" else chosen
+            if len(bucket) >= top or (relation == "other" and not scoped):
+                continue
+            key = (relation == "other", item.get("file"))
+            if per_file.get(key, 0) >= PER_FILE:
+                continue
+            per_file[key] = per_file.get(key, 0) + 1
+            bucket.append(index)
+            if len(chosen) >= top:
+                break
+        return chosen, others
+
     def to_json(self) -> dict:
-        return {"format": FORMAT, "passages": self.passages, "tokens": self.tokens,
-                "vocabulary": sorted(self.vocabulary)}
+        passages = [{k: v for k, v in p.items() if k != "_scope"} for p in self.passages]
+        return {"format": FORMAT, "passages": passages, "frequencies": self.frequencies,
+                "lengths": self.lengths, "vocabulary": sorted(self.vocabulary)}
 
     @classmethod
     def from_json(cls, data: Mapping) -> KnowledgeIndex:
         if data.get("format") != FORMAT:
             raise ValueError("index format changed")
-        return cls(list(data["passages"]), [list(t) for t in data["tokens"]], frozenset(data["vocabulary"]))
+        passages, frequencies, lengths = list(data["passages"]), list(data["frequencies"]), list(data["lengths"])
+        if not len(passages) == len(frequencies) == len(lengths):
+            raise ValueError("inconsistent index")
+        return cls(passages, frequencies, lengths, frozenset(data["vocabulary"]))
 
 
 # ---------------------------------------------------------------------- loading, with a cache
@@ -341,7 +391,6 @@ class Knowledge:
     key: str
     origin: str              # "built", "memory" or "cache"
     seconds: float
-    files: int
 
     def query(self, text: str, service: str | None = None, top: int = 3) -> list[dict]:
         return self.index.query(text, service, top)
@@ -358,12 +407,26 @@ def default_cache_dir() -> Path | None:
     return Path(base) / "sentinel-remediation" / "knowledge"
 
 
-def knowledge_files(runbook_dirs: Iterable[str | Path] | None, docs_dirs: Iterable[str | Path] | None) -> list[Path]:
-    files = list(runbook_files(DEFAULT_DIR))
-    for directory in runbook_dirs or []:
-        files.extend(runbook_files(Path(directory).expanduser()))
-    files.extend(path for _root, path in doc_files(docs_dirs or []))
-    return files
+def _stats(directory: str, recursive: bool, suffixes: tuple[str, ...]) -> list[tuple[str, int, int]]:
+    """``(path, size, mtime_ns)`` of the files the index reads under ``directory``."""
+    found = []
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError as exc:
+        raise KnowledgeError(f"{directory}: cannot read: {exc.strerror or exc}") from exc
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            if recursive:
+                found.extend(_stats(entry.path, True, suffixes))
+        elif os.path.splitext(entry.name)[1].lower() in suffixes:
+            try:
+                stat = entry.stat()
+            except OSError as exc:
+                raise KnowledgeError(f"{entry.path}: cannot read: {exc.strerror or exc}") from exc
+            found.append((entry.path, stat.st_size, stat.st_mtime_ns))
+    return found
 
 
 def knowledge_key(runbook_dirs: Iterable[str | Path] | None, docs_dirs: Iterable[str | Path] | None,
@@ -371,22 +434,34 @@ def knowledge_key(runbook_dirs: Iterable[str | Path] | None, docs_dirs: Iterable
     """A hash of what the index is made of: every file's path, size and mtime, the
     directories in order, the known services and the index format."""
     digest = hashlib.sha256(f"format {FORMAT}\n".encode())
-    for label, dirs in (("runbooks", runbook_dirs), ("docs", docs_dirs)):
-        for directory in dirs or []:
-            digest.update(f"{label} {Path(directory).expanduser().resolve()}\n".encode())
-    for path in knowledge_files(runbook_dirs, docs_dirs):
-        try:
-            stat = path.stat()
-        except OSError as exc:
-            raise KnowledgeError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-        digest.update(f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    sources = [("bundled", str(DEFAULT_DIR), False, (".yml", ".yaml"))]
+    sources += [("runbooks", os.path.abspath(os.path.expanduser(str(d))), False, (".yml", ".yaml"))
+                for d in runbook_dirs or []]
+    sources += [("docs", os.path.abspath(os.path.expanduser(str(d))), True, DOC_SUFFIXES) for d in docs_dirs or []]
+    for label, directory, recursive, suffixes in sources:
+        digest.update(f"{label} {directory}\n".encode())
+        for path, size, mtime in _stats(directory, recursive, suffixes):
+            digest.update(f"{path}\0{size}\0{mtime}\n".encode())
     digest.update(("services " + " ".join(sorted(service_name(s) for s in services))).encode())
     return digest.hexdigest()
 
 
+@contextmanager
+def _no_gc():
+    """Building or loading an index allocates a million small objects that are all kept:
+    the cyclic garbage collector would scan them again and again for nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _read_cache(path: Path) -> KnowledgeIndex | None:
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle, _no_gc():
             return KnowledgeIndex.from_json(json.load(handle))
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -426,7 +501,7 @@ def load_knowledge(runbook_dirs: Iterable[str | Path] | None = None, docs_dirs: 
     key = knowledge_key(runbook_dirs, docs_dirs, services)
     if key in _MEMORY:
         known = _MEMORY[key]
-        return Knowledge(known.runbooks, known.index, key, "memory", time.perf_counter() - started, known.files)
+        return Knowledge(known.runbooks, known.index, key, "memory", time.perf_counter() - started)
     books, problems = collect_runbooks(runbook_dirs)
     if problems:
         raise RunbookError(problems)
@@ -435,12 +510,12 @@ def load_knowledge(runbook_dirs: Iterable[str | Path] | None = None, docs_dirs: 
     index = _read_cache(path) if path is not None and path.is_file() else None
     origin = "cache"
     if index is None:
-        index = KnowledgeIndex.build(books, docs_dirs, services)
+        with _no_gc():
+            index = KnowledgeIndex.build(books, docs_dirs, services)
         origin = "built"
         if path is not None:
             _write_cache(directory, path, index)
-    files = len(knowledge_files(runbook_dirs, docs_dirs))
-    knowledge = Knowledge(books, index, key, origin, time.perf_counter() - started, files)
+    knowledge = Knowledge(books, index, key, origin, time.perf_counter() - started)
     _MEMORY.clear()  # one content at a time: a long-lived process must not grow
     _MEMORY[key] = knowledge
     return knowledge

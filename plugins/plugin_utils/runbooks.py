@@ -565,15 +565,19 @@ _STOP = frozenset("a an and are as at be by for from in is it not of on or the t
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9_.-]*[a-z0-9]|[a-z0-9]")
 
 
+_SEPARATOR = re.compile(r"[._/-]")
+
+
 def tokenize(text: str) -> list[str]:
     """Lower-case word tokens; paths and dotted names also split into their parts."""
     tokens = []
+    append, split, search = tokens.append, _SEPARATOR.split, _SEPARATOR.search
     for token in _TOKEN.findall(text.lower()):
         if token in _STOP:
             continue
-        tokens.append(token)
-        if any(c in token for c in "._/-"):
-            tokens.extend(p for p in re.split(r"[._/-]", token) if p and p != token and p not in _STOP)
+        append(token)
+        if search(token):
+            tokens.extend(p for p in split(token) if p and p not in _STOP)
     return tokens
 
 

@@ -241,3 +241,15 @@ def test_a_bad_operator_runbook_fails_the_task_with_its_name(run_plan, tmp_path:
     (tmp_path / "oops.yml").write_text("id: oops\nmatch: {any: ['(']}\nsteps: [{command: service x start}]\n")
     with pytest.raises(AnsibleActionFail, match=r"sentinel\.remediation\.plan: .*oops\.yml: match\.any\[0\]: bad pattern"):
         run_plan({**BILLING, "runbook_dirs": [str(tmp_path)]})
+
+
+def test_bm25_from_cached_frequencies_scores_like_rank_bm25_from_tokens() -> None:
+    from rank_bm25 import BM25Okapi
+
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils.runbooks import tokenize
+
+    index = KnowledgeIndex.build(load_runbooks([RUNBOOKS]), [DOCS])
+    reference = BM25Okapi([tokenize(f"{p['heading']}\n{p['text']}") for p in index.passages])
+    query = [t for t in dict.fromkeys(tokenize(BILLING_ERROR)) if t in reference.idf]
+    assert list(index.bm25.get_scores(query)) == pytest.approx(list(reference.get_scores(query)))
+    assert index.bm25.idf == pytest.approx(reference.idf)
