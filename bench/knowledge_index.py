@@ -81,7 +81,7 @@ def _import_cost() -> float:
         started = time.perf_counter()
         subprocess.run([sys.executable, "-c", code], check=True)
         return time.perf_counter() - started
-    return min(run("import rank_bm25") for _ in range(3)) - min(run("pass") for _ in range(3))
+    return min(run("import rank_bm25") for _attempt in range(3)) - min(run("pass") for _attempt in range(3))
 
 
 def timed(function):
@@ -108,7 +108,7 @@ def main() -> int:
         assert cold.origin == "built"
         rng = random.Random(11)
         queries = [(rng.choice(SERVICES), f"{rng.choice(ERRORS)} {' '.join(rng.choices(WORDS, k=8))}")
-                   for _ in range(args.queries)]
+                   for _query in range(args.queries)]
         import_s = _import_cost()
         _first, first_query_s = timed(lambda: cold.query(queries[0][1], queries[0][0], 3))
         memory, memory_s = timed(lambda: kn.load_knowledge([], [docs], cache_dir=cache))

@@ -192,7 +192,7 @@ def own_names(service: str, service_def: Mapping | None = None) -> frozenset[str
     definition = service_def or {}
     for key in ("processes", "units"):
         for item in definition.get(key) or []:
-            names.add(service_name(str(item)).split("@")[0])
+            names.add(service_name(str(item)).split("@", maxsplit=1)[0])
     return frozenset(n for n in names if n)
 
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Record what the health and evidence modules really report for each lab fault.
 
 Writes tests/data/knowledge/lab_evidence.json: for every fault of lab/faults.yml, the

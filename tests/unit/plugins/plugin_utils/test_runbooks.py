@@ -51,8 +51,8 @@ SERVICE_DEFS = {
 
 
 def matched_ids(case: dict, books=BOOKS, service_def=None) -> list[str]:
-    return [m["runbook"]["id"] for m in match_runbooks(books, case["service"], case["error"], case["evidence"],
-                                                        case.get("host_tools"), service_def)]
+    found = match_runbooks(books, case["service"], case["error"], case["evidence"], case.get("host_tools"), service_def)
+    return [m["runbook"]["id"] for m in found]
 
 
 # ---------------------------------------------------------------------- the cross-matching matrix
