@@ -83,6 +83,7 @@ PLACEHOLDERS: dict[str, Placeholder] = {
     "stale_pid_file": Placeholder("optional-path", "the PID file that names a dead process, under PREFIX"),
     "missing_dir": Placeholder("optional-path", "the top-most missing directory under PREFIX "
                                "(for a missing file: its directory)"),
+    "denied_path": Placeholder("optional-path", "the path a permission-denied error names, under PREFIX"),
     "unit": Placeholder("none", "the service's systemd unit (from the evidence, the service definition, "
                         "or NAME.service)"),
     "service": Placeholder("none", "the service's name"),
@@ -764,6 +765,15 @@ def _missing_dir(arg: str | None, ctx: _Context) -> str:
     return _safe(top)
 
 
+def _denied_path(arg: str | None, ctx: _Context) -> str:
+    paths = sorted({f["path"] for f in ctx.found.of("permission_denied") if f.get("path") and _under(f["path"], arg)})
+    if not paths:
+        raise PlaceholderError(f"no permission-denied error names a path{' under ' + arg if arg else ''}")
+    if len(paths) > 1:
+        raise PlaceholderError(f"several paths are denied: {paths}")
+    return _safe(paths[0])
+
+
 def _unit(arg: str | None, ctx: _Context) -> str:
     name = ctx.found.unit or service_name(ctx.service)
     if name and "." not in name.split("@")[-1]:
@@ -794,6 +804,7 @@ RESOLVERS = {
     "largest_file": _largest_file,
     "stale_pid_file": _stale_pid_file,
     "missing_dir": _missing_dir,
+    "denied_path": _denied_path,
     "unit": _unit,
     "service": _service,
     "user": _user,
@@ -834,6 +845,8 @@ def _example(name: str, arg: str | None, service: str) -> str:
         return arg if arg and re.search(r"\.pid$", arg) else f"{directory or '/run'}/{service}.pid"
     if name == "missing_dir":
         return directory or f"/var/lib/{service}"
+    if name == "denied_path":
+        return f"{directory or '/var/lib/' + service}/example"
     if name == "unit":
         return f"{service}.service"
     if name == "user":

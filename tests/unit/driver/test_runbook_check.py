@@ -43,7 +43,7 @@ def test_operator_runbooks_text_report(capsys: pytest.CaptureFixture[str]) -> No
     assert f"overrides the bundled runbook {REPO / 'runbooks' / 'nginx_stopped.yml'}" in out
     assert "1. kill {port_owner_pid:11211}" in out and "classified as: kill 4242" in out
     assert "-> ALLOW:" in out or "-> APPROVAL:" in out
-    assert out.rstrip().splitlines()[-1].startswith("4 runbook(s), 0 error(s)")
+    assert out.rstrip().splitlines()[-1].startswith("5 runbook(s), 0 error(s)")
 
 
 def test_schema_errors_name_file_and_key_and_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
