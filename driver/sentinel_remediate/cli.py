@@ -177,9 +177,27 @@ def _single_pass(args: argparse.Namespace, state: State, options: PassOptions) -
     return reporting.exit_code(result)
 
 
+def _check_knowledge(args: argparse.Namespace) -> None:
+    """The team's runbooks are read before any host is touched: a bad one is a usage error
+    naming the file and the key, not a planning failure in the middle of a pass."""
+    dirs = _opt(args, "runbook_dirs") or []
+    if not dirs or not all(Path(d).expanduser().is_dir() for d in dirs):
+        return  # _pass_options says which directory is missing
+    try:
+        problems = runbook_check.runbook_problems([str(Path(d).expanduser()) for d in dirs],
+                                                  _opt(args, "project_dir"))
+    except runbook_check.CheckUsageError as exc:
+        raise UsageError(str(exc)) from exc
+    if problems:
+        shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
+        raise UsageError(f"bad runbooks (sentinel-remediate runbooks check shows them all):\n  {shown}")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     state = _state(args)
-    return _single_pass(args, state, _pass_options(args, state, kind="run"))
+    options = _pass_options(args, state, kind="run")
+    _check_knowledge(args)
+    return _single_pass(args, state, options)
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -188,6 +206,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     state = _state(args)
     project = find_project_dir(_opt(args, "project_dir"))
     out = None if _opt(args, "quiet") else sys.stderr
+    _pass_options(args, state, kind="watch")   # a bad option fails now, not at the first pass
+    _check_knowledge(args)
 
     def one(cancel):
         result = run_pass(state, project, _pass_options(args, state, kind="watch"), out=out, cancel=cancel)

@@ -100,6 +100,12 @@ def _matchers(book: Mapping) -> list[str]:
     return out
 
 
+def runbook_problems(dirs: Sequence[str], project_dir: str | None = None) -> list[str]:
+    """Schema problems of the runbooks in ``dirs`` (each naming the file and the key)."""
+    mods = _collection_modules(project_dir)
+    return mods.runbooks.collect_runbooks(list(dirs), bundled=True)[1]
+
+
 def check_dirs(dirs: Sequence[str], policy: Mapping | None = None, project_dir: str | None = None) -> dict:
     """The check report for the runbook directories ``dirs`` (see the module's docs)."""
     for directory in dirs:

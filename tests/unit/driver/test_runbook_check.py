@@ -125,3 +125,16 @@ def test_a_missing_knowledge_dir_is_a_usage_error(tmp_path: Path, capsys: pytest
 
 def argparse_state(tmp_path: Path):
     return cli.build_parser().parse_args(["run", "--state-dir", str(tmp_path)])
+
+
+def test_bad_team_runbooks_stop_run_and_watch_before_any_pass(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "runbooks"
+    bad.mkdir()
+    (bad / "broken.yml").write_text("id: broken\nmatch: {facts: [port_taken]}\nsteps: [{command: service x start}]\n")
+    for command in ("run", "watch"):
+        code = cli.main([command, "--state-dir", str(tmp_path / "state"), "--runbook-dir", str(bad)])
+        err = capsys.readouterr().err
+        assert code == r.EXIT_USAGE, err
+        assert f"{bad / 'broken.yml'}: match.facts[0]: unknown fact 'port_taken'" in err
+    assert not (tmp_path / "state" / "artifacts").exists() or not any((tmp_path / "state" / "artifacts").iterdir())
