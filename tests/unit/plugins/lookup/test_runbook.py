@@ -158,3 +158,28 @@ def test_lookup_free_text_and_match_mode():
 def test_lookup_needs_a_query():
     with pytest.raises(AnsibleLookupError):
         _lookup().run([], variables={})
+
+
+def test_lookup_with_the_operators_knowledge():
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[3] / "data" / "knowledge"
+    result = _lookup().run([], variables={}, service="billing-api", top=2,
+                           error="refusing to start: lock file /run/billing-api/worker.lock is held by pid 9",
+                           runbook_dirs=[str(data / "runbooks")], docs_dirs=[str(data / "docs")])
+    assert {(r["file"], r["heading"]) for r in result} == {
+        ("docs/billing-api.md", "billing-api > Stale worker lock after a crash"),
+        ("runbooks/billing_api_stale_lock.yml",
+         "billing-api refuses to start because a dead worker's lock file is still there")}
+    assert all(r["other_service"] is False for r in result)
+    case = sample("nginx_port_conflict")
+    matches = _lookup().run([], variables={}, service="nginx", error=case["error"], evidence=case["evidence"],
+                            match=True, runbook_dirs=[str(data / "runbooks")])
+    assert matches[0]["runbook"]["id"] == "nginx_port_conflict"
+    assert {"fact": "port_held_by_other", "port": 80, "pid": 4242}.items() <= matches[0]["facts"][0].items()
+
+
+def test_lookup_names_a_bad_runbook(tmp_path):
+    (tmp_path / "bad.yml").write_text("id: x\nmatch: {facts: [nope]}\nsteps: [{command: service x start}]\n")
+    with pytest.raises(AnsibleLookupError, match=r"sentinel\.remediation\.runbook: .*bad\.yml: match\.facts\[0\]"):
+        _lookup().run(["x"], variables={}, runbook_dirs=[str(tmp_path)])
