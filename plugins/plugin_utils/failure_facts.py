@@ -113,7 +113,10 @@ _UNIT_NOT_FOUND = re.compile(r"Unit (\S+?) (?:not found|could not be found)", re
 _UNIT_FAILED = re.compile(r"Failed with result|Failed to start|Main process exited, code=|Control process exited"
                           r"|entered failed state|Scheduled restart job", re.IGNORECASE)
 _KILLED = re.compile(r"Killed process (?P<pid>\d+) \((?P<name>[^)]+)\)|oom-kill|status=9/KILL|killed by signal 9"
-                     r"|code=killed, status=9", re.IGNORECASE)
+                     r"|code=killed, status=9|Failed with result 'signal'", re.IGNORECASE)
+# An error about one client request (nginx "client: ...", Apache "[client ...]") says nothing
+# about why a service is down: it counts only while the service runs (a 403, a 502).
+_REQUEST_LINE = re.compile(r",\s*client: \S+|\brequest: \"|\[client [^\]]+\]", re.IGNORECASE)
 _BOUND_PORT = re.compile(r"(?<![\w:.])(?:\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-f:]*\]|\*|localhost|::):(\d{1,5})\b"
                          r"|\bport (\d{1,5})\b", re.IGNORECASE)
 _JOURNAL_SEGMENT = re.compile(r"\b(?:Starting|Stopping) \S", re.IGNORECASE)
@@ -405,7 +408,9 @@ def extract_facts(service: str, error: str | None, evidence, host_tools: Mapping
 def _drop_contradicted_history(result: FailureFacts) -> None:
     """Logs keep history: a fact read from a log or journal that a probe of the current
     state contradicts is a past incident, not this one (an old "Address already in use"
-    while nothing listens on the port, an old ENOSPC on a filesystem with room now)."""
+    while nothing listens on the port, an old ENOSPC on a filesystem with room now; an
+    error about one client request while the service is not running at all)."""
+    down = any(f["fact"] == "not_running" for f in result.facts)
     free_ports = {f.get("port") for f in result.facts if f["fact"] == "not_listening"}
     held = any(f["fact"] == "port_held_by_other" for f in result.facts)
     usages = [s.used_pct for s in result.paths.values() if s.used_pct is not None]
@@ -420,6 +425,8 @@ def _drop_contradicted_history(result: FailureFacts) -> None:
                     not result.paths[fact["path"]].missing:
                 continue
             if name == "disk_full" and usages and max(usages) < 90:
+                continue
+            if down and _REQUEST_LINE.search(fact.get("evidence", "")):
                 continue
         kept.append(fact)
     result.facts[:] = kept
@@ -683,11 +690,11 @@ def _line_fact(facts, section, line: str, names) -> bool:
                 else:
                     facts.add("path_missing", source=section.kind, evidence=line, path=path)
             return True
-    if kind == "journal" and _UNIT_FAILED.search(line):
-        facts.add("unit_failed", source=section.kind, evidence=line)
-        return True
     if kind == "journal" and _KILLED.search(line):
         facts.add("killed", source=section.kind, evidence=line)
+        return True
+    if kind == "journal" and _UNIT_FAILED.search(line):
+        facts.add("unit_failed", source=section.kind, evidence=line)
         return True
     if (kind == "config" and _ERROR_LINE.search(line) and not _SUMMARY_LINE.search(line)) or \
             (kind in ("log", "journal") and _CONFIG_WORDS.search(line) and _ERROR_LINE.search(line)
@@ -727,6 +734,7 @@ def _symptoms(result, facts, ev, sections, names) -> None:
 
 
 def _unexplained_errors(facts, sections) -> None:
+    down = facts.result.has("not_running")
     for section in sections:
         if section.kind not in ("log", "journal"):
             continue
@@ -737,6 +745,8 @@ def _unexplained_errors(facts, sections) -> None:
                 continue
             if any(index - back in explained for back in range(1, FOLLOW_LINES + 1)):
                 explained.add(index)
+                continue
+            if down and _REQUEST_LINE.search(line):
                 continue
             if _ERROR_LINE.search(line):
                 facts.add("log_error", source=section.kind, evidence=line, line=" ".join(line.split())[:200])

@@ -417,7 +417,7 @@ def _stats(directory: str, recursive: bool, suffixes: tuple[str, ...]) -> list[t
     for entry in entries:
         if entry.name.startswith("."):
             continue
-        if entry.is_dir():
+        if entry.is_dir(follow_symlinks=False):   # as os.walk: a link loop cannot recurse
             if recursive:
                 found.extend(_stats(entry.path, True, suffixes))
         elif os.path.splitext(entry.name)[1].lower() in suffixes:

@@ -253,3 +253,13 @@ def test_bm25_from_cached_frequencies_scores_like_rank_bm25_from_tokens() -> Non
     query = [t for t in dict.fromkeys(tokenize(BILLING_ERROR)) if t in reference.idf]
     assert list(index.bm25.get_scores(query)) == pytest.approx(list(reference.get_scores(query)))
     assert index.bm25.idf == pytest.approx(reference.idf)
+
+
+def test_a_link_loop_in_a_docs_directory_is_not_followed(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    (docs / "team").mkdir(parents=True)
+    (docs / "team" / "notes.md").write_text("# notes\n\nrestart the billing worker\n")
+    (docs / "team" / "loop").symlink_to(docs)
+    kn._MEMORY.clear()
+    knowledge = load_knowledge([], [docs], cache_dir=False)
+    assert [p["file"] for p in knowledge.index.passages if p["source"] == "doc"] == ["docs/team/notes.md"]

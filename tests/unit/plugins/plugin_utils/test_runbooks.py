@@ -322,6 +322,33 @@ def test_history_in_the_log_that_the_current_state_contradicts_is_not_this_fault
     assert matched_ids(full) == ["redis_stopped"]
 
 
+def test_request_errors_do_not_explain_a_stopped_service() -> None:
+    favicon = ('2026/01/01 09:00:00 [error] 20#20: *7 open() "/var/www/html/favicon.ico" failed (2: No such file or '
+               'directory), client: 10.0.0.5, server: _, request: "GET /favicon.ico HTTP/1.1", host: "web1"')
+    case = {"service": "nginx", "error": "nginx is not running", "evidence": {
+        "status": "$ service nginx status\nrc 3\nnginx is not running ... failed!",
+        "listeners": "port 80: nothing listening", "config_test": NGINX_OK_CONFIG,
+        "logs": {"/var/log/nginx/error.log": favicon}}}
+    assert matched_ids(case) == ["nginx_stopped"]
+    # while nginx runs, a request error is the evidence (nginx_docroot_unreadable's 403)
+    running = extract_facts("nginx", "GET / returned 403", {"status": "nginx is running.", "processes":
+                                                                "pid 5 user root: nginx: master process",
+                                                                "logs": {"/var/log/nginx/error.log": favicon}})
+    assert running.of("path_missing")
+
+
+def test_a_sigkilled_systemd_service_is_started_again() -> None:
+    case = {"service": "nginx", "error": "nginx is not running", "evidence": {
+        "init": "systemd", "unit": {"Id": "nginx.service", "ActiveState": "failed", "Result": "signal",
+                                    "ExecMainStatus": "9"},
+        "processes": [], "config_test": NGINX_OK_CONFIG,
+        "journal": "Jan 01 10:00:00 web1 systemd[1]: Started nginx.service.\n"
+                   "Jan 01 11:00:00 web1 systemd[1]: nginx.service: Main process exited, code=killed, status=9/KILL\n"
+                   "Jan 01 11:00:00 web1 systemd[1]: nginx.service: Failed with result 'signal'."}}
+    assert matched_ids(case) == ["nginx_stopped"]
+    assert extract_facts("nginx", "", case["evidence"]).has("killed")
+
+
 def test_lsb_status_exit_1_means_dead_with_a_pid_file() -> None:
     evidence = {"status": "$ service redis-server status\nrc 1\nredis-server is not running ... failed!",
                 "listeners": "port 6379: nothing listening"}
