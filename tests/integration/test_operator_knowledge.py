@@ -90,8 +90,8 @@ def test_an_operator_runbook_heals_a_fault_the_bundled_ones_cannot(lab: Lab, env
     assert list(Path(env["SENTINEL_KNOWLEDGE_CACHE"]).glob("knowledge-*.json"))
 
 
-def test_a_bad_operator_runbook_stops_the_run_before_any_host_is_touched(lab: Lab, env: dict[str, str],
-                                                                          tmp_path: Path) -> None:
+def test_a_bad_operator_runbook_stops_the_run_before_any_host_is_touched(
+        lab: Lab, env: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / "broken.yml").write_text("id: broken\nmatch: {facts: [port_taken]}\nsteps: [{command: service x start}]\n")
     lab.inject("lab01", "nginx_stopped")
     try:

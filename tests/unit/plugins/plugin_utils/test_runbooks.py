@@ -331,9 +331,9 @@ def test_request_errors_do_not_explain_a_stopped_service() -> None:
         "logs": {"/var/log/nginx/error.log": favicon}}}
     assert matched_ids(case) == ["nginx_stopped"]
     # while nginx runs, a request error is the evidence (nginx_docroot_unreadable's 403)
-    running = extract_facts("nginx", "GET / returned 403", {"status": "nginx is running.", "processes":
-                                                                "pid 5 user root: nginx: master process",
-                                                                "logs": {"/var/log/nginx/error.log": favicon}})
+    evidence = {"status": "nginx is running.", "processes": "pid 5 user root: nginx: master process",
+                "logs": {"/var/log/nginx/error.log": favicon}}
+    running = extract_facts("nginx", "GET / returned 403", evidence)
     assert running.of("path_missing")
 
 
