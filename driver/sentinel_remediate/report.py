@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-STATES = ("healthy", "healed", "waiting_approval", "escalated", "failed", "unreachable")
+STATES = ("healthy", "healed", "waiting_approval", "dry_run", "escalated", "failed", "unreachable")
 FAILING = ("escalated", "failed", "unreachable")
 
 # Exit codes of `run`, `watch` (its last pass), `approvals approve|reject` and `report`.
@@ -55,6 +55,10 @@ def normalise_outcome(host: str, outcome: Any) -> dict:
         "llm": {k: _int(llm.get(k)) for k in ("calls", "prompt_tokens", "completion_tokens")},
         "reason": outcome.get("reason") or "",
         "approval_id": outcome.get("approval_id") or "",
+        "sources": [str(x) for x in outcome.get("sources") or []],
+        "llm_error": str(outcome.get("llm_error") or ""),
+        "planned": [c for c in outcome.get("planned") or [] if isinstance(c, Mapping)],
+        "timeline": [t for t in outcome.get("timeline") or [] if isinstance(t, Mapping)],
     }
 
 

@@ -63,7 +63,7 @@ from collections.abc import Mapping
 
 from ansible.plugins.callback import CallbackBase
 
-STATES = ("healthy", "healed", "waiting_approval", "escalated", "failed", "unreachable")
+STATES = ("healthy", "healed", "waiting_approval", "dry_run", "escalated", "failed", "unreachable")
 FAILING_STATES = ("escalated", "failed", "unreachable")
 # What the docker daemon answers when the container under a connection is gone: the docker
 # connection turns it into a failed task (module_stderr), not into an unreachable host.
@@ -101,6 +101,10 @@ def normalise_outcome(host: str, outcome) -> dict:
         "llm": {k: _int(llm.get(k)) for k in ("calls", "prompt_tokens", "completion_tokens")},
         "reason": outcome.get("reason") or "",
         "approval_id": outcome.get("approval_id") or "",
+        "sources": [str(x) for x in outcome.get("sources") or []],
+        "llm_error": str(outcome.get("llm_error") or ""),
+        "planned": [c for c in outcome.get("planned") or [] if isinstance(c, Mapping)],
+        "timeline": [t for t in outcome.get("timeline") or [] if isinstance(t, Mapping)],
     }
 
 
