@@ -11,6 +11,7 @@ import datetime
 import hashlib
 import json
 import os
+import socket
 from collections.abc import Mapping
 
 import yaml
@@ -23,9 +24,11 @@ from ansible_collections.sentinel.remediation.plugins.modules.heal import DOCUME
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import memory as memory_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import generalize, host_values, localize_values
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import Lease, LeaseBusy, target_key
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client import LLMError, resolve_settings
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import PlanShare, share_key
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import PlanShare, run_token, share_key
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner, PlannerError
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.runbooks import load_runbooks
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import failure_signature, key_facts
@@ -103,6 +106,11 @@ class ActionModule(ActionBase):
         self._pending_changed = False
         self._share = None
         self._index = None
+        self._run = run_token()
+        self._journal = journal_mod.Journal(os.path.join(args["artifacts_dir"], "journal"), self._host)
+        self._lease = Lease(os.path.join(args["artifacts_dir"], "leases"), target_key(task_vars),
+                            owner=f"{self._run}@{socket.gethostname()} ({self._host})",
+                            ttl=args["max_attempts"] * (args["plan_wait"] + args["command_timeout"] * 3 + 60))
         try:
             if args["resume"]:
                 incidents, outcomes = self._resume(args["resume"])
@@ -110,6 +118,8 @@ class ActionModule(ActionBase):
                 incidents, outcomes = self._heal_all()
         except (PlannerError, policy_mod.PolicyError) as exc:
             raise AnsibleActionFail(f"{_NAME}: {exc}") from exc
+        finally:
+            self._lease.release()
         result["outcomes"] = outcomes
         result["incidents"] = [i.to_dict() for i in incidents]
         result["changed"] = any(c.ran for i in incidents for a in i.attempts for c in a.commands)
@@ -144,15 +154,30 @@ class ActionModule(ActionBase):
                 reason = (row or {}).get("msg") or "the health check did not report this service"
                 outcomes.append(engine.service_outcome(name, "failed", str(reason)))
                 continue
+            interrupted = self._interrupted(name)
             if row.get("healthy"):
-                outcomes.append(engine.service_outcome(name, "healthy"))
+                reason = ""
+                if interrupted:
+                    reason = (f"an attempt interrupted in run {interrupted.get('run')} is accounted for: "
+                              "the service is healthy now")
+                    self._close(name, "healthy", reason)
+                outcomes.append(engine.service_outcome(name, "healthy", reason))
                 continue
             error = str(row.get("error") or row.get("msg") or "health check failed")
             if self._args["monitor_only"]:
                 outcomes.append(engine.service_outcome(name, "failed", f"{error} (not remediated: monitoring only)"))
                 continue
+            if not self._check_mode:
+                try:
+                    self._lease.acquire()
+                except LeaseBusy as exc:
+                    outcomes.append(engine.service_outcome(name, "busy", f"{error}; not remediated: {exc}"))
+                    continue
             incident = engine.Incident(host=self._host, service=name, error=error, started=_now())
+            if interrupted:
+                incident.attempts.append(self._interrupted_attempt(interrupted, error))
             self._loop(incident, definition, row.get("evidence") or {}, row.get("tools") or tools)
+            self._close(name, incident.state, incident.reason)
             incidents.append(incident)
             outcomes.append(engine.outcome(incident))
         return incidents, outcomes
@@ -224,6 +249,40 @@ class ActionModule(ActionBase):
         if not attempt.commands:
             return f"{attempt.source} says a human is needed: {attempt.diagnosis}".strip()
         return attempt.notes[0] if attempt.notes else "no safe command to run"
+
+    # ------------------------------------------------------------------ journal
+    def _records(self) -> list[dict]:
+        if not hasattr(self, "_journal_records"):
+            try:
+                self._journal_records = self._journal.records()
+            except journal_mod.JournalError as exc:
+                display.warning(f"{_NAME}: {exc}")
+                self._journal_records = []
+        return self._journal_records
+
+    def _interrupted(self, service: str) -> dict | None:
+        return journal_mod.interrupted(self._records(), service)
+
+    def _interrupted_attempt(self, record: Mapping, error: str) -> engine.Attempt:
+        """An attempt a killed run left half done: it ran, its outcome is unknown, the service
+        is still failing, so its plan is not run again blindly."""
+        reason = f"interrupted: run {record.get('run')} stopped before its result was recorded"
+        return engine.Attempt(
+            number=1, source=str(record.get("source") or "unknown"), signature=str(record.get("signature") or ""),
+            gate="execute", healthy=False, error_after=error, notes=[reason],
+            commands=[engine.CommandRun(command=str(c.get("command")), verdict=str(c.get("verdict") or ""),
+                                        argv=c.get("argv"), become=bool(c.get("become")), rc=-1,
+                                        stderr=reason, source=str(record.get("source") or "unknown"))
+                      for c in record.get("commands") or [] if isinstance(c, Mapping)])
+
+    def _close(self, service: str, state: str, reason: str) -> None:
+        if self._check_mode:
+            return
+        try:
+            self._journal.append({"kind": "closed", "run": self._run, "host": self._host, "service": service,
+                                  "state": state, "reason": reason})
+        except journal_mod.JournalError as exc:
+            display.warning(f"{_NAME}: {exc}")
 
     # ------------------------------------------------------------------ planning
     def _memory_index(self) -> dict:
@@ -425,9 +484,28 @@ class ActionModule(ActionBase):
             "log_lines": args["evidence_log_lines"],
             "max_bytes": args["evidence_max_bytes"],
         }
+        try:
+            self._journal.append(dict(journal_mod.intent(self._run, incident.service, attempt.number, runnable,
+                                                         incident.approval, attempt.source, attempt.signature),
+                                      host=self._host))
+        except journal_mod.JournalError as exc:
+            # Nothing runs that is not recorded first.
+            incident.state, incident.reason = "failed", f"not run: {exc}"
+            for command in attempt.commands:
+                command.skipped, command.reason = True, "not run: the journal could not record it"
+            return evidence
+        self._lease.acquire()  # renew: a long incident keeps its host
         result = self._execute_module(module_name="sentinel.remediation.execute_plan", module_args=module_args,
                                       task_vars=self._vars)
         attempt.finished = _now()
+        verify = result.get("verify") or {}
+        try:
+            self._journal.append(dict(journal_mod.result(self._run, incident.service, attempt.number,
+                                                         result.get("results") or [], verify.get("healthy"),
+                                                         str(verify.get("error") or result.get("msg") or "")),
+                                      host=self._host))
+        except journal_mod.JournalError as exc:
+            display.warning(f"{_NAME}: {exc}")
         if result.get("unreachable"):
             incident.state = "failed"
             incident.reason = f"host unreachable while running attempt {attempt.number}: {result.get('msg', '')}"
@@ -441,7 +519,6 @@ class ActionModule(ActionBase):
                 command.skipped, command.reason = True, "not run: the host module failed"
             return evidence
         engine.record_results(attempt, result.get("results") or [], args["output_max"])
-        verify = result.get("verify") or {}
         attempt.healthy = bool(verify.get("healthy"))
         attempt.error_after = "" if attempt.healthy else str(verify.get("error") or verify.get("msg") or
                                                               "still failing")

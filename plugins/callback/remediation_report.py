@@ -137,7 +137,7 @@ class CallbackModule(CallbackBase):
             self._display.banner("SENTINEL REMEDIATION REPORT")
             for outcome in report["outcomes"]:
                 color = "green" if outcome["state"] in ("healthy", "healed") else (
-                    "yellow" if outcome["state"] in ("waiting_approval", "dry_run") else "red")
+                    "yellow" if outcome["state"] in ("waiting_approval", "dry_run", "busy") else "red")
                 self._display.display(outcome_line(outcome), color=color)
             self._display.display(_report.totals_line(report))
         for option, render in (("json_path", lambda r: _report.render_json(r).encode("utf-8")),

@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-STATES = ("healthy", "healed", "waiting_approval", "dry_run", "escalated", "failed", "unreachable")
+STATES = ("healthy", "healed", "waiting_approval", "dry_run", "busy", "escalated", "failed", "unreachable")
 FAILING_STATES = ("escalated", "failed", "unreachable")
 _LLM_KEYS = ("calls", "prompt_tokens", "completion_tokens")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -124,6 +124,8 @@ def outcome_line(o: Mapping) -> str:
         what = f"WAITING APPROVAL (id {o['approval_id']})" if o["approval_id"] else "WAITING APPROVAL"
     elif state == "dry_run":
         what = "DRY RUN (nothing ran)"
+    elif state == "busy":
+        what = "BUSY (another run holds this host)"
     elif state in FAILING_STATES:
         what = state.upper()
     else:
