@@ -56,6 +56,7 @@ options:
 
 import os
 import re
+import sys
 from collections.abc import Mapping
 
 from ansible.plugins.callback import CallbackBase
@@ -74,12 +75,27 @@ _HOST_GONE = re.compile(r"Error response from daemon: (Container \S+ is (not run
 
 
 def build_report(custom: Mapping, unreachable: Mapping | None = None, stats_key: str = "sentinel_remediation",
-                 failed: Mapping | None = None) -> dict:
+                 failed: Mapping | None = None, errors=()) -> dict:
     """The report from ``stats.custom`` (host -> {stats_key: [outcome...]}), unreachable hosts
-    (host -> true or a reason) and hosts that failed a task (host -> reason)."""
+    (host -> true or a reason), hosts that failed a task (host -> reason) and run errors."""
     per_host = {host: (custom[host] or {}).get(stats_key) if isinstance(custom[host], Mapping) else None
                 for host in (custom or {}) if host != "_run"}
-    return _report.build_report(per_host, unreachable or {}, failed)
+    return _report.build_report(per_host, unreachable or {}, failed, errors)
+
+
+def cache_errors() -> list[dict]:
+    """Fact cache writes that failed in this run (the memory of those hosts was not saved)."""
+    cache = sys.modules.get("ansible_collections.sentinel.remediation.plugins.cache.jsonfile")
+    failures = getattr(cache, "WRITE_FAILURES", None) or []
+    seen, out = set(), []
+    for failure in failures:
+        if failure.get("host") in seen:
+            continue
+        seen.add(failure.get("host"))
+        out.append({"host": failure.get("host"),
+                    "error": f"memory not saved: the fact cache could not write {failure.get('file')}: "
+                             f"{failure.get('error')}"})
+    return out
 
 
 def junit_xml(report: dict) -> bytes:
@@ -131,7 +147,7 @@ class CallbackModule(CallbackBase):
             if count and not unreachable.get(host):
                 unreachable[host] = True
         report = build_report(getattr(stats, "custom", None) or {}, unreachable, self.get_option("stats_key"),
-                              self._failed)
+                              self._failed, cache_errors())
         self.report = report
         if report["outcomes"]:
             self._display.banner("SENTINEL REMEDIATION REPORT")
@@ -139,6 +155,8 @@ class CallbackModule(CallbackBase):
                 color = "green" if outcome["state"] in ("healthy", "healed") else (
                     "yellow" if outcome["state"] in ("waiting_approval", "dry_run", "busy") else "red")
                 self._display.display(outcome_line(outcome), color=color)
+            for error in report["errors"]:
+                self._display.display(f"ERROR {error['host']}: {error['error']}", color="red")
             self._display.display(_report.totals_line(report))
         for option, render in (("json_path", lambda r: _report.render_json(r).encode("utf-8")),
                                ("junit_path", junit_xml)):

@@ -76,22 +76,25 @@ def normalise_outcome(host: str, outcome: Any) -> dict:
 
 
 def finish_report(report: Mapping) -> dict:
-    """Sort the outcomes and (re)compute totals, LLM usage and ok."""
+    """Sort the outcomes and (re)compute totals, LLM usage and ok (false when anything
+    failed or the run reported an error, such as memory that could not be saved)."""
     report = dict(report)
     outcomes = sorted(report.get("outcomes") or [], key=lambda o: (o["host"], o["service"]))
     report["outcomes"] = _plain(outcomes)
     report.setdefault("generated", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     report["totals"] = {s: sum(1 for o in outcomes if o["state"] == s) for s in STATES}
     report["llm"] = {k: sum(o["llm"][k] for o in outcomes) for k in _LLM_KEYS}
-    report["ok"] = not any(o["state"] in FAILING_STATES for o in outcomes)
+    report.setdefault("errors", [])
+    report["ok"] = not any(o["state"] in FAILING_STATES for o in outcomes) and not report["errors"]
     report["dry_run"] = any(o["state"] == "dry_run" for o in outcomes)
     return report
 
 
 def build_report(per_host: Mapping[str, Any], unreachable: Mapping[str, Any] | Iterable[str] = (),
-                 failed: Mapping[str, str] | None = None) -> dict:
+                 failed: Mapping[str, str] | None = None, errors: Iterable[Mapping] = ()) -> dict:
     """A report from outcomes per host, unreachable hosts (a list, or host -> true or a
-    reason) and hosts whose run stopped on a failed task before recording (host -> reason)."""
+    reason), hosts whose run stopped on a failed task before recording (host -> reason) and
+    errors of the run (``{host, error}``: memory that could not be saved...)."""
     outcomes: list[dict] = []
     for host in sorted(per_host or {}):
         records = per_host[host]
@@ -109,7 +112,12 @@ def build_report(per_host: Mapping[str, Any], unreachable: Mapping[str, Any] | I
     for host, why in sorted((failed or {}).items()):
         if why and host not in reported:
             outcomes.append(normalise_outcome(host, {"state": "failed", "reason": str(why)}))
-    return finish_report({"outcomes": outcomes})
+    errors = [{"host": str(e.get("host") or "-"), "error": printable(e.get("error") or "")} for e in errors or ()]
+    for error in errors:
+        for outcome in outcomes:
+            if outcome["host"] == error["host"] and outcome["state"] in ("healed", "escalated", "waiting_approval"):
+                outcome["reason"] = "; ".join(r for r in (outcome["reason"], error["error"]) if r)
+    return finish_report({"outcomes": outcomes, "errors": errors})
 
 
 # ------------------------------------------------------------------------------ renderings
@@ -165,6 +173,7 @@ def render_text(report: Mapping) -> str:
     lines += [outcome_line(o) for o in report.get("outcomes") or []]
     if not report.get("outcomes"):
         lines.append("no outcome recorded")
+    lines += [f"ERROR {e['host']}: {e['error']}" for e in report.get("errors") or []]
     lines.append(totals_line(report))
     return "\n".join(lines) + "\n"
 
