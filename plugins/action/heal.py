@@ -11,6 +11,7 @@ import datetime
 import hashlib
 import json
 import os
+import re
 import socket
 from collections.abc import Mapping
 
@@ -85,10 +86,17 @@ class ActionModule(ActionBase):
         for name in ("max_attempts", "max_commands", "memory_max"):
             if args[name] < 1:
                 raise AnsibleActionFail(f"{_NAME}: {name} must be at least 1, got {args[name]}")
+        for name, low in (("output_max", 0), ("command_timeout", 1), ("settle", 0), ("plan_wait", 0),
+                          ("evidence_log_lines", 0), ("evidence_max_bytes", 200)):
+            if args[name] < low:
+                raise AnsibleActionFail(f"{_NAME}: {name} must be at least {low}, got {args[name]}")
         try:
             self._settings = resolve_settings(args["llm"])
         except LLMError as exc:
             raise AnsibleActionFail(f"{_NAME}: {exc}") from exc
+        if self._settings.base_url and not re.match(r"^https?://[^\s/]+", self._settings.base_url):
+            raise AnsibleActionFail(f"{_NAME}: the LLM base URL {self._settings.base_url!r} is not an http(s) URL "
+                                    f"(from {self._settings.origin.get('base_url', 'the settings')})")
         if not self._settings.configured and args["backend"] not in ("runbook", "memory") \
                 and not _announced_no_llm and not args["monitor_only"]:
             _announced_no_llm = True
@@ -99,7 +107,13 @@ class ActionModule(ActionBase):
         except ValueError as exc:
             raise AnsibleActionFail(f"{_NAME}: {exc}") from exc
         facts = task_vars.get("ansible_facts") or {}
-        self._memory = memory_mod.normalise_memory(facts.get("sentinel_memory"))
+        stored = facts.get("sentinel_memory")
+        if isinstance(stored, list) and len(stored) > args["memory_max"]:
+            result.setdefault("warnings", []).append(
+                f"{_NAME}: {self._host}'s memory held {len(stored)} episodes; kept the newest {args['memory_max']} "
+                "(remediate_memory_max)")
+            stored = stored[-args["memory_max"]:]
+        self._memory = memory_mod.normalise_memory(stored)
         self._memory_changed = False
         pending = facts.get("sentinel_pending")
         self._pending = dict(pending) if isinstance(pending, Mapping) else {}
@@ -304,7 +318,9 @@ class ActionModule(ActionBase):
                 facts = hostvars[host].get("ansible_facts") or {}
             except Exception:  # a host whose variables cannot be read has no usable memory
                 continue
-            memories.append(facts.get("sentinel_memory") or [])
+            episodes = facts.get("sentinel_memory") or []
+            # An oversized entry must not cost the run: only its newest episodes count.
+            memories.append(episodes[-4 * self._args["memory_max"]:] if isinstance(episodes, list) else [])
         return memories
 
     def _plans(self) -> PlanShare:
