@@ -95,8 +95,8 @@ class EvidenceBudget:
             section_left -= before - self.remaining
         return result
 
-    def take_items(self, items: list, cap: int) -> list:
-        """As many of ``items`` (redacted) as fit in ``cap`` bytes of JSON, in order."""
+    def _fit(self, items: list, cap: int) -> list:
+        """The first of ``items`` (redacted) whose JSON list fits in ``cap`` bytes."""
         limit = min(cap, self.remaining)
         kept, used = [], 2
         for item in items:
@@ -107,12 +107,18 @@ class EvidenceBudget:
                 break
             kept.append(item)
             used += size
-        self.remaining -= used if kept else 0
+        return kept
+
+    def take_items(self, items: list, cap: int) -> list:
+        """As many of ``items`` (redacted) as fit in ``cap`` bytes of JSON, in order."""
+        kept = self._fit(items, cap)
+        self.remaining -= json_len(kept)
         return kept
 
     def take_mapping(self, mapping: dict, cap: int) -> dict:
-        pairs = self.take_items([[key, value] for key, value in mapping.items()], cap)
-        return dict((key, value) for key, value in pairs)
+        kept = dict((key, value) for key, value in self._fit([[k, v] for k, v in mapping.items()], cap))
+        self.remaining -= json_len(kept)
+        return kept
 
 
 # ---------------------------------------------------------------------------------------
@@ -273,10 +279,12 @@ _FILE_LINE = (
 # A line alone (redis "at line 3", postgres "line 4 of configuration file"): the file is
 # the one the message, the test's command line or the service's configuration names.
 _LINE_ONLY = re.compile(r"\bline\s+(?P<line>\d+)\b", re.IGNORECASE)
+_CONFIG_WORD = re.compile(r"conf", re.IGNORECASE)
 
 
 def config_references(text: str) -> list:
-    """``[(file or None, line, message line)]`` in the order the text names them."""
+    """``[(file or None, line, message line)]`` in the order the text names them; a line
+    without a file (None) only from a message that speaks of configuration."""
     refs = []
     for message in (text or "").splitlines():
         found = False
@@ -284,7 +292,8 @@ def config_references(text: str) -> list:
             for match in pattern.finditer(message):
                 refs.append((match.group("file"), int(match.group("line")), message.strip()))
                 found = True
-        if not found:
+        # a bare line number counts only in a message about configuration
+        if not found and _CONFIG_WORD.search(message):
             for match in _LINE_ONLY.finditer(message):
                 refs.append((None, int(match.group("line")), message.strip()))
     return refs
@@ -368,8 +377,8 @@ def config_context(defn: dict, texts: list) -> list:
             if key in seen:
                 continue
             seen.add(key)
-            result.append({"file": path, "line": line, "said": said[:CONTEXT_LINE_WIDTH],
-                           "text": context_lines(path, line)})
+            result.append({"file": path, "line": line, "said": redact_text(said)[:CONTEXT_LINE_WIDTH],
+                           "text": redact_text(context_lines(path, line))})
             if len(result) >= MAX_CONTEXTS:
                 return result
     return result

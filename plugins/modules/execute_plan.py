@@ -260,7 +260,12 @@ would_run:
   type: list
   elements: dict
   sample:
-    - {argv: [kill, "4242"], become: true, user: root, pids: [4242], runnable: false, reason: "PID 4242 is gone (it was python3 started at tick 8000): nothing to signal"}
+    - argv: [kill, "4242"]
+      become: true
+      user: root
+      pids: [4242]
+      runnable: false
+      reason: "PID 4242 is gone (it was python3 started at tick 8000): nothing to signal"
 """
 
 import traceback
