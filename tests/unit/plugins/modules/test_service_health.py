@@ -217,8 +217,7 @@ def test_bad_check_values_fail_before_any_check_runs(capsys, checks: list, messa
 
 # --- many services in one call -------------------------------------------------------------
 
-def test_many_services_in_one_call_with_evidence_for_the_failing(capsys, fake_service, http_server,
-                                                                  tmp_path: Path) -> None:
+def test_many_services_in_one_call_with_evidence_for_the_failing(capsys, fake_service, http_server, tmp_path) -> None:
     port = http_server["port"]
     log = tmp_path / "nginx.log"
     log.write_text(f'[emerg] open() "{tmp_path}/missing-dir/access.log" failed (2: No such file or directory)\n')
