@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: execute_plan
 short_description: Run a checked remediation plan and verify the service, in one round trip
-version_added: 0.2.0
+version_added: 0.1.0
 author:
   - Sentinel Remediation maintainers (@sentinel-remediation)
 description:
