@@ -198,6 +198,9 @@ def _pid_from_file(path: str):
     return int(raw) if raw.isdigit() else None
 
 
+_USUAL_STATES = ("sleeping", "running", "idle")
+
+
 def service_processes(defn: dict, init: str, socks: list) -> tuple:
     """``(processes, service_pids)``: the processes that belong to the service, each with
     ``reasons`` saying why, and their PIDs.
@@ -205,7 +208,8 @@ def service_processes(defn: dict, init: str, socks: list) -> tuple:
     A process belongs when its program is one of ``processes`` (or named like the
     service), a PID file names it, it sits in one of the service's systemd units (its
     cgroup), it holds one of the service's ports, or its parent belongs. Zombies and
-    stopped processes are included: their state is the point.
+    stopped processes are included: their state is the point. At most MAX_PROCESSES are
+    described (those in an unusual state first); ``service_pids`` lists them all.
     """
     btime = host_probe.boot_time()
     skip = host_probe.own_lineage()
@@ -251,8 +255,14 @@ def service_processes(defn: dict, init: str, socks: list) -> tuple:
             if pid not in reasons and record["ppid"] in reasons:
                 add(pid, "child of %d" % record["ppid"])
                 changed = True
+    listed = sorted(reasons)
+    if len(listed) > MAX_PROCESSES:
+        # many workers: keep every process in an unusual state, then the lowest PIDs (masters)
+        unusual = [p for p in listed if records[p]["state"] not in _USUAL_STATES]
+        usual = [p for p in listed if p not in unusual]
+        listed = sorted(unusual[:MAX_PROCESSES] + usual[:max(0, MAX_PROCESSES - len(unusual))])
     found = []
-    for pid in sorted(reasons):
+    for pid in listed:
         record = dict(records[pid])
         record["ports"], _visible = host_probe.listening_ports_of(pid, socks)
         record["cmdline"] = record["cmdline"][:MAX_CMDLINE]

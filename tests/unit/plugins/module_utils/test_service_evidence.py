@@ -313,3 +313,23 @@ def test_listening_socket_holders_are_named_in_listeners(no_systemd) -> None:
         port = server.getsockname()[1]
         text = service_evidence.listeners_text([port])
     assert text.startswith(f"127.0.0.1:{port} held by ")
+
+
+def test_many_workers_are_described_up_to_a_bound_keeping_the_unusual(tmp_path: Path, monkeypatch) -> None:
+    name = "hm" + uuid.uuid4().hex[:8]
+    program = tmp_path / name
+    program.symlink_to("/bin/sleep")
+    monkeypatch.setattr(service_evidence, "MAX_PROCESSES", 3)
+    procs = [subprocess.Popen([str(program), "60"]) for _ in range(5)]
+    try:
+        wait_until(lambda: all((host_probe.read_stat(p.pid) or {}).get("comm") == name for p in procs), "exec")
+        os.kill(procs[4].pid, 19)  # SIGSTOP the last one
+        wait_until(lambda: host_probe.read_stat(procs[4].pid)["state"] == "T", "the stop")
+        described, pids = service_evidence.service_processes(service_spec.resolve({"name": name}), "sysv", [])
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    assert pids == sorted(p.pid for p in procs)
+    assert [p["pid"] for p in described] == sorted([procs[0].pid, procs[1].pid, procs[4].pid])
+    assert described[-1]["state"] == "stopped"
