@@ -320,7 +320,7 @@ def test_many_workers_are_described_up_to_a_bound_keeping_the_unusual(tmp_path: 
     program = tmp_path / name
     program.symlink_to("/bin/sleep")
     monkeypatch.setattr(service_evidence, "MAX_PROCESSES", 3)
-    procs = [subprocess.Popen([str(program), "60"]) for _ in range(5)]
+    procs = [subprocess.Popen([str(program), "60"]) for _index in range(5)]
     try:
         wait_until(lambda: all((host_probe.read_stat(p.pid) or {}).get("comm") == name for p in procs), "exec")
         os.kill(procs[4].pid, 19)  # SIGSTOP the last one
