@@ -489,7 +489,8 @@ class ActionModule(ActionBase):
                 expect[str(proc["pid"])] = {"start": proc.get("start"), "comm": proc.get("comm")}
         module_args = {
             "commands": [{"argv": list(c.get("argv") or []), "become": bool(c.get("become")),
-                          "pids": [int(p) for p in c.get("pids") or []]} for c in runnable],
+                          "pids": [int(p) for p in c.get("pids") or []], "label": str(c.get("command"))[:200]}
+                         for c in runnable],
             "expect_pids": expect,
             "stop_on_failure": True,
             "command_timeout": args["command_timeout"],
@@ -497,8 +498,8 @@ class ActionModule(ActionBase):
             "verify": definition,
             "settle": args["settle"],
             "evidence": True,
-            "log_lines": args["evidence_log_lines"],
-            "max_bytes": args["evidence_max_bytes"],
+            "evidence_log_lines": args["evidence_log_lines"],
+            "evidence_max_bytes": args["evidence_max_bytes"],
         }
         try:
             self._journal.append(dict(journal_mod.intent(self._run, incident.service, attempt.number, runnable,
