@@ -33,7 +33,7 @@ from sentinel_lab import Lab
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-PREFIX = "sentinel-eda2"   # this module's own lab (each test starts from healthy hosts)
+PREFIX = os.environ.get("SENTINEL_LAB_PREFIX", "sentinel") + "-eda2"   # this module's own lab (healthy hosts per test)
 HEAL_TIMEOUT = 180
 TOKEN = "eda-test-token-91c3"   # the webhook's shared secret, given to ansible-rulebook through the environment
 
