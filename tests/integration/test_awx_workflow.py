@@ -41,6 +41,17 @@ def _job(tmp: Path, name: str, playbook: str, inventory: Path, extravars: dict) 
     return runner.status, dict(artifacts)
 
 
+def _untag(value):
+    """Plain data from ansible-core's tagged JSON (``{"value": ..., "__ansible_type": ...}``)."""
+    if isinstance(value, dict):
+        if "__ansible_type" in value and "value" in value:
+            return _untag(value["value"])
+        return {k: _untag(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_untag(v) for v in value]
+    return value
+
+
 @pytest.fixture
 def awx_lab(lab_factory) -> Iterator[Lab]:
     lab = lab_factory(PREFIX, 2)
@@ -91,8 +102,9 @@ def test_plan_approve_execute_verify(awx_lab: Lab, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_deny_path_rejects_and_clears_the_pending_plans(awx_lab: Lab, tmp_path: Path) -> None:
     """The approval node is denied: the workflow's reject node (the job template that runs
-    awx_execute.yml with awx_execute_reject) must escalate the plans, run nothing, and leave
-    nothing pending in the fact cache or the pending-plan files."""
+    awx_execute.yml with awx_execute_reject) must escalate the plans (the job fails as any
+    escalation does), run nothing, and leave nothing pending in the fact cache or the
+    pending-plan files."""
     lab = awx_lab
     inventory = lab.write_inventory(tmp_path / "hosts.yml")
     lab.inject("lab01", "nginx_stopped")
@@ -104,10 +116,17 @@ def test_deny_path_rejects_and_clears_the_pending_plans(awx_lab: Lab, tmp_path: 
     config = yaml.safe_load((REPO / "extensions" / "awx" / "configure_controller.yml").read_text())[0]
     reject = next(t for t in config["vars"]["sentinel_templates"] if t["name"] == "Sentinel - reject denied plans")
     status, dummy = _job(tmp_path, "reject", reject["playbook"], inventory, {**plan_artifacts, **reject["extra_vars"]})
-    assert status == "successful"
+    output = (tmp_path / "reject" / "artifacts" / "reject" / "stdout").read_text()
+    # The job fails because the service is escalated (remediate_fail_on_escalation), which
+    # marks the denied workflow failed on the controller: the incident is not healed.
+    assert status == "failed", output[-4000:]
+    assert "lab01 nginx: ESCALATED" in output and "rejected by an operator" in output, output[-4000:]
     assert not lab.health("lab01", ["nginx"])["nginx"].healthy           # nothing ran
     assert not list((tmp_path / "remediation" / "pending").glob("*.json"))
-    facts = json.loads((tmp_path / "facts" / "lab01").read_text())
+    # The jsonfile cache names files <prefix><host> (e.g. s1_lab01); ansible-core 2.19 stores
+    # a JSON payload whose values carry their origin tags.
+    raw = json.loads(next((tmp_path / "facts").glob("*lab01")).read_text())
+    facts = _untag(json.loads(raw["__payload__"]) if "__payload__" in raw else raw)
     assert not facts.get("sentinel_pending")
     assert any(e.get("approval") == "rejected" or not e.get("success") for e in facts.get("sentinel_memory") or [])
     # Approving afterwards finds nothing: the plan is gone, not left pending forever.
