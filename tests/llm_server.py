@@ -287,7 +287,7 @@ class _Handler(BaseHTTPRequestHandler):
     def client_gone(self) -> bool:
         """Whether the client closed its side of the connection (it gave up waiting)."""
         try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
+            readable = select.select([self.connection], [], [], 0)[0]
             return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
         except (OSError, ValueError):
             return True

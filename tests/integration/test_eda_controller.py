@@ -237,7 +237,6 @@ def test_job_template_mode_launches_the_remediation_template(activation) -> None
     assert len(run["controller"].launches) == 1   # the workflow rule did not fire as well
 
 
-
 def test_a_missing_launch_mode_stops_the_activation_with_its_name(tmp_path: Path) -> None:
     if not shutil.which("ansible-rulebook") or not shutil.which("java"):
         pytest.skip("ansible-rulebook or Java 17 is not installed")
