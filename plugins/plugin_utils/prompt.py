@@ -215,7 +215,7 @@ def build_messages(
     history_text = render_history(history)
     lines = [
         f"Service: {_clean(service)[:80]}",
-        f"Failure now: {_bound(' '.join(_clean(error).split()), ERROR_BUDGET)}",
+        f"Failure: {_bound(' '.join(_clean(error).split()), ERROR_BUDGET)}",
         f"Init system: {_init_line(init, present, absent)}.",
         "Privilege: the engine runs each command as root only when the policy says it needs root.",
         f"Tools present: {', '.join(present) or 'unknown'}",
