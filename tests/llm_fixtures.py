@@ -96,8 +96,9 @@ def policy_engine(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def no_llm_environment(monkeypatch, tmp_path):
-    """No test sees a developer's OPENAI_* variables or their ansible.cfg section."""
-    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"):
+    """No test sees a developer's OPENAI_* / AZURE_OPENAI_* variables or their ansible.cfg section."""
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "OPENAI_API_VERSION", "OPENAI_CUSTOM_HEADERS",
+                 "AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_TOKEN", "AZURE_OPENAI_DEPLOYMENT"):
         monkeypatch.delenv(name, raising=False)
     from ansible_collections.sentinel.remediation.plugins.plugin_utils import llm_client
 

@@ -3,40 +3,105 @@
 """A small OpenAI-compatible chat server for tests and benchmarks (standard library only).
 
 It serves ``POST /v1/chat/completions`` and ``GET /v1/models`` well enough for the real
-``openai`` client, on 127.0.0.1 only, and answers from, in order:
+``openai`` client (and Azure OpenAI's ``/openai/deployments/<name>/chat/completions?api-version=``
+routes), on 127.0.0.1 only, and answers each chat request from the first of these that has
+an answer:
 
 1. a queue of scripted replies (``server.queue(...)``, or ``replies`` in a script file);
 2. rules: the first whose ``match`` regex finds the request's messages text
    (``rules``: ``[{"match": "nginx.*Address already in use", "reply": {...}}]``);
-3. ``default`` (a reply), else HTTP 500 "no scripted reply".
+3. replay (``--replay DIR``): recorded transcripts, matched by a stable key (below);
+4. relay (``--relay DIR``): a person or another program plays the model through files;
+5. upstream (``--upstream URL``): the request is forwarded to a real OpenAI-compatible endpoint;
+6. ``default`` (a reply), else HTTP 500 "no scripted reply" (with replay: the unmatched
+   request is saved and the 500 names the file).
 
 A reply is a dict: ``content`` (str or None), ``plan`` (a dict turned into JSON content),
 ``refusal``, ``finish_reason`` (``stop``), ``status`` (200), ``headers``, ``body`` (a raw
-body to send instead), ``delay`` (seconds before answering), ``usage`` (false: send none),
-``reject_formats`` (response_format types answered with HTTP 400 for this request only).
-A server-wide ``reject_formats`` list makes the server refuse those types every time, like
-servers without structured outputs.
+body to send instead), ``delay`` (seconds before answering), ``drip`` (seconds between
+bytes of the body: a server that keeps the connection busy without finishing; with
+``drip_headers`` true the status line and headers are dripped too), ``usage`` (false: send
+none; a dict: send it), ``reject_formats`` (response_format types answered with HTTP 400
+for this request only). A server-wide ``reject_formats`` list makes the server refuse those
+types every time, like servers without structured outputs; a server-wide ``drip`` drips
+every answer.
 
-Every request is recorded (``server.requests``: method, path, headers, body) and
+Relay mode (``--relay DIR``): request number N (from 0001, continuing after the files
+already there) is written to ``DIR/NNNN.request.json`` (``messages``, ``response_format``,
+``model``...) and, for people, ``DIR/NNNN.request.md``; the server then polls for
+``DIR/NNNN.answer.json`` or ``DIR/NNNN.answer.txt`` for at most ``--relay-wait`` seconds. A
+``.txt`` file is the model's raw answer text. A ``.json`` file is either a reply dict as
+above (it has a ``content``, ``plan``, ``status``, ``refusal`` or ``body`` key) or the
+model's JSON answer itself (e.g. ``{"diagnosis": ..., "commands": [...], "rationale": ...}``).
+Write the file elsewhere and rename it into place (or the server may read half a file; it
+keeps polling while the JSON does not parse). No answer in time: HTTP 504 naming the file.
+A client that gives up first leaves ``NNNN.abandoned``; the planner's ``llm.timeout`` and
+``llm.deadline`` must leave time for the person answering.
+
+Record mode (``--record DIR``): every chat exchange answered with HTTP 200 by a source
+other than replay is saved as ``DIR/NNN.json`` (``request``: model, messages,
+response_format; ``answer``: content, refusal, finish_reason; ``service``, ``failure``,
+``turn``, ``key``, ``fallback_key``, ``source``, ``recorded_at``). Record works with any
+source: relay (a person or a capable model answers), upstream (a live endpoint) or scripts.
+
+Replay mode (``--replay DIR``, repeatable; every ``*.json`` below DIR): a request is
+matched to a transcript by ``key``, a hash of its non-system messages with volatile parts
+normalised (timestamps, hex ids, numbers such as PIDs and sizes, the evidence fence tag,
+and any ``--volatile REGEX``), else by ``fallback_key``: the ``Service:`` and ``Failure:``
+lines of the first user message (normalised the same way) and the turn (the number of user
+messages, so a re-ask gets the recorded re-ask's answer). Several transcripts with one key
+are served in recorded order (the last again when they run out). Keys are computed when
+the transcripts are loaded, so the files stay valid when the normalisation improves.
+
+Every request is recorded (``server.requests``: method, path, query, headers, body) and
 ``GET /_requests`` returns them as JSON; ``POST /_queue`` appends replies and
 ``POST /_reset`` clears queue and records, for use from another process.
 
     python tests/llm_server.py --port 0 --script replies.yml   # prints the base URL
     python tests/llm_server.py --script replies.yml --url-file url --pid-file pid   # for background use
+    python tests/llm_server.py --relay /tmp/relay --record tests/transcripts/mine   # play the model, keep it
+    python tests/llm_server.py --replay tests/transcripts/mine                      # CI: serve the recording
+    python tests/llm_server.py --upstream https://api.example/v1 --upstream-key-env KEY --record DIR
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
+import select
+import socket
 import sys
+import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections import deque
+from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 MODEL = "sentinel-test-model"
+REPLY_KEYS = ("content", "plan", "status", "refusal", "body")
+RELAY_WAIT = 1800.0
+RELAY_POLL = 0.2
+
+# Volatile parts of a prompt, replaced before a request is hashed (order matters: times
+# before the digit rule, the evidence fence tag before the hex rule).
+_VOLATILE = (
+    (re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<time>"),
+    (re.compile(r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)?,?\s*(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+                r"\s+\d{1,2}(?:\s+\d{4})?\s+\d{2}:\d{2}(?::\d{2})?\b"), "<time>"),
+    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\b"), "<time>"),
+    (re.compile(r"EVIDENCE-[0-9a-f]{8}"), "EVIDENCE-<tag>"),
+    (re.compile(r"\b(?=[0-9a-f-]*\d)(?=[0-9a-f-]*[a-f])[0-9a-f]{8,}(?:-[0-9a-f]{4,})*\b", re.IGNORECASE), "<hex>"),
+    (re.compile(r"\d+"), "<n>"),
+)
+_SERVICE_LINE = re.compile(r"^\s*Service:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+_FAILURE_LINE = re.compile(r"^\s*Failure:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 
 
 def plan_content(diagnosis: str, commands: list, rationale: str = "because") -> str:
@@ -48,6 +113,116 @@ def _estimate(text: str) -> int:
     return max(1, (len(text) + 3) // 4)
 
 
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _text(message) -> str:
+    if not isinstance(message, Mapping):
+        return ""
+    content = message.get("content")
+    if isinstance(content, list):  # content parts
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return str(content or "")
+
+
+# ---------------------------------------------------------------- matching keys
+
+
+def normalise(text: str, volatile: Iterable[re.Pattern] = ()) -> str:
+    """``text`` with volatile parts (times, ids, numbers, user patterns) replaced, whitespace folded."""
+    for pattern in volatile:
+        text = pattern.sub("<v>", text)
+    for pattern, replacement in _VOLATILE:
+        text = pattern.sub(replacement, text)
+    return " ".join(text.split())
+
+
+def exchange_keys(messages: list, volatile: Iterable[re.Pattern] = ()) -> dict:
+    """The replay keys of a chat request: ``key``, ``fallback_key``, ``service``, ``failure``, ``turn``.
+
+    The system message is left out of ``key`` (it holds the rules, which change with the
+    code, not with the incident).
+    """
+    volatile = tuple(volatile)
+    convo = [[str(m.get("role", "")), normalise(_text(m), volatile)]
+             for m in messages if isinstance(m, Mapping) and m.get("role") != "system"]
+    users = [_text(m) for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
+    first = users[0] if users else ""
+    service = _SERVICE_LINE.search(first)
+    failure = _FAILURE_LINE.search(first)
+    service_text = normalise(service.group(1), volatile) if service else ""
+    if failure:
+        failure_text = normalise(failure.group(1), volatile)
+    else:  # no "Failure:" line: the first non-empty line stands for it
+        failure_text = normalise(next((line for line in first.splitlines() if line.strip()), ""), volatile)
+    turn = len(users)
+    return {
+        "key": hashlib.sha256(json.dumps(convo).encode("utf-8")).hexdigest()[:16],
+        "fallback_key": hashlib.sha256(f"{service_text}\n{failure_text}\n{turn}".encode("utf-8")).hexdigest()[:16],
+        "service": service_text,
+        "failure": failure_text,
+        "turn": turn,
+    }
+
+
+class Transcripts:
+    """Recorded exchanges, indexed by key and by fallback key (see the module docstring)."""
+
+    def __init__(self, dirs: Iterable[str | os.PathLike], volatile: Iterable[re.Pattern] = ()):
+        self.volatile = tuple(volatile)
+        self.by_key: dict[str, list[dict]] = {}
+        self.by_fallback: dict[str, list[dict]] = {}
+        self.served: dict[tuple[str, str], int] = {}
+        self.files: list[Path] = []
+        for directory in dirs:
+            root = Path(directory)
+            if not root.is_dir():
+                raise ValueError(f"replay: {root} is not a directory of transcripts")
+            for path in sorted(root.rglob("*.json")):
+                if path.name.endswith(".request.json") or "unmatched" in path.parts[len(root.parts):]:
+                    continue
+                self._load(path)
+        if not self.files:
+            raise ValueError(f"replay: no transcript (*.json) under {', '.join(str(d) for d in dirs)}")
+
+    def _load(self, path: Path) -> None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            messages = data["request"]["messages"]
+            answer = data["answer"]
+            if not isinstance(messages, list) or not isinstance(answer, Mapping):
+                raise TypeError("request.messages must be a list and answer a mapping")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"replay: {path} is not a transcript: {exc}") from exc
+        keys = exchange_keys(messages, self.volatile)
+        entry = {"path": str(path), "answer": dict(answer), **keys}
+        self.by_key.setdefault(keys["key"], []).append(entry)
+        self.by_fallback.setdefault(keys["fallback_key"], []).append(entry)
+        self.files.append(path)
+
+    def match(self, messages: list) -> tuple[dict | None, dict]:
+        """``(entry or None, keys)``; ``entry["matched_by"]`` says which key matched."""
+        keys = exchange_keys(messages, self.volatile)
+        for kind, index in (("key", self.by_key), ("fallback_key", self.by_fallback)):
+            entries = index.get(keys[kind])
+            if entries:
+                count = self.served.get((kind, keys[kind]), 0)
+                self.served[(kind, keys[kind])] = count + 1
+                return dict(entries[min(count, len(entries) - 1)], matched_by=kind), keys
+        return None, keys
+
+
+def _next_number(directory: Path, pattern: str) -> int:
+    numbers = [int(m.group(1)) for p in directory.iterdir() if (m := re.fullmatch(pattern, p.name))]
+    return max(numbers, default=0) + 1
+
+
+# ---------------------------------------------------------------- HTTP
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "SentinelTestLLM/1.0"
@@ -55,10 +230,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):  # quiet
         pass
 
-    def _send(self, status: int, payload, headers: dict | None = None) -> None:
+    def _send(self, status: int, payload, headers: dict | None = None, drip: float = 0.0,
+              drip_headers: bool = False) -> None:
         body = payload if isinstance(payload, bytes) else (
             payload.encode("utf-8") if isinstance(payload, str) else json.dumps(payload).encode("utf-8"))
         try:
+            if drip:
+                self._send_dripped(status, body, headers or {}, drip, drip_headers)
+                return
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -68,6 +247,26 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test)
+
+    def _send_dripped(self, status: int, body: bytes, headers: dict, interval: float, drip_headers: bool) -> None:
+        """One byte every ``interval`` seconds: never silent long enough for a read timeout."""
+        self.close_connection = True
+        head = [f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}", "Content-Type: application/json",
+                f"Content-Length: {len(body)}", "Connection: close"]
+        head += [f"{k}: {v}" for k, v in headers.items()]
+        head_bytes = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+        if drip_headers:
+            body = head_bytes + body
+        else:
+            self.wfile.write(head_bytes)
+            self.wfile.flush()
+        for index in range(len(body)):
+            if self.server.owner.stopping.is_set():
+                return
+            self.wfile.write(body[index:index + 1])
+            self.wfile.flush()
+            if index + 1 < len(body):
+                time.sleep(interval)
 
     def _read_body(self):
         length = int(self.headers.get("Content-Length") or 0)
@@ -79,25 +278,38 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _record(self, body) -> None:
         owner = self.server.owner
+        parts = urlsplit(self.path)
         with owner.lock:
-            owner.requests.append({"method": self.command, "path": self.path,
+            owner.requests.append({"method": self.command, "path": parts.path,
+                                   "query": {k: v[-1] for k, v in parse_qs(parts.query).items()},
                                    "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
 
-    def do_GET(self):
+    def client_gone(self) -> bool:
+        """Whether the client closed its side of the connection (it gave up waiting)."""
+        try:
+            readable = select.select([self.connection], [], [], 0)[0]
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
+    def do_GET(self):  # pylint: disable=invalid-name
         owner = self.server.owner
-        if self.path.rstrip("/") == "/_requests":
+        path = urlsplit(self.path).path.rstrip("/")
+        if path == "/_requests":
             with owner.lock:
                 return self._send(200, {"count": len(owner.requests), "requests": list(owner.requests)})
+        if path == "/healthz":
+            return self._send(200, {"status": "ok"})
         self._record(None)
-        if self.path.rstrip("/").endswith("/models"):
+        if path.endswith("/models"):
             return self._send(200, {"object": "list", "data": [
                 {"id": owner.model, "object": "model", "created": 0, "owned_by": "sentinel-tests"}]})
         return self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
-    def do_POST(self):
+    def do_POST(self):  # pylint: disable=invalid-name
         owner = self.server.owner
         body = self._read_body()
-        path = self.path.rstrip("/")
+        path = urlsplit(self.path).path.rstrip("/")
         if path == "/_queue":
             owner.queue(*(body if isinstance(body, list) else [body]))
             return self._send(200, {"queued": len(owner.pending)})
@@ -113,7 +325,10 @@ class _Handler(BaseHTTPRequestHandler):
         if fmt and fmt in owner.reject_formats:
             return self._send(400, {"error": {"message": f"response_format {fmt} is not supported",
                                               "type": "invalid_request_error", "param": "response_format"}})
-        reply = owner.next_reply(body)
+        reply = owner.next_reply(body, handler=self)
+        if reply is None:  # relay: the client left before an answer came
+            self.close_connection = True
+            return None
         if fmt and fmt in (reply.get("reject_formats") or ()):
             owner.pending.appendleft({k: v for k, v in reply.items() if k != "reject_formats"})
             return self._send(400, {"error": {"message": f"response_format {fmt} is not supported",
@@ -121,16 +336,19 @@ class _Handler(BaseHTTPRequestHandler):
         delay = float(reply.get("delay", owner.latency) or 0)
         if delay:
             time.sleep(delay)
+        drip = float(reply.get("drip", owner.drip) or 0)
+        drip_headers = bool(reply.get("drip_headers", False))
         status = int(reply.get("status", 200))
         if "body" in reply:
-            return self._send(status, reply["body"], reply.get("headers"))
+            return self._send(status, reply["body"], reply.get("headers"), drip, drip_headers)
         if status != 200:
             message = reply.get("error", f"scripted HTTP {status}")
-            return self._send(status, {"error": {"message": message, "type": "scripted"}}, reply.get("headers"))
+            return self._send(status, {"error": {"message": message, "type": "scripted"}}, reply.get("headers"),
+                              drip, drip_headers)
         content = reply.get("content")
         if "plan" in reply:
             content = json.dumps(reply["plan"])
-        prompt_text = "".join(str(m.get("content") or "") for m in body["messages"] if isinstance(m, dict))
+        prompt_text = "".join(_text(m) for m in body["messages"])
         payload = {
             "id": f"chatcmpl-test-{len(owner.requests)}",
             "object": "chat.completion",
@@ -139,27 +357,63 @@ class _Handler(BaseHTTPRequestHandler):
             "choices": [{"index": 0, "finish_reason": reply.get("finish_reason", "stop"),
                          "message": {"role": "assistant", "content": content, "refusal": reply.get("refusal")}}],
         }
-        if reply.get("usage", True) is not False:
+        usage = reply.get("usage", True)
+        if isinstance(usage, dict):
+            payload["usage"] = usage
+        elif usage is not False:
             prompt_tokens = _estimate(prompt_text)
             completion_tokens = _estimate(content or "")
             payload["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                                 "total_tokens": prompt_tokens + completion_tokens}
-        return self._send(200, payload, reply.get("headers"))
+        owner.record_exchange(body, reply, content)
+        return self._send(200, payload, reply.get("headers"), drip, drip_headers)
 
 
 class LLMServer:
-    """The test server; use as a context manager or call ``start()`` / ``stop()``."""
+    """The test server; use as a context manager or call ``start()`` / ``stop()``.
+
+    ``relay_dir``, ``record_dir``, ``replay_dirs`` and ``upstream`` switch on the modes of
+    the module docstring; ``volatile`` adds regexes (str or compiled) to the replay
+    normalisation; ``unmatched_dir`` is where replay misses are saved (default: a new
+    temporary directory).
+    """
 
     def __init__(self, port: int = 0, replies=(), rules=(), default=None, reject_formats=(), latency: float = 0.0,
-                 model: str = MODEL):
+                 model: str = MODEL, drip: float = 0.0, relay_dir: str | os.PathLike | None = None,
+                 relay_wait: float = RELAY_WAIT, relay_poll: float = RELAY_POLL,
+                 record_dir: str | os.PathLike | None = None, replay_dirs: Iterable[str | os.PathLike] = (),
+                 unmatched_dir: str | os.PathLike | None = None, volatile: Iterable = (),
+                 upstream: str | None = None, upstream_key: str | None = None, upstream_model: str | None = None,
+                 upstream_timeout: float = 600.0, log=sys.stderr):
         self.lock = threading.Lock()
+        self.stopping = threading.Event()
         self.pending: deque = deque()
         self.requests: list = []
         self.rules = [dict(rule) for rule in rules]
         self.default = default
         self.reject_formats = set(reject_formats)
         self.latency = latency
+        self.drip = drip
         self.model = model
+        self.log = log
+        self.volatile = tuple(re.compile(v) if isinstance(v, str) else v for v in volatile)
+        self.relay_dir = Path(relay_dir) if relay_dir else None
+        self.relay_wait = float(relay_wait)
+        self.relay_poll = float(relay_poll)
+        self.record_dir = Path(record_dir) if record_dir else None
+        self.replay = Transcripts(replay_dirs, self.volatile) if replay_dirs else None
+        self.unmatched_dir = Path(unmatched_dir) if unmatched_dir else None
+        self.unmatched: list[dict] = []
+        self.upstream = upstream.rstrip("/") if upstream else None
+        self.upstream_key = upstream_key
+        self.upstream_model = upstream_model
+        self.upstream_timeout = float(upstream_timeout)
+        self.recorded: list[Path] = []
+        for directory in (self.relay_dir, self.record_dir):
+            if directory is not None:
+                directory.mkdir(parents=True, exist_ok=True)
+        self._relay_next = _next_number(self.relay_dir, r"(\d+)\.request\.json") if self.relay_dir else 1
+        self._record_next = _next_number(self.record_dir, r"(\d+)\.json") if self.record_dir else 1
         self._port = port
         self._httpd = None
         self._thread = None
@@ -177,17 +431,131 @@ class LLMServer:
             self.pending.clear()
             self.requests.clear()
 
-    def next_reply(self, body: dict) -> dict:
+    def _say(self, text: str) -> None:
+        if self.log is not None:
+            print(f"llm_server: {text}", file=self.log, flush=True)
+
+    def next_reply(self, body: dict, handler: _Handler | None = None) -> dict | None:
+        """The reply to a chat request, from the first source that has one (module docstring)."""
         with self.lock:
             if self.pending:
-                return self.pending.popleft()
-        text = "\n".join(str(m.get("content") or "") for m in body["messages"] if isinstance(m, dict))
+                return dict(self.pending.popleft(), _source="script")
+        text = "\n".join(_text(m) for m in body["messages"])
         for rule in self.rules:
             if re.search(rule["match"], text, re.IGNORECASE | re.DOTALL):
-                return dict(rule["reply"])
+                return dict(rule["reply"], _source="script")
+        keys = None
+        if self.replay is not None:
+            with self.lock:
+                entry, keys = self.replay.match(body["messages"])
+            if entry is not None:
+                answer = entry["answer"]
+                return {"content": answer.get("content"), "refusal": answer.get("refusal"),
+                        "finish_reason": answer.get("finish_reason") or "stop", "_source": "replay",
+                        "_transcript": entry["path"], "_matched_by": entry["matched_by"]}
+        if self.relay_dir is not None:
+            return self._relay(body, handler)
+        if self.upstream is not None:
+            return self._forward(body)
         if self.default is not None:
-            return dict(self.default)
+            return dict(self.default, _source="script")
+        if self.replay is not None:
+            return self._unmatched(body, keys)
         return {"status": 500, "error": "no scripted reply left"}
+
+    def _unmatched(self, body: dict, keys: dict) -> dict:
+        with self.lock:
+            if self.unmatched_dir is None:
+                self.unmatched_dir = Path(tempfile.mkdtemp(prefix="llm-replay-unmatched-"))
+            self.unmatched_dir.mkdir(parents=True, exist_ok=True)
+            path = self.unmatched_dir / f"{keys['key']}.request.json"
+            _write_atomic(path, json.dumps({**keys, "request": _request_view(body)}, indent=2) + "\n")
+            self.unmatched.append({**keys, "path": str(path)})
+        message = (f"replay: no transcript matches this request (key {keys['key']}; fallback {keys['fallback_key']}: "
+                   f"service {keys['service']!r}, failure {keys['failure'][:120]!r}, turn {keys['turn']}); "
+                   f"saved to {path}")
+        self._say(message)
+        return {"status": 500, "error": message, "_source": "replay"}
+
+    # -- relay -----------------------------------------------------------------------
+    def _relay(self, body: dict, handler: _Handler | None) -> dict | None:
+        with self.lock:
+            number = self._relay_next
+            self._relay_next += 1
+        stem = f"{number:04d}"
+        directory = self.relay_dir
+        answer_json, answer_txt = directory / f"{stem}.answer.json", directory / f"{stem}.answer.txt"
+        request = {"n": number, **_request_view(body), "answer_files": [str(answer_json), str(answer_txt)],
+                   "how_to_answer": (f"write {answer_json.name} (the JSON answer the model would give, or a reply "
+                                     f"dict with 'content') or {answer_txt.name} (raw answer text); write it under "
+                                     "another name, then rename it into place")}
+        _write_atomic(directory / f"{stem}.request.json", json.dumps(request, indent=2, ensure_ascii=False) + "\n")
+        _write_atomic(directory / f"{stem}.request.md", _request_markdown(number, body, answer_json, answer_txt))
+        self._say(f"relay: request {stem} waiting for {answer_json} or {answer_txt} "
+                  f"(at most {self.relay_wait:g} s)")
+        deadline = time.monotonic() + self.relay_wait
+        problem = ""
+        while True:
+            reply, problem = _read_answer(answer_json, answer_txt, problem)
+            if reply is not None:
+                self._say(f"relay: request {stem} answered")
+                return dict(reply, _source="relay")
+            if handler is not None and handler.client_gone():
+                note = (f"the client stopped waiting for request {stem} before an answer came; an answer written "
+                        "now is not used (give the planner a longer llm.timeout and llm.deadline)\n")
+                _write_atomic(directory / f"{stem}.abandoned", note)
+                self._say(f"relay: {note.strip()}")
+                return None
+            if time.monotonic() >= deadline or self.stopping.is_set():
+                message = (f"relay: no answer to request {stem} within {self.relay_wait:g} s: write "
+                           f"{answer_json} or {answer_txt}" + (f" ({problem})" if problem else ""))
+                self._say(message)
+                return {"status": 504, "error": message, "_source": "relay"}
+            time.sleep(self.relay_poll)
+
+    # -- upstream --------------------------------------------------------------------
+    def _forward(self, body: dict) -> dict:
+        data = dict(body)
+        if self.upstream_model:
+            data["model"] = self.upstream_model
+        headers = {"Content-Type": "application/json"}
+        if self.upstream_key:
+            headers["Authorization"] = f"Bearer {self.upstream_key}"
+        request = urllib.request.Request(f"{self.upstream}/chat/completions", data=json.dumps(data).encode("utf-8"),
+                                         headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.upstream_timeout) as response:  # nosec - operator's URL
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            return {"status": exc.code, "body": exc.read(), "_source": "upstream"}
+        except (OSError, ValueError) as exc:
+            return {"status": 502, "error": f"upstream {self.upstream}: {exc}", "_source": "upstream"}
+        try:
+            payload = json.loads(raw)
+            choice = payload["choices"][0]
+            message = choice.get("message") or {}
+        except (ValueError, KeyError, IndexError, TypeError):
+            return {"status": 502, "error": f"upstream {self.upstream} sent no chat completion", "_source": "upstream"}
+        return {"content": message.get("content"), "refusal": message.get("refusal"),
+                "finish_reason": choice.get("finish_reason") or "stop",
+                "usage": payload.get("usage") if isinstance(payload.get("usage"), dict) else True,
+                "_source": "upstream"}
+
+    # -- record ----------------------------------------------------------------------
+    def record_exchange(self, body: dict, reply: dict, content) -> None:
+        if self.record_dir is None or reply.get("_source") == "replay":
+            return
+        keys = exchange_keys(body["messages"], self.volatile)
+        transcript = {"format": 1, **keys, "source": reply.get("_source", "script"),
+                      "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                      "request": _request_view(body),
+                      "answer": {"content": content, "refusal": reply.get("refusal"),
+                                 "finish_reason": reply.get("finish_reason", "stop")}}
+        with self.lock:
+            path = self.record_dir / f"{self._record_next:03d}.json"
+            self._record_next += 1
+            _write_atomic(path, json.dumps(transcript, indent=2, ensure_ascii=False) + "\n")
+            self.recorded.append(path)
 
     # -- inspection ------------------------------------------------------------------
     @property
@@ -201,7 +569,7 @@ class LLMServer:
 
     def prompt_text(self, index: int = -1) -> str:
         """All message texts of one chat request, joined."""
-        return "\n".join(str(m.get("content") or "") for m in self.chat_requests[index]["messages"])
+        return "\n".join(_text(m) for m in self.chat_requests[index]["messages"])
 
     # -- life cycle ------------------------------------------------------------------
     @property
@@ -209,10 +577,16 @@ class LLMServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     @property
+    def root_url(self) -> str:
+        """The server without ``/v1`` (what Azure OpenAI calls the endpoint)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
     def port(self) -> int:
         return self._httpd.server_address[1] if self._httpd else self._port
 
     def start(self) -> "LLMServer":
+        self.stopping.clear()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), _Handler)
         self._httpd.daemon_threads = True
         self._httpd.owner = self
@@ -221,6 +595,7 @@ class LLMServer:
         return self
 
     def stop(self) -> None:
+        self.stopping.set()
         if self._httpd:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -233,8 +608,45 @@ class LLMServer:
         self.stop()
 
 
+def _request_view(body: dict) -> dict:
+    """What a person, a transcript or a replay needs of a chat request."""
+    return {key: body.get(key) for key in ("model", "messages", "response_format", "temperature", "max_tokens")
+            if key in body}
+
+
+def _request_markdown(number: int, body: dict, answer_json: Path, answer_txt: Path) -> str:
+    lines = [f"# Request {number:04d} (model {body.get('model', '?')})", ""]
+    for message in body.get("messages") or []:
+        lines += [f"## {str(message.get('role', '?')).upper()}", "", _text(message), ""]
+    fmt = body.get("response_format")
+    if fmt:
+        lines += ["## Response format", "", "```json", json.dumps(fmt, indent=2), "```", ""]
+    lines += ["## How to answer", "",
+              f"Write `{answer_json.name}` (the JSON object the model would answer) or `{answer_txt.name}` (the raw "
+              "answer text) next to this file: write it under another name, then rename it into place.", ""]
+    return "\n".join(lines)
+
+
+def _read_answer(answer_json: Path, answer_txt: Path, problem: str) -> tuple[dict | None, str]:
+    """``(reply or None, problem)`` from a relay answer file, if one is complete."""
+    if answer_txt.is_file():
+        try:
+            return {"content": answer_txt.read_text(encoding="utf-8").strip()}, ""
+        except (OSError, UnicodeDecodeError) as exc:
+            return None, f"{answer_txt.name}: {exc}"
+    if not answer_json.is_file():
+        return None, problem
+    try:
+        data = json.loads(answer_json.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return None, f"{answer_json.name} is not valid JSON yet: {exc}"
+    if isinstance(data, dict) and any(key in data for key in REPLY_KEYS):
+        return data, ""
+    return {"content": json.dumps(data, ensure_ascii=False)}, ""
+
+
 def load_script(path: str) -> dict:
-    """A script file (YAML or JSON): replies, rules, default, reject_formats, latency, model."""
+    """A script file (YAML or JSON): replies, rules, default, reject_formats, latency, drip, model."""
     with open(path, encoding="utf-8") as handle:
         text = handle.read()
     try:
@@ -246,17 +658,52 @@ def load_script(path: str) -> dict:
     return data or {}
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0],
+                                     epilog="Modes combine: e.g. --replay DIR --relay RELAY --record DIR serves what is "
+                                            "recorded and asks a person for the rest, recording the new answers.")
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--script", help="YAML/JSON file: replies, rules, default, reject_formats, latency")
+    parser.add_argument("--script", help="YAML/JSON file: replies, rules, default, reject_formats, latency, drip")
+    parser.add_argument("--drip", type=float, default=None, metavar="SECONDS",
+                        help="send every answer one byte every SECONDS (a server that never finishes in time)")
+    parser.add_argument("--relay", metavar="DIR", help="write each request to DIR/NNNN.request.json and answer "
+                                                       "with DIR/NNNN.answer.json or .txt when it appears")
+    parser.add_argument("--relay-wait", type=float, default=RELAY_WAIT, metavar="SECONDS",
+                        help=f"how long a relayed request waits for its answer file (default {RELAY_WAIT:g})")
+    parser.add_argument("--record", metavar="DIR", help="save each answered exchange as DIR/NNN.json")
+    parser.add_argument("--replay", metavar="DIR", action="append", default=[],
+                        help="serve the transcripts under DIR (repeatable)")
+    parser.add_argument("--unmatched-dir", metavar="DIR", help="where replay saves requests no transcript matches "
+                                                               "(default: a new temporary directory)")
+    parser.add_argument("--volatile", metavar="REGEX", action="append", default=[],
+                        help="one more pattern the replay key ignores (e.g. a lab's host name prefix; repeatable)")
+    parser.add_argument("--upstream", metavar="URL", help="forward requests to this OpenAI-compatible base URL")
+    parser.add_argument("--upstream-key-env", metavar="NAME", help="environment variable holding the upstream's key")
+    parser.add_argument("--upstream-model", metavar="MODEL", help="model name to send upstream instead of the client's")
     parser.add_argument("--url-file", help="also write the base URL to this file once the server listens")
     parser.add_argument("--pid-file", help="write this process's PID to this file (to stop it later)")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     script = load_script(args.script) if args.script else {}
-    server = LLMServer(port=args.port, replies=script.get("replies") or (), rules=script.get("rules") or (),
-                       default=script.get("default"), reject_formats=script.get("reject_formats") or (),
-                       latency=float(script.get("latency") or 0), model=script.get("model") or MODEL)
+    upstream_key = None
+    if args.upstream_key_env:
+        upstream_key = os.environ.get(args.upstream_key_env)
+        if not upstream_key:
+            parser.error(f"--upstream-key-env {args.upstream_key_env}: that variable is not set")
+    try:
+        server = LLMServer(port=args.port, replies=script.get("replies") or (), rules=script.get("rules") or (),
+                           default=script.get("default"), reject_formats=script.get("reject_formats") or (),
+                           latency=float(script.get("latency") or 0), model=script.get("model") or MODEL,
+                           drip=float(args.drip if args.drip is not None else script.get("drip") or 0),
+                           relay_dir=args.relay, relay_wait=args.relay_wait, record_dir=args.record,
+                           replay_dirs=args.replay, unmatched_dir=args.unmatched_dir, volatile=args.volatile,
+                           upstream=args.upstream, upstream_key=upstream_key, upstream_model=args.upstream_model)
+    except (ValueError, OSError, re.error) as exc:
+        parser.error(str(exc))
     server.start()
     if args.pid_file:
         with open(args.pid_file, "w", encoding="utf-8") as handle:

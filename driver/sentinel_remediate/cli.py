@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
@@ -62,6 +63,48 @@ def _positive(text: str) -> float:
     return value
 
 
+def collection_version(project_dir: Path) -> str | None:
+    """The version in the collection's galaxy.yml (a checkout) or MANIFEST.json (an installed collection)."""
+    try:
+        galaxy = project_dir / "galaxy.yml"
+        if galaxy.is_file():
+            return str((yaml.safe_load(galaxy.read_text(encoding="utf-8")) or {}).get("version") or "") or None
+        manifest = project_dir / "MANIFEST.json"
+        if manifest.is_file():
+            return str(json.loads(manifest.read_text(encoding="utf-8"))["collection_info"]["version"])
+    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError):
+        return None
+    return None
+
+
+def version_text(project_dir: str | None = None) -> str:
+    """``sentinel-remediate X (collection sentinel.remediation Y at PATH)``: what --version prints."""
+    try:
+        package = metadata.version("sentinel-remediate")
+    except metadata.PackageNotFoundError:
+        package = None
+    try:
+        project = find_project_dir(project_dir)
+    except DriverError:
+        project = None
+    collection = collection_version(project) if project else None
+    version = package or collection or "unknown"
+    where = f" (collection sentinel.remediation {collection} at {project})" if collection else \
+        " (no sentinel.remediation collection found)"
+    return f"{PROG} {version}{where}"
+
+
+class _VersionAction(argparse.Action):
+    """--version: computed only when asked (finding the collection may run ansible-galaxy)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):  # noqa: A002
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text(getattr(namespace, "project_dir", None)))
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--state-dir", default=argparse.SUPPRESS,
@@ -101,9 +144,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, parents=[common], epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      description="Drive sentinel.remediation through ansible-runner.")
+    parser.add_argument("--version", action=_VersionAction, help="print the driver's and the collection's version")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    sub.add_parser("run", parents=[common, passing, knowledge, formats], help="one remediation pass, then the report")
+    p = sub.add_parser("run", parents=[common, passing, knowledge, formats],
+                       help="one remediation pass, then the report")
+    p.add_argument("--check", action="store_true",
+                   help="dry run: ansible-playbook's check mode (plans and verdicts, no command run, "
+                        "nothing remembered, no escalation sent); the report says so")
 
     p = sub.add_parser("watch", parents=[common, passing, knowledge],
                        help="a pass every --interval until SIGINT/SIGTERM")
@@ -195,7 +243,7 @@ def _check_knowledge(args: argparse.Namespace) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     state = _state(args)
-    options = _pass_options(args, state, kind="run")
+    options = _pass_options(args, state, kind="run", check=bool(args.check))
     _check_knowledge(args)
     return _single_pass(args, state, options)
 

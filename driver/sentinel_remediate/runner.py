@@ -37,7 +37,7 @@ CALLBACK_JSON = "callback-report.json"
 
 # Environment variables handed to ansible explicitly (they are inherited anyway; naming
 # them documents what the collection reads). Values never go to the command line.
-FORWARDED_ENV = re.compile(r"^(OPENAI_[A-Z_]+|SENTINEL_[A-Z_]+|REMEDIATE_[A-Z_]+)$")
+FORWARDED_ENV = re.compile(r"^(OPENAI_[A-Z_]+|AZURE_OPENAI_[A-Z_]+|SENTINEL_[A-Z_]+|REMEDIATE_[A-Z_]+)$")
 SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE_KEY)", re.IGNORECASE)
 REDACTED = "********"
 
@@ -282,6 +282,7 @@ class PassOptions:
     rotate: int = DEFAULT_ROTATE
     timeout: int | None = None
     verbose: bool = False
+    check: bool = False                     # ansible-playbook --check: a dry run
 
 
 def child_env(project_dir: Path, callback_json: Path | None) -> dict[str, str]:
@@ -323,7 +324,7 @@ def run_pass(
     meta: dict[str, Any] = {"ident": ident, "kind": options.kind, "playbook": options.playbook,
                             "project_dir": str(project_dir), "started": started, "limit": options.limit,
                             "inventory": list(options.inventory),
-                            "extravars": options.extravars, "skipped": {}}
+                            "extravars": options.extravars, "skipped": {}, "check": bool(options.check)}
 
     hosts = options.hosts
     if hosts is None:
@@ -376,6 +377,9 @@ def run_pass(
                                    for i in options.inventory]
         if options.timeout:
             kwargs["timeout"] = int(options.timeout)
+        if options.check:
+            # As AWX runs a job template of type check: ansible-playbook's own check mode.
+            kwargs["cmdline"] = "--check"
         try:
             runner = ansible_runner.run(**kwargs)
             status, rc = runner.status, runner.rc

@@ -54,149 +54,53 @@ options:
         key: stats_key
 """
 
-import json
 import os
 import re
-import time
-import xml.etree.ElementTree as ET
+import sys
 from collections.abc import Mapping
 
 from ansible.plugins.callback import CallbackBase
 
-STATES = ("healthy", "healed", "waiting_approval", "escalated", "failed", "unreachable")
-FAILING_STATES = ("escalated", "failed", "unreachable")
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import report as _report
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.report import (  # noqa: F401 (the report's API)
+    FAILING_STATES,
+    STATES,
+    normalise_outcome,
+    outcome_line,
+)
+
 # What the docker daemon answers when the container under a connection is gone: the docker
 # connection turns it into a failed task (module_stderr), not into an unreachable host.
 _HOST_GONE = re.compile(r"Error response from daemon: (Container \S+ is (not running|paused|restarting)|No such container)")
 
 
-def _plain(value):
-    """Plain JSON-able data (set_stats values may carry ansible's tagged types)."""
-    return json.loads(json.dumps(value, default=str))
-
-
-def _int(value) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
-def normalise_outcome(host: str, outcome) -> dict:
-    """An outcome record with every key the report uses."""
-    outcome = outcome if isinstance(outcome, Mapping) else {}
-    llm = outcome.get("llm") if isinstance(outcome.get("llm"), Mapping) else {}
-    state = str(outcome.get("state") or "failed")
-    commands = [c for c in (outcome.get("commands") or []) if isinstance(c, Mapping)]
-    refused = [c for c in (outcome.get("refused") or []) if isinstance(c, Mapping)]
-    return {
-        "host": host,
-        "service": str(outcome.get("service") or "-"),
-        "state": state if state in STATES else "failed",
-        "attempts": _int(outcome.get("attempts")),
-        "signature": outcome.get("signature") or "",
-        "diagnosis": outcome.get("diagnosis") or "",
-        "commands": commands,
-        "refused": refused,
-        "llm": {k: _int(llm.get(k)) for k in ("calls", "prompt_tokens", "completion_tokens")},
-        "reason": outcome.get("reason") or "",
-        "approval_id": outcome.get("approval_id") or "",
-    }
-
-
 def build_report(custom: Mapping, unreachable: Mapping | None = None, stats_key: str = "sentinel_remediation",
-                 failed: Mapping | None = None) -> dict:
+                 failed: Mapping | None = None, errors=()) -> dict:
     """The report from ``stats.custom`` (host -> {stats_key: [outcome...]}), unreachable hosts
-    (host -> true or a reason) and hosts that failed a task (host -> reason)."""
-    outcomes: list[dict] = []
-    for host in sorted(k for k in (custom or {}) if k != "_run"):
-        records = (custom[host] or {}).get(stats_key) if isinstance(custom[host], Mapping) else None
-        if isinstance(records, Mapping):
-            records = [records]
-        for record in records or []:
-            outcomes.append(normalise_outcome(host, record))
-    reported = {o["host"] for o in outcomes}
-    # A host that went unreachable before its outcomes were recorded gets one line.
-    for host, dark in sorted((unreachable or {}).items()):
-        if not dark or host in reported:
+    (host -> true or a reason), hosts that failed a task (host -> reason) and run errors."""
+    per_host = {host: (custom[host] or {}).get(stats_key) if isinstance(custom[host], Mapping) else None
+                for host in (custom or {}) if host != "_run"}
+    return _report.build_report(per_host, unreachable or {}, failed, errors)
+
+
+def cache_errors() -> list[dict]:
+    """Fact cache writes that failed in this run (the memory of those hosts was not saved)."""
+    cache = sys.modules.get("ansible_collections.sentinel.remediation.plugins.cache.jsonfile")
+    failures = getattr(cache, "WRITE_FAILURES", None) or []
+    seen, out = set(), []
+    for failure in failures:
+        if failure.get("host") in seen:
             continue
-        reason = dark if isinstance(dark, str) else "host unreachable"
-        outcomes.append(normalise_outcome(host, {"state": "unreachable", "reason": reason}))
-        reported.add(host)
-    # A host whose run stopped on a failed task before it recorded anything is not silent.
-    for host, why in sorted((failed or {}).items()):
-        if why and host not in reported:
-            outcomes.append(normalise_outcome(host, {"state": "failed", "reason": str(why)}))
-    outcomes.sort(key=lambda o: (o["host"], o["service"]))
-    totals = {state: sum(1 for o in outcomes if o["state"] == state) for state in STATES}
-    llm = {k: sum(o["llm"][k] for o in outcomes) for k in ("calls", "prompt_tokens", "completion_tokens")}
-    return {
-        "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "outcomes": _plain(outcomes),
-        "totals": totals,
-        "llm": llm,
-        "ok": not any(o["state"] in FAILING_STATES for o in outcomes),
-    }
-
-
-def _commands_text(outcome: dict) -> str:
-    parts = []
-    for command in outcome["commands"]:
-        rc = command.get("rc")
-        rc_text = "" if rc in (0, None) else f" rc={rc}"
-        parts.append(f"`{command.get('command', '')}` [{command.get('source') or '?'}{rc_text}]")
-    return "; ".join(parts)
-
-
-def outcome_line(outcome: dict) -> str:
-    """One human line for a host/service outcome."""
-    state = outcome["state"]
-    if state == "healed":
-        n = outcome["attempts"] or 1
-        what = f"healed in {n} attempt{'s' if n != 1 else ''}"
-    elif state == "waiting_approval":
-        what = f"WAITING APPROVAL (id {outcome['approval_id']})" if outcome["approval_id"] else "WAITING APPROVAL"
-    else:
-        what = state.upper() if state in FAILING_STATES else state
-    line = f"{outcome['host']} {outcome['service']}: {what}"
-    commands = _commands_text(outcome)
-    if commands:
-        line += f" | ran {commands}"
-    if outcome["llm"]["calls"]:
-        tokens = outcome["llm"]["prompt_tokens"] + outcome["llm"]["completion_tokens"]
-        line += f" | llm {outcome['llm']['calls']} call(s), {tokens} tokens"
-    if outcome["reason"] and state not in ("healthy", "healed"):
-        line += f" | {outcome['reason']}"
-    return line
+        seen.add(failure.get("host"))
+        out.append({"host": failure.get("host"),
+                    "error": f"memory not saved: the fact cache could not write {failure.get('file')}: "
+                             f"{failure.get('error')}"})
+    return out
 
 
 def junit_xml(report: dict) -> bytes:
     """JUnit XML with one test case per host/service."""
-    outcomes = report["outcomes"]
-    suite = ET.Element("testsuite", {
-        "name": "sentinel.remediation",
-        "tests": str(len(outcomes)),
-        "failures": str(sum(1 for o in outcomes if o["state"] in FAILING_STATES)),
-        "skipped": str(sum(1 for o in outcomes if o["state"] == "waiting_approval")),
-        "errors": "0",
-        "timestamp": report["generated"],
-    })
-    for outcome in outcomes:
-        case = ET.SubElement(suite, "testcase", {
-            "classname": outcome["host"],
-            "name": f"{outcome['host']}/{outcome['service']}",
-        })
-        text = outcome_line(outcome)
-        if outcome["state"] in FAILING_STATES:
-            failure = ET.SubElement(case, "failure", {"type": outcome["state"], "message": outcome["reason"] or outcome["state"]})
-            failure.text = text
-        elif outcome["state"] == "waiting_approval":
-            ET.SubElement(case, "skipped", {"message": f"waiting approval {outcome['approval_id']}".strip()})
-        out = ET.SubElement(case, "system-out")
-        out.text = json.dumps(outcome, sort_keys=True)
-    root = ET.Element("testsuites")
-    root.append(suite)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return _report.render_junit(report).encode("utf-8")
 
 
 def _write(path: str, data: bytes) -> None:
@@ -243,20 +147,18 @@ class CallbackModule(CallbackBase):
             if count and not unreachable.get(host):
                 unreachable[host] = True
         report = build_report(getattr(stats, "custom", None) or {}, unreachable, self.get_option("stats_key"),
-                              self._failed)
+                              self._failed, cache_errors())
         self.report = report
         if report["outcomes"]:
             self._display.banner("SENTINEL REMEDIATION REPORT")
             for outcome in report["outcomes"]:
                 color = "green" if outcome["state"] in ("healthy", "healed") else (
-                    "yellow" if outcome["state"] == "waiting_approval" else "red")
+                    "yellow" if outcome["state"] in ("waiting_approval", "dry_run", "busy") else "red")
                 self._display.display(outcome_line(outcome), color=color)
-            totals = ", ".join(f"{k}={v}" for k, v in report["totals"].items() if v)
-            llm = report["llm"]
-            self._display.display(
-                f"totals: {totals} | llm calls={llm['calls']} prompt_tokens={llm['prompt_tokens']} "
-                f"completion_tokens={llm['completion_tokens']}")
-        for option, render in (("json_path", lambda r: json.dumps(r, indent=2, sort_keys=True).encode()),
+            for error in report["errors"]:
+                self._display.display(f"ERROR {error['host']}: {error['error']}", color="red")
+            self._display.display(_report.totals_line(report))
+        for option, render in (("json_path", lambda r: _report.render_json(r).encode("utf-8")),
                                ("junit_path", junit_xml)):
             path = self.get_option(option)
             if not path:

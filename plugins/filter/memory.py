@@ -25,14 +25,6 @@ def memory_append(memory, episode, max_episodes=_memory.DEFAULT_MAX_EPISODES):
         raise AnsibleFilterError(f"sentinel.remediation.memory_append: {exc}") from exc
 
 
-def command_records(results, max_output=2000):
-    """Records {command, source, verdict, rc, stdout, stderr} of a looped command task."""
-    try:
-        return _memory.command_records(results, max_output)
-    except _memory.EpisodeError as exc:
-        raise AnsibleFilterError(f"sentinel.remediation.command_records: {exc}") from exc
-
-
 def corrupt_cache_files(directory):
     """Files of a jsonfile fact cache directory that ansible could not load."""
     if directory is not None and not isinstance(directory, str):
@@ -48,6 +40,5 @@ class FilterModule:
         return {
             "memory_lookup": memory_lookup,
             "memory_append": memory_append,
-            "command_records": command_records,
             "corrupt_cache_files": corrupt_cache_files,
         }

@@ -4,13 +4,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Read-only probes of a Linux host, shared by the service_health and evidence modules.
 
-Runs on targets, so: standard library only, Python 3.8 compatible syntax.  Nothing here
+Runs on targets, so: standard library only, Python 3.8 compatible syntax (hosts run 3.9+).  Nothing here
 depends on ss, lsof, fuser, pgrep or ps: processes and TCP listeners are read from
 /proc.  Seeing which process holds another user's socket needs root (the fds under
 /proc/PID/fd are private), which is why the role runs these modules with become.
 """
 from __future__ import absolute_import, division, print_function
 
+import datetime
 import errno
 import glob
 import os
@@ -168,6 +169,17 @@ def _decode(data):
     return (data or b"").decode("utf-8", "replace")
 
 
+def init_system():
+    """The host's init system as evidence names it: ``systemd`` (systemd runs as PID 1),
+    ``sysv`` (a ``service`` tool or /etc/init.d scripts) or ``other``."""
+    init = detect_init()
+    if init == "systemd":
+        return "systemd"
+    if init in ("sysv", "initd"):
+        return "sysv"
+    return "other"
+
+
 def detect_init():
     """``systemd`` when systemd runs and systemctl exists, else ``sysv`` when ``service``
     exists, else ``initd`` when only /etc/init.d scripts exist, else ``None``."""
@@ -231,6 +243,120 @@ def process_info(pid):
     if state == "Z":  # a zombie has exited already; it holds nothing and runs nothing
         return None
     return {"pid": int(pid), "name": comm, "cmdline": cmdline, "uid": uid, "ppid": ppid}
+
+
+# /proc/PID/stat state letters (proc(5)) as words.
+STATE_NAMES = {
+    "R": "running", "S": "sleeping", "D": "disk-sleep", "T": "stopped", "t": "tracing-stop",
+    "Z": "zombie", "X": "dead", "x": "dead", "I": "idle", "K": "wakekill", "W": "waking", "P": "parked",
+}
+
+
+def parse_stat(text):
+    """``{"comm", "state", "ppid", "start"}`` from the text of /proc/PID/stat, else None.
+
+    ``comm`` sits in parentheses and may itself hold spaces and parentheses, so the
+    fields are counted from the last ``)``. ``start`` is field 22: the start time in
+    clock ticks since boot, which with the PID names one process for good (a PID is
+    reused, a (PID, start) pair is not).
+    """
+    head, sep, rest = (text or "").rpartition(")")
+    if not sep or "(" not in head:
+        return None
+    comm = head.split("(", 1)[1]
+    fields = rest.split()
+    if len(fields) < 20:
+        return None
+    try:
+        return {"comm": comm, "state": fields[0], "ppid": int(fields[1]), "start": int(fields[19])}
+    except ValueError:
+        return None
+
+
+def read_stat(pid):
+    """:func:`parse_stat` of a live (or zombie) process; None when it is gone."""
+    try:
+        return parse_stat(_read(os.path.join(PROC, str(pid), "stat")))
+    except (IOError, OSError):
+        return None
+
+
+def state_name(letter):
+    return STATE_NAMES.get(letter, letter or "unknown")
+
+
+def clock_ticks():
+    try:
+        return os.sysconf("SC_CLK_TCK")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - always defined on Linux
+        return 100
+
+
+def boot_time():
+    """Seconds since the epoch at which the kernel booted (``btime`` in /proc/stat), or None."""
+    try:
+        for line in _read(os.path.join(PROC, "stat")).splitlines():
+            if line.startswith("btime "):
+                return int(line.split()[1])
+    except (IOError, OSError, ValueError):
+        return None
+    return None
+
+
+def started_iso(start_ticks, btime=None, hz=None):
+    """The wall-clock time (UTC, ISO 8601, seconds) of a start time in ticks since boot."""
+    btime = boot_time() if btime is None else btime
+    if btime is None or start_ticks is None:
+        return None
+    moment = btime + float(start_ticks) / (hz or clock_ticks())
+    return datetime.datetime.fromtimestamp(int(moment), tz=datetime.timezone.utc).isoformat()
+
+
+def process_record(pid, btime=None):
+    """Everything evidence says about one process, zombies included, else None when gone:
+    ``{"pid", "ppid", "uid", "user", "state", "start", "started", "comm", "cmdline"}``."""
+    base = os.path.join(PROC, str(pid))
+    stat_fields = read_stat(pid)
+    if stat_fields is None:
+        return None
+    try:
+        raw = _read(os.path.join(base, "cmdline"), "rb")
+    except (IOError, OSError):
+        raw = b""
+    uid = None
+    try:
+        for line in _read(os.path.join(base, "status")).splitlines():
+            if line.startswith("Uid:"):
+                uid = int(line.split()[2])  # the effective uid: what the process may do
+                break
+    except (IOError, OSError, ValueError, IndexError):
+        pass
+    cmdline = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    return {
+        "pid": int(pid), "ppid": stat_fields["ppid"], "uid": uid, "user": user_name(uid),
+        "state": state_name(stat_fields["state"]), "start": stat_fields["start"],
+        "started": started_iso(stat_fields["start"], btime), "comm": stat_fields["comm"],
+        "cmdline": cmdline,
+    }
+
+
+def cgroup_paths(pid):
+    """The cgroup paths of a process (one per hierarchy) from /proc/PID/cgroup."""
+    try:
+        text = _read(os.path.join(PROC, str(pid), "cgroup"))
+    except (IOError, OSError):
+        return []
+    return [line.split(":", 2)[2] for line in text.splitlines() if line.count(":") >= 2]
+
+
+def in_unit(cgroups, unit):
+    """True when one of the cgroup paths is the unit's own cgroup or below it
+    (``.../system.slice/nginx.service``, ``.../nginx.service/control``)."""
+    for path in cgroups:
+        parts = path.split("/")
+        if unit in parts:
+            return True
+    return False
 
 
 def pids():
@@ -395,6 +521,36 @@ def socket_holders(inodes):
                     if info is not None:
                         holders[inode].append(info)
     return holders
+
+
+def socket_inodes(pid):
+    """``(inodes, visible)``: the socket inodes a process holds, and whether its fds
+    could be read at all (another user's fds are private without CAP_SYS_PTRACE)."""
+    fd_dir = os.path.join(PROC, str(pid), "fd")
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return set(), False
+    found = set()
+    for fd in fds:
+        try:
+            target = os.readlink(os.path.join(fd_dir, fd))
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            try:
+                found.add(int(target[8:-1]))
+            except ValueError:
+                continue
+    return found, True
+
+
+def listening_ports_of(pid, socks):
+    """``(ports, visible)``: the TCP ports ``pid`` listens on, from the LISTEN sockets
+    ``socks`` (as :func:`listening_sockets` gives) and the process's socket fds."""
+    inodes, visible = socket_inodes(pid)
+    ports = sorted(set(s["port"] for s in socks if s["inode"] in inodes))
+    return ports, visible
 
 
 def listeners(ports=None):
@@ -592,3 +748,120 @@ def _mtime(path):
         return os.stat(path).st_mtime
     except OSError:
         return 0
+
+
+# ---------------------------------------------------------------------------------------
+# What a path is, as data
+
+def account(name):
+    """``(uid, gid, group ids)`` of a user name, or None when the host has no such user."""
+    if pwd is None or not name:
+        return None
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return None
+    try:
+        groups = set(os.getgrouplist(name, entry.pw_gid))
+    except (OSError, AttributeError):  # pragma: no cover - getgrouplist is on every Linux
+        groups = set([entry.pw_gid])
+    return entry.pw_uid, entry.pw_gid, groups
+
+
+def access_for(st, who):
+    """``rwx``-style access of the account ``who`` (from :func:`account`) to a file with
+    stat result ``st``, judged from its owner, group and mode bits as the kernel does
+    (ACLs aside). Root reads and writes everything and executes what anyone may."""
+    uid, _gid, groups = who
+    mode = stat.S_IMODE(st.st_mode)
+    if uid == 0:
+        executable = stat.S_ISDIR(st.st_mode) or bool(mode & 0o111)
+        return "rw" + ("x" if executable else "-")
+    if st.st_uid == uid:
+        bits = (mode >> 6) & 7
+    elif st.st_gid in groups:
+        bits = (mode >> 3) & 7
+    else:
+        bits = mode & 7
+    return "".join(flag if bits & mask else "-" for flag, mask in (("r", 4), ("w", 2), ("x", 1)))
+
+
+def _owner(st):
+    return "%s:%s" % (user_name(st.st_uid), group_name(st.st_gid))
+
+
+def path_facts(path, entries=8, user=None):
+    """What ``path`` is, as a dict: ``type`` (``missing``, ``file``, ``directory``,
+    ``symlink``, ``socket``, ``fifo``, ``device``, ``inaccessible``) and the facts that go
+    with it: size, mode and owner; a directory's first ``entries`` names; a link's target
+    and whether it dangles; for a missing path its nearest existing parent. With ``user``
+    (a service account), ``user_access`` says what that account may do (``r-x``).
+    """
+    facts = {"type": "missing"}
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        if exc.errno != errno.ENOENT and exc.errno != errno.ENOTDIR:
+            return {"type": "inaccessible", "error": exc.strerror or str(exc)}
+        parent = os.path.dirname(path.rstrip("/")) or "/"
+        while parent != "/" and not os.path.lexists(parent):
+            parent = os.path.dirname(parent) or "/"
+        facts["existing_parent"] = parent
+        try:
+            pst = os.stat(parent)
+            facts["parent_mode"] = "%04o" % stat.S_IMODE(pst.st_mode)
+            facts["parent_owner"] = _owner(pst)
+            who = account(user) if user else None
+            if who is not None:
+                facts["parent_user_access"] = access_for(pst, who)
+        except OSError:
+            pass
+        return facts
+    facts = {"mode": "%04o" % stat.S_IMODE(st.st_mode), "owner": _owner(st)}
+    if stat.S_ISLNK(st.st_mode):
+        facts["type"] = "symlink"
+        try:
+            facts["target"] = os.readlink(path)
+        except OSError:
+            facts["target"] = None
+        facts["dangling"] = not os.path.exists(path)
+        del facts["mode"]
+        return facts
+    if stat.S_ISDIR(st.st_mode):
+        facts["type"] = "directory"
+        try:
+            names = sorted(os.listdir(path))
+        except OSError as exc:
+            facts["entries_error"] = exc.strerror or str(exc)
+        else:
+            facts["entries"] = names[:entries]
+            facts["entries_total"] = len(names)
+    elif stat.S_ISREG(st.st_mode):
+        facts["type"] = "file"
+        facts["size"] = st.st_size
+    elif stat.S_ISSOCK(st.st_mode):
+        facts["type"] = "socket"
+    elif stat.S_ISFIFO(st.st_mode):
+        facts["type"] = "fifo"
+    else:
+        facts["type"] = "device"
+    who = account(user) if user else None
+    if who is not None:
+        facts["user_access"] = access_for(st, who)
+    usage = filesystem_usage(path)
+    if usage and (usage["used_pct"] >= 90 or (usage["inodes_used_pct"] or 0) >= 90):
+        facts["filesystem"] = "%s %d%% used, %s free, inodes %s%% used" % (
+            usage["path"], usage["used_pct"], usage["free"], usage["inodes_used_pct"])
+    return facts
+
+
+def user_access_text(path, user):
+    """``; user redis may r-x`` for :func:`describe_path` lines, or "" when not applicable."""
+    who = account(user) if user else None
+    if who is None:
+        return ""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ""
+    return "; user %s may %s" % (user, access_for(st, who))

@@ -14,10 +14,14 @@ author:
   - Sentinel Remediation maintainers (@sentinel-remediation)
 description:
   - Gathers what a person (or a planner) needs to diagnose a failing service on the target
-    host, as short texts, in one round trip - the init system's status output, processes of
-    the service, listeners on its ports and who holds them, the output of a configuration
-    test, owner, mode, disk and inode use of its paths, the facts behind its PID files,
-    recent OOM kills, and the tails of its logs.
+    host, in one round trip - the init system (and on systemd hosts the units' properties and
+    journal), the service's processes with their state, parent, user, start time and ports,
+    listeners on its ports, the output of its configuration test and the lines it names,
+    what each path named in an error or log line is, owner, mode, disk and inode use of its
+    paths, its PID files, its dependencies, recent OOM kills, the tails of its logs, and the
+    tools the host has.
+  - Takes every key of a service definition (the items of the C(remediate_services) role
+    option) as an option, so a definition is passed as it is.
   - Every text is redacted of secrets on the host, with
     C(sentinel.remediation.plugins.module_utils.redact), before it is returned.
   - The whole is bounded by O(max_bytes); the short sections come first and each is
@@ -26,11 +30,13 @@ description:
     is needed on the host.
 notes:
   - Run it with O(ignore:become=true) (the C(sentinel.remediation.remediate) role does) to read
-    root-only logs and to see which process holds a port.
+    root-only logs, the journal, and to see which process holds a port.
   - O(config_test) runs in check mode too, since the module itself changes nothing; give it a
     command that only tests (V([nginx, -t]), V([sshd, -t])).
 requirements:
-  - Linux (reads C(/proc)); Python 3.8 or later on the target.
+  - Linux (reads C(/proc)); Python 3.9 or later on the target.
+extends_documentation_fragment:
+  - sentinel.remediation.service_definition.definition
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -42,80 +48,60 @@ options:
   service:
     description:
       - Name of the service as the init system knows it (V(nginx), V(redis-server)).
-      - Its status is asked from the detected init system, and processes whose name or
-        command line contains it are listed.
     type: str
     required: true
-  logs:
+    aliases: [name]
+  error:
     description:
-      - Log files or shell-style globs (V(/var/log/nginx/*.log)). The last O(log_lines) lines
-        of each are returned, at most ten files, newest first.
-      - Compressed rotations (C(.gz), C(.xz), C(.bz2), C(.zst)) are skipped.
-    type: list
-    elements: path
-    default: []
+      - The service's health error (RV(sentinel.remediation.service_health#module:error)). Paths and
+        configuration lines it names are evidence too.
+    type: str
+    default: ""
   log_lines:
     description:
-      - How many lines to take from the end of each log.
+      - How many lines to take from the end of each log, and of the journal.
     type: int
     default: 30
-  ports:
-    description:
-      - TCP ports the service should listen on; the listeners on them and their holders are reported.
-    type: list
-    elements: int
-    default: []
-  config_test:
-    description:
-      - A command that tests the service's configuration, run without a shell, for example
-        V([nginx, -t]). Its exit code and output are reported.
-    type: list
-    elements: str
-  paths:
-    description:
-      - Data, log and run paths of the service. For each - whether it exists, type, owner, mode,
-        and the disk and inode use of its filesystem (of the nearest existing parent when missing).
-    type: list
-    elements: path
-    default: []
-  pid_files:
-    description:
-      - PID files of the service. For each - its content, whether that PID is alive and what it runs.
-    type: list
-    elements: path
-    default: []
   max_bytes:
     description:
-      - Upper bound of all returned evidence text together, in UTF-8 bytes.
+      - Upper bound of all returned evidence together, in UTF-8 bytes (texts, and the
+        structured sections as JSON).
     type: int
     default: 6000
   tools:
     description:
       - Tool names to report as present or absent on the host (searched in C(PATH) and the
         sbin directories), so a planner proposes only commands that can run.
+      - When omitted, a broad list (coreutils such as C(rm), C(mv), C(ln), C(ls), C(mkdir), C(chown);
+        C(systemctl), C(journalctl), C(service), C(ss), C(lsof), C(fuser), C(ps), C(pkill), C(kill),
+        C(ip), C(curl) and more) and the service's own programs (its processes, its
+        configuration test and check commands).
     type: list
     elements: str
-    default: [service, systemctl, journalctl, ss, netstat, lsof, fuser, ps, pgrep, pkill, kill,
-              curl, wget, nginx, redis-cli, redis-server, sshd, ip, df, du, find, tail, sudo, dpkg,
-              apt-get, logrotate, chown, chmod, mkdir, truncate]
   timeout:
     description:
-      - Seconds each command (status, configuration test, C(dmesg)) may take.
+      - Seconds each command (status, configuration test, C(journalctl), C(dmesg)) may take.
     type: int
     default: 15
 seealso:
   - module: sentinel.remediation.service_health
+  - module: sentinel.remediation.execute_plan
 """
 
 EXAMPLES = r"""
 - name: Collect evidence for a failing nginx
   sentinel.remediation.evidence:
     service: nginx
+    error: "service nginx status: nginx is not running (rc 3)"
+    processes: [nginx]
+    user: www-data
+    config_paths: [/etc/nginx]
     logs:
       - /var/log/nginx/error.log
     ports: [80]
     config_test: [nginx, -t]
-    paths: [/var/log/nginx, /var/lib/nginx, /run]
+    runtime_paths: [/run/nginx.pid]
+    paths: [/var/log/nginx, /var/lib/nginx]
     pid_files: [/run/nginx.pid]
   become: true
   register: nginx_evidence
@@ -123,71 +109,158 @@ EXAMPLES = r"""
 - name: Collect evidence for redis, with a small bound
   sentinel.remediation.evidence:
     service: redis-server
+    processes: [redis-server]
+    user: redis
     logs: [/var/log/redis/*.log]
     log_lines: 50
     ports: [6379]
-    paths: [/var/lib/redis, /var/log/redis]
+    data_paths: [/var/lib/redis]
     pid_files: [/run/redis/redis-server.pid]
     max_bytes: 4000
   become: true
   register: redis_evidence
 
-- name: Show what was found
+- name: Show the processes of nginx and their state
   ansible.builtin.debug:
-    var: nginx_evidence.evidence
+    msg: "{{ nginx_evidence.evidence.processes | map(attribute='state') | list }}"
 """
 
 RETURN = r"""
 evidence:
   description:
-    - Diagnostic evidence by section; each value is a redacted, bounded text, or a dictionary
-      of such texts (per log file, path or PID file). A section is present only when it applies.
+    - Diagnostic evidence by section, redacted and bounded. A section is present only when it applies.
   returned: always
   type: dict
   contains:
+    init:
+      description: The host's init system.
+      type: str
+      returned: always
+      sample: systemd
     status:
       description: The init system's status command, its exit code and output.
       type: str
       returned: always
       sample: "$ service nginx status\nrc 3\nnginx is not running."
-    processes:
-      description: Processes whose name or command line contains the service name (pid, user, command line).
+    unit:
+      description:
+        - The first unit's C(systemctl show) properties (C(ActiveState), C(SubState), C(Result),
+          C(LoadState), C(UnitFileState), C(NRestarts), C(ExecMainStatus), C(FragmentPath),
+          C(DropInPaths), C(NeedDaemonReload), C(MainPID), C(StatusText)...), empty ones left out,
+          and C(Id), the unit's name.
+      type: dict
+      returned: when systemd runs
+      sample: {Id: nginx.service, ActiveState: failed, SubState: failed, Result: exit-code, NRestarts: "0"}
+    other_units:
+      description: The same properties for the service's further units, by unit name.
+      type: dict
+      returned: when systemd runs and O(units) names more than one unit
+    config_test:
+      description: The configuration test command, its exit code and output.
       type: str
+      returned: when O(config_test) is given
+      sample: "$ nginx -t\nrc 1\nnginx: [emerg] unknown directive \"bogus\" in /etc/nginx/nginx.conf:12"
+    config_context:
+      description:
+        - For each place in a configuration file that the configuration test (or the error,
+          the status or the journal) names, the lines around it, numbered, the named line
+          marked with C(>). At most three.
+        - A message naming only a line (C(at line 3)) refers to the file the same output
+          names, else the test's command line, else a file of O(config_paths).
+        - Only files under O(config_paths) (or C(/etc) when none is given) or named in the
+          test's command line are quoted.
+      type: list
+      elements: dict
+      returned: when a configuration line is named
+      sample:
+        - file: /etc/nginx/nginx.conf
+          line: 12
+          said: "nginx: [emerg] unknown directive \"bogus\" in /etc/nginx/nginx.conf:12"
+          text: "     10  http {\n     11      sendfile on;\n>    12      bogus on;\n     13  }"
+    processes:
+      description:
+        - The service's processes (see RV(evidence.service_pids)), by PID, each with C(pid),
+          C(ppid), C(user), C(state) (V(running), V(sleeping), V(disk-sleep), V(stopped),
+          V(tracing-stop), V(zombie), V(idle)...), C(start) (start time in clock ticks since
+          boot, field 22 of C(/proc/PID/stat) - with the PID it names one process for good),
+          C(started) (the same as an ISO 8601 UTC time), C(comm), C(cmdline), C(ports)
+          (TCP ports it listens on) and C(reasons) (why it belongs to the service).
+      type: list
+      elements: dict
       returned: always
-      sample: "pid 55 user root: nginx: master process /usr/sbin/nginx"
+      sample:
+        - pid: 55
+          ppid: 1
+          user: root
+          state: stopped
+          start: 183225
+          started: "2025-11-22T10:00:03+00:00"
+          comm: nginx
+          cmdline: "nginx: master process /usr/sbin/nginx"
+          ports: [80]
+          reasons: [name nginx, pid file /run/nginx.pid, holds port 80]
+    service_pids:
+      description:
+        - PIDs that belong to the service - its programs (O(processes)), the PIDs of its PID
+          files, the processes of its systemd units (cgroups), the holders of its O(ports), and
+          their children.
+      type: list
+      elements: int
+      returned: always
+      sample: [55, 56, 57]
     listeners:
       description: For each of O(ports), the TCP listeners and the processes holding them.
       type: str
       returned: when O(ports) is not empty
       sample: "0.0.0.0:80 held by python3 (pid 310)"
-    config_test:
-      description: The configuration test command, its exit code and output.
-      type: str
-      returned: when O(config_test) is given
-      sample: "$ nginx -t\nrc 1\nnginx: [alert] could not open error log file: open() \"/var/log/nginx/error.log\" failed (2: No such file or directory)"
-    paths:
-      description: Path to one line on it.
+    named_paths:
+      description:
+        - For each absolute path named in O(error), the configuration test output, the journal
+          or the log tails (at most twelve, the newest lines first), what it is - C(type)
+          (V(missing), V(file), V(directory), V(symlink), V(socket), V(fifo), V(device),
+          V(inaccessible)), C(mode), C(owner), a file's C(size), a directory's first C(entries)
+          and C(entries_total), a link's C(target) and whether it is C(dangling), a missing
+          path's C(existing_parent) with its C(parent_mode) and C(parent_owner); with O(user),
+          C(user_access) (or C(parent_user_access)); C(filesystem) when it is 90% full or more;
+          and C(named_in), where it was named.
       type: dict
-      returned: when O(paths) is not empty
+      returned: when a path is named
       sample:
-        /var/log/nginx: >-
-          missing (nearest existing parent /var/log: directory, owner root:root, mode 0755);
-          filesystem at /var/log: 12% used, 40.1 GiB free, inodes 3% used
+        /var/log/nginx/error.log:
+          type: missing
+          existing_parent: /var/log
+          parent_mode: "0755"
+          parent_owner: root:root
+          named_in: config_test
     pid_files:
       description: PID file to what its PID is.
       type: dict
       returned: when O(pid_files) is not empty
       sample:
         /run/nginx.pid: "pid 4242 is not running (stale PID file)"
+    paths:
+      description:
+        - Each path of O(config_paths), O(data_paths), O(runtime_paths), O(log_paths) and O(paths)
+          to one line on it, with what O(user) may do there.
+      type: dict
+      returned: when any of those is not empty
+      sample:
+        /var/lib/redis: "directory, owner root:root, mode 0700; filesystem at /var/lib/redis: 3% used, 15.2 MiB free; user redis may ---"
+    dependencies:
+      description: For each of O(depends_on), what the init system says of it.
+      type: dict
+      returned: when O(depends_on) is not empty
+      sample:
+        postgresql: "not running (rc 3): inactive"
+    journal:
+      description: The last O(log_lines) journal lines of the service's units.
+      type: str
+      returned: when systemd runs and C(journalctl) exists
     oom:
       description: Recent OOM-killer lines from C(dmesg) or the kernel log files, or why they are unavailable.
       type: str
       returned: always
       sample: "unavailable: dmesg: read kernel buffer failed: Operation not permitted; no readable kernel log file"
-    journal:
-      description: The last O(log_lines) journal lines of the unit.
-      type: str
-      returned: when systemd runs and C(journalctl) exists
     logs:
       description: Log file (or a pattern that matched none) to its last lines.
       type: dict
@@ -195,7 +268,7 @@ evidence:
       sample:
         /var/log/redis/redis-server.log: "... CONFIG SET requirepass [REDACTED:requirepass]"
 tools:
-  description: Which of O(tools) the host has.
+  description: Which of the tools (O(tools), or the default list) the host has.
   returned: always
   type: dict
   contains:
@@ -203,7 +276,7 @@ tools:
       description: Tools found, sorted.
       type: list
       elements: str
-      sample: [kill, nginx, ps, service, ss]
+      sample: [cat, chown, kill, ln, ls, mkdir, mv, nginx, ps, rm, service, ss]
     absent:
       description: Tools not found, sorted.
       type: list
@@ -216,241 +289,48 @@ truncated:
   sample: false
 """
 
-import re
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe
-from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
-
-MAX_LOG_FILES = 10
-MAX_PROCESS_LINES = 15
-OOM_LINES = 10
-KERNEL_LOGS = ("/var/log/kern.log", "/var/log/messages", "/var/log/syslog")
-_OOM_RE = re.compile(r"out of memory|oom-kill|oom_reaper|killed process|invoked oom-killer", re.IGNORECASE)
-_OMITTED = "[omitted: max_bytes reached]"
+from ansible_collections.sentinel.remediation.plugins.module_utils import service_evidence, service_spec
 
 
-class EvidenceBudget:
-    """Hands out the ``max_bytes`` budget: each text is redacted, then cut to the smaller of
-    its own cap and what is left of the total."""
-
-    def __init__(self, total: int):
-        self.remaining = max(0, total)
-        self.truncated = False
-
-    def take(self, text: str, cap: int, keep: str = "tail") -> str:
-        text = redact_text(text)  # before cutting, so a cut cannot hide a secret from the rules
-        limit = min(cap, self.remaining)
-        if limit <= 0 and text:
-            self.truncated = True
-            return ""
-        clipped, cut = host_probe.clip_text(text, limit, keep)
-        self.truncated = self.truncated or cut
-        self.remaining -= host_probe.byte_len(clipped)
-        return clipped
-
-    def take_all(self, texts: dict, cap: int, keep: str = "tail") -> dict:
-        """Share ``cap`` between the entries; an entry's unused share passes to the next."""
-        result = {}
-        section_left = min(cap, self.remaining)
-        items = list(texts.items())
-        for index, (key, text) in enumerate(items):
-            share = section_left // (len(items) - index)
-            before = self.remaining
-            result[key] = self.take(text, share, keep)
-            section_left -= before - self.remaining
-        return result
-
-
-def _command_text(argv: list, timeout: int) -> str:
-    rc, out, err = host_probe.run_argv(argv, timeout=timeout)
-    output = "\n".join(part.rstrip("\n") for part in (out, err) if part.strip())
-    return "$ %s\nrc %d\n%s" % (" ".join(argv), rc, output or "(no output)")
-
-
-def status_section(service: str, timeout: int) -> str:
-    init = host_probe.detect_init()
-    argv = host_probe.status_argv(service, init, verbose=True)
-    if argv is None:
-        return "no init tool found (no systemctl, service or /etc/init.d)"
-    return _command_text(argv, timeout)
-
-
-def processes_section(service: str) -> str:
-    skip = host_probe.own_lineage()
-    lines = []
-    for info in host_probe.processes():
-        if info["pid"] in skip or not info["cmdline"]:
-            continue
-        if service in info["name"] or service in info["cmdline"]:
-            lines.append("pid %d user %s: %s" % (info["pid"], host_probe.user_name(info["uid"]), info["cmdline"]))
-    if not lines:
-        return "no process named or running %s" % service
-    if len(lines) > MAX_PROCESS_LINES:
-        lines = lines[:MAX_PROCESS_LINES] + ["(%d more)" % (len(lines) - MAX_PROCESS_LINES)]
-    return "\n".join(lines)
-
-
-def listeners_section(ports: list) -> str:
-    socks = host_probe.listeners(ports)
-    lines = []
-    for port in ports:
-        on_port = [s for s in socks if s["port"] == port]
-        if not on_port:
-            lines.append("port %d: nothing listening" % port)
-        for sock in on_port:
-            where = host_probe.format_address(sock["address"], sock["port"])
-            if sock["holders"]:
-                lines.append("%s held by %s" % (where, host_probe.describe_holders(sock["holders"])))
-            else:
-                user = host_probe.user_name(sock["uid"])
-                runs = host_probe.describe_holders(host_probe.likely_holders(sock)) or "no process"
-                lines.append("%s listening as user %s (holder not visible; that user runs %s)" % (where, user, runs))
-    return "\n".join(lines)
-
-
-def pid_file_text(path: str) -> str:
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(64).decode("utf-8", "replace").strip()
-    except (IOError, OSError) as exc:
-        return "missing" if getattr(exc, "errno", None) == 2 else "unreadable: %s" % (exc.strerror or exc)
-    if not raw.isdigit():
-        return "content %r is not a PID" % raw
-    pid = int(raw)
-    info = host_probe.process_info(pid) if host_probe.pid_alive(pid) else None
-    if info is None:
-        return "pid %d is not running (stale PID file)" % pid
-    return "pid %d is running as user %s: %s" % (pid, host_probe.user_name(info["uid"]),
-                                                 info["cmdline"] or info["name"])
-
-
-def oom_section(timeout: int) -> str:
-    notes = []
-    rc, out, err = host_probe.run_argv(["dmesg"], timeout=timeout)
-    source, text = None, None
-    if rc == 0:
-        source, text = "dmesg", out
-    else:
-        said = host_probe.last_line(err) or "rc %d" % rc
-        notes.append(said if said.startswith("dmesg") else "dmesg: %s" % said)
-        for path in KERNEL_LOGS:
-            try:
-                text = host_probe.tail_file(path, 5000)
-            except (IOError, OSError):
-                continue
-            source = path
-            break
-    cgroup = _cgroup_oom_kills()
-    if source is None:
-        result = "unavailable: %s; no readable kernel log file (%s)" % ("; ".join(notes), ", ".join(KERNEL_LOGS))
-    else:
-        hits = [line for line in text.splitlines() if _OOM_RE.search(line)][-OOM_LINES:]
-        result = ("OOM kills in %s:\n%s" % (source, "\n".join(hits))) if hits else "no OOM kill in %s" % source
-    if cgroup is not None:
-        result += "\ncgroup memory.events oom_kill: %d" % cgroup
-    return result
-
-
-def _cgroup_oom_kills():
-    try:
-        with open("/sys/fs/cgroup/memory.events") as handle:
-            for line in handle:
-                name, _sep, value = line.partition(" ")
-                if name == "oom_kill":
-                    return int(value)
-    except (IOError, OSError, ValueError):
-        return None
-    return None
-
-
-def log_texts(patterns: list, lines: int) -> tuple:
-    files, notes = host_probe.expand_globs(patterns, limit=MAX_LOG_FILES + 1)
-    more = len(files) > MAX_LOG_FILES
-    texts = {}
-    for path in files[:MAX_LOG_FILES]:
-        try:
-            texts[path] = host_probe.tail_file(path, lines) or "(empty)"
-        except (IOError, OSError) as exc:
-            texts[path] = "unreadable: %s" % (exc.strerror or exc)
-    texts.update(notes)
-    return texts, more
-
-
-def collect(params: dict) -> dict:
-    service, timeout = params["service"], params["timeout"]
-    budget = EvidenceBudget(params["max_bytes"])
-    # The short sections come first, each capped, so a long log cannot crowd them out.
-    cap = max(200, params["max_bytes"] // 5)
-    evidence = {}
-    evidence["status"] = budget.take(status_section(service, timeout), cap)
-    if params["config_test"]:
-        evidence["config_test"] = budget.take(_command_text(params["config_test"], timeout), cap, keep="both")
-    if params["ports"]:
-        evidence["listeners"] = budget.take(listeners_section(params["ports"]), cap, keep="head")
-    if params["pid_files"]:
-        evidence["pid_files"] = budget.take_all(dict((p, pid_file_text(p)) for p in params["pid_files"]), cap)
-    if params["paths"]:
-        evidence["paths"] = budget.take_all(dict((p, host_probe.describe_path(p)) for p in params["paths"]), cap)
-    evidence["processes"] = budget.take(processes_section(service), cap, keep="head")
-    evidence["oom"] = budget.take(oom_section(timeout), cap)
-    if host_probe.detect_init() == "systemd" and host_probe.find_tool("journalctl"):
-        argv = ["journalctl", "--no-pager", "-n", str(params["log_lines"]), "-u", service]
-        evidence["journal"] = budget.take(_command_text(argv, timeout), cap)
-    if params["logs"]:
-        texts, more = log_texts(params["logs"], params["log_lines"])
-        evidence["logs"] = budget.take_all(texts, budget.remaining)
-        budget.truncated = budget.truncated or more
-    _mark_omitted(evidence, budget)
-    return {"evidence": evidence, "tools": host_probe.tools_report(params["tools"]),
-            "truncated": budget.truncated}
-
-
-def _mark_omitted(section: dict, budget: EvidenceBudget) -> None:
-    """Say so where the budget left a text empty, while the budget has room for saying it."""
-    for key, value in section.items():
-        if isinstance(value, dict):
-            _mark_omitted(value, budget)
-        elif value == "" and budget.truncated and budget.remaining >= len(_OMITTED):
-            section[key] = _OMITTED
-            budget.remaining -= len(_OMITTED)
+def argument_spec() -> dict:
+    spec = service_spec.definition_spec()
+    del spec["name"]
+    spec.update(
+        service=dict(type="str", required=True, aliases=["name"]),
+        error=dict(type="str", default=""),
+        log_lines=dict(type="int", default=30),
+        max_bytes=dict(type="int", default=6000),
+        tools=dict(type="list", elements="str"),
+        timeout=dict(type="int", default=15),
+    )
+    return spec
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec=dict(
-            service=dict(type="str", required=True),
-            logs=dict(type="list", elements="path", default=[]),
-            log_lines=dict(type="int", default=30),
-            ports=dict(type="list", elements="int", default=[]),
-            config_test=dict(type="list", elements="str"),
-            paths=dict(type="list", elements="path", default=[]),
-            pid_files=dict(type="list", elements="path", default=[]),
-            max_bytes=dict(type="int", default=6000),
-            tools=dict(type="list", elements="str", default=[
-                "service", "systemctl", "journalctl", "ss", "netstat", "lsof", "fuser", "ps", "pgrep",
-                "pkill", "kill", "curl", "wget", "nginx", "redis-cli", "redis-server", "sshd", "ip", "df",
-                "du", "find", "tail", "sudo", "dpkg", "apt-get", "logrotate", "chown", "chmod", "mkdir",
-                "truncate"]),
-            timeout=dict(type="int", default=15),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     params = module.params
+    empty = dict(evidence={}, tools={}, truncated=False)
     if params["max_bytes"] < 200:
-        module.fail_json(msg="max_bytes must be at least 200, got %d" % params["max_bytes"])
+        module.fail_json(msg="max_bytes must be at least 200, got %d" % params["max_bytes"], **empty)
     if params["log_lines"] < 0:
-        module.fail_json(msg="log_lines must not be negative")
-    if params["ports"] and any(not 0 < p < 65536 for p in params["ports"]):
-        module.fail_json(msg="ports must be between 1 and 65535, got %s" % params["ports"])
+        module.fail_json(msg="log_lines must not be negative", **empty)
+    if params["timeout"] <= 0:
+        module.fail_json(msg="timeout must be positive, got %d" % params["timeout"], **empty)
     try:
-        result = collect(params)
+        definition = service_spec.resolve(params)
+    except service_spec.DefinitionError as exc:
+        module.fail_json(msg=to_native(exc), **empty)
+    try:
+        result = service_evidence.collect(definition, max_bytes=params["max_bytes"], log_lines=params["log_lines"],
+                                          timeout=params["timeout"], error=params["error"], tools=params["tools"])
     except Exception as exc:  # an internal error, never a half-redacted answer
         module.fail_json(msg="evidence failed on %s: %s" % (params["service"], to_native(exc)),
-                         exception=traceback.format_exc(), evidence={}, tools={}, truncated=False)
+                         exception=traceback.format_exc(), **empty)
     module.exit_json(changed=False, **result)
 
 

@@ -8,29 +8,35 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: service_health
-short_description: Check whether a service on a Linux host is healthy with typed checks
+short_description: Check whether services on a Linux host are healthy with typed checks
 version_added: 0.1.0
 author:
   - Sentinel Remediation maintainers (@sentinel-remediation)
 description:
-  - Runs a list of typed checks for one service on the target host and reports whether
-    the service is healthy, with a short error text naming the first failing check.
+  - Runs typed checks for one service (O(service) and O(checks)) or for many (O(services), one
+    round trip per host) on the target host and reports whether each is healthy, with a short
+    error text naming the first failing check.
+  - With O(evidence=true), evidence (as M(sentinel.remediation.evidence) collects it) is gathered
+    in the same call for each service that fails, so a monitor needs no second round trip.
   - An unhealthy service is a normal result, not a module failure; the module fails only
     on bad arguments or internal errors.
   - Processes and TCP listeners are read from C(/proc); the module does not need C(ss),
     C(lsof), C(fuser) or C(pgrep) on the host.
-  - The init system is detected, not assumed. C(systemctl is-active) is used when systemd
-    runs, else C(service NAME status), else C(/etc/init.d/NAME status).
+  - The init system is detected, not assumed. When systemd runs as PID 1, C(systemctl show) of
+    the service's units is asked; else C(service NAME status), else C(/etc/init.d/NAME status).
 notes:
   - Run it with O(ignore:become=true) (the C(sentinel.remediation.remediate) role does).
     Without root the module cannot see which process holds another user's socket. It then
     judges a O(checks[].process) condition on a C(port) check by the socket's owner (a process
     of that user with that name), and says so in the detail. The same happens as root inside
     containers without C(CAP_SYS_PTRACE) for processes of other users (redis, nginx workers).
-  - The module only reads. C(command) checks run the given program in check mode too, so
-    give it read-only commands.
+  - The module only reads. C(command) checks and configuration tests run the given program in
+    check mode too, so give it read-only commands.
 requirements:
-  - Linux (reads C(/proc)); Python 3.8 or later on the target.
+  - Linux (reads C(/proc)); Python 3.9 or later on the target.
+extends_documentation_fragment:
+  - sentinel.remediation.service_definition.checks
+  - sentinel.remediation.service_definition.services
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -41,80 +47,41 @@ attributes:
 options:
   service:
     description:
-      - Name of the service as the init system knows it (V(nginx), V(redis-server), V(ssh)).
+      - Name of the service as the init system knows it (V(nginx), V(redis-server), V(ssh)),
+        checked with O(checks).
+      - Exactly one of O(service) and O(services) is required.
     type: str
-    required: true
-  checks:
-    description:
-      - The checks to run, in order. All run, even after one fails.
-      - When omitted, one check of type V(service) is run.
-    type: list
-    elements: dict
-    suboptions:
-      type:
-        description:
-          - V(service) asks the init system for the service's status.
-          - V(process) looks for a process whose command line matches O(checks[].pattern).
-          - V(port) checks that a TCP port is listening and, with O(checks[].process), who holds it.
-          - V(http) requests O(checks[].url) and compares the status code.
-          - V(command) runs O(checks[].argv) without a shell, compares the exit code with
-            O(checks[].rc) and looks for O(checks[].indicator) in its output.
-        type: str
-        required: true
-        choices: [service, process, port, http, command]
-      pattern:
-        description:
-          - For V(process) checks, a Python regular expression searched for in each process's
-            command line (arguments joined by spaces). Defaults to the service name.
-          - The module's own process and its parents are not counted.
-        type: str
-      port:
-        description:
-          - For V(port) checks, the TCP port that must be in LISTEN state (IPv4 or IPv6).
-          - Required when O(checks[].type=port).
-        type: int
-      process:
-        description:
-          - For V(port) checks, the name of the process that must hold the port (its kernel
-            name as in C(/proc/PID/comm), or the basename of its program), for example V(nginx).
-        type: str
-      url:
-        description:
-          - For V(http) checks, the URL to request, normally on loopback (V(http://127.0.0.1/)).
-          - Proxy variables in the environment are ignored and redirects are not followed.
-          - Required when O(checks[].type=http).
-        type: str
-      status:
-        description:
-          - For V(http) checks, the expected HTTP status code.
-        type: int
-        default: 200
-      argv:
-        description:
-          - For V(command) checks, the program and its arguments, run without a shell.
-          - Required when O(checks[].type=command).
-        type: list
-        elements: str
-      indicator:
-        description:
-          - For V(command) checks, a substring that must appear in the command's standard output.
-        type: str
-      rc:
-        description:
-          - For V(command) checks, the expected exit code.
-        type: int
-        default: 0
-      timeout:
-        description:
-          - Seconds this check may take. Defaults to O(timeout).
-        type: int
   timeout:
     description:
-      - Default seconds each check may take.
+      - Default seconds each check, and each command of the evidence, may take.
     type: int
     default: 10
+  evidence:
+    description:
+      - Collect evidence for each failing service in the same call (RV(services[].evidence), or
+        RV(evidence) with O(service)).
+    type: bool
+    default: false
+  evidence_max_bytes:
+    description:
+      - Upper bound of one failing service's evidence, in UTF-8 bytes (as
+        O(sentinel.remediation.evidence#module:max_bytes)).
+    type: int
+    default: 6000
+  evidence_log_lines:
+    description:
+      - Lines taken from the end of each log and of the journal for the evidence.
+    type: int
+    default: 30
+  evidence_max_services:
+    description:
+      - At most this many failing services get evidence in one call, in the order of O(services);
+        the others say why they have none (RV(services[].skipped)).
+    type: int
+    default: 8
 seealso:
   - module: sentinel.remediation.evidence
+  - module: sentinel.remediation.execute_plan
 """
 
 EXAMPLES = r"""
@@ -141,41 +108,52 @@ EXAMPLES = r"""
   become: true
   register: nginx_health
 
-- name: Check redis answers PING
+- name: Check every watched service in one round trip, with evidence for those that fail
   sentinel.remediation.service_health:
-    service: redis-server
-    checks:
-      - type: port
-        port: 6379
-        process: redis-server
-      - type: command
-        argv: [redis-cli, -h, 127.0.0.1, ping]
-        indicator: PONG
+    services:
+      - name: nginx
+        checks:
+          - type: port
+            port: 80
+            process: nginx
+        processes: [nginx]
+        logs: [/var/log/nginx/error.log]
+        ports: [80]
+        config_test: [nginx, -t]
+        pid_files: [/run/nginx.pid]
+      - name: redis-server
+        checks:
+          - type: command
+            argv: [redis-cli, -h, 127.0.0.1, ping]
+            indicator: PONG
+        ports: [6379]
+        data_paths: [/var/lib/redis]
+    evidence: true
   become: true
-  register: redis_health
+  register: fleet_health
 
-- name: Report the first failing check
+- name: Name the failing services
   ansible.builtin.debug:
-    msg: "nginx is failing: {{ nginx_health.error }}"
-  when: not nginx_health.healthy
+    msg: "{{ fleet_health.services | rejectattr('healthy') | map(attribute='name') | list }}"
 """
 
 RETURN = r"""
 healthy:
-  description: Whether every check passed.
+  description: Whether every check passed (of every service, with O(services)).
   returned: always
   type: bool
   sample: false
 error:
   description:
-    - The detail of the first failing check, empty when the service is healthy.
+    - The detail of the first failing check, empty when healthy. With O(services), prefixed
+      with the failing service's name and a colon.
     - Secrets in it are redacted.
   returned: always
   type: str
   sample: "port 80 is held by python3 (pid 123), not nginx"
 checks:
-  description: One entry per check, in the order given.
-  returned: always
+  description: One entry per check of O(checks), in the order given.
+  returned: with O(service)
   type: list
   elements: dict
   contains:
@@ -194,194 +172,177 @@ checks:
   sample:
     - {type: service, ok: true, detail: "service nginx status: nginx is running (rc 0)"}
     - {type: port, ok: false, detail: "port 80 is held by python3 (pid 123), not nginx"}
+evidence:
+  description: Evidence of the failing service, as RV(sentinel.remediation.evidence#module:evidence).
+  returned: with O(service), O(evidence=true) and the service failing
+  type: dict
+services:
+  description: One entry per item of O(services), in the order given.
+  returned: with O(services)
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The service's name.
+      type: str
+      sample: nginx
+    healthy:
+      description: Whether every check of the service passed.
+      type: bool
+      sample: false
+    error:
+      description: The detail of its first failing check, empty when healthy.
+      type: str
+      sample: "nginx.service is failed/failed (result exit-code; unit file enabled)"
+    checks:
+      description: One entry per check (C(type), C(ok), C(detail)), as RV(checks).
+      type: list
+      elements: dict
+    evidence:
+      description: Its evidence, as RV(sentinel.remediation.evidence#module:evidence).
+      type: dict
+      returned: when O(evidence=true) and the service fails (unless RV(services[].skipped))
+    truncated:
+      description: Whether its evidence was cut to stay within O(evidence_max_bytes).
+      type: bool
+      returned: with RV(services[].evidence)
+    skipped:
+      description: Why a failing service has no evidence (O(evidence_max_services) reached, or the collection failed).
+      type: str
+      returned: when O(evidence=true) and a failing service has no evidence
+      sample: "no evidence: evidence_max_services (8) reached"
+    blocked_by:
+      description:
+        - The services of its O(services[].depends_on) that fail in this same call; fix those
+          first.
+      type: list
+      elements: str
+      returned: when the service fails and a service it depends on fails too
+      sample: [postgresql]
+tools:
+  description:
+    - Which tools the host has (RV(sentinel.remediation.evidence#module:tools)), over the default
+      list and every service's own programs.
+  returned: with O(services)
+  type: dict
+  contains:
+    present:
+      description: Tools found, sorted.
+      type: list
+      elements: str
+    absent:
+      description: Tools not found, sorted.
+      type: list
+      elements: str
 """
 
-import re
 import traceback
-import urllib.request as urllib_request
-from urllib.error import HTTPError, URLError
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe
-from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
-
-_DETAIL_LIMIT = 300
-# Debian's LSB init functions decorate messages ("... failed!", "... done.") when not on a tty.
-_LSB_SUFFIX = re.compile(r"(\s*\.\.\.\s*(failed!|done\.|ok\.?)?)?\.?\s*$", re.IGNORECASE)
-
-
-def _check_service(service: str, check: dict) -> tuple:
-    init = host_probe.detect_init()
-    argv = host_probe.status_argv(service, init)
-    if argv is None:
-        return False, "service %s: no init tool found (no systemctl, service or /etc/init.d)" % service
-    rc, out, err = host_probe.run_argv(argv, timeout=check["timeout"])
-    said = host_probe.last_line(out) or host_probe.last_line(err) or "no output"
-    said = _LSB_SUFFIX.sub("", said) or said  # "nginx is not running ... failed!" -> the words that matter
-    return rc == 0, "%s: %s (rc %d)" % (" ".join(argv), said, rc)
+from ansible_collections.sentinel.remediation.plugins.module_utils import (
+    health_checks,
+    host_probe,
+    service_evidence,
+    service_spec,
+)
 
 
-def _check_process(service: str, check: dict) -> tuple:
-    pattern = check["pattern"] or re.escape(service)
-    shown = check["pattern"] or service
-    found = host_probe.find_processes(pattern)
-    if not found:
-        return False, "no process matches %r" % shown
-    pid_list = ", ".join(str(p["pid"]) for p in found[:5]) + (", ..." if len(found) > 5 else "")
-    return True, "%d process(es) match %r (pid %s)" % (len(found), shown, pid_list)
+def argument_spec() -> dict:
+    return dict(
+        service=dict(type="str"),
+        checks=service_spec.checks_spec(),
+        services=dict(type="list", elements="dict", options=service_spec.definition_spec()),
+        timeout=dict(type="int", default=10),
+        evidence=dict(type="bool", default=False),
+        evidence_max_bytes=dict(type="int", default=6000),
+        evidence_log_lines=dict(type="int", default=30),
+        evidence_max_services=dict(type="int", default=8),
+    )
 
 
-def _unique(infos: list) -> list:
-    seen = set()
-    return [i for i in infos if not (i["pid"] in seen or seen.add(i["pid"]))]
+def _evidence(defn: dict, error: str, params: dict) -> dict:
+    return service_evidence.collect(defn, max_bytes=params["evidence_max_bytes"],
+                                    log_lines=params["evidence_log_lines"], timeout=params["timeout"],
+                                    error=error, tools=[])
 
 
-def _check_port(service: str, check: dict) -> tuple:
-    port, wanted = check["port"], check["process"]
-    socks = host_probe.listeners([port])
-    if not socks:
-        return False, "port %d is not listening" % port
-    holders = _unique([h for s in socks for h in s["holders"]])
-    where = ", ".join(host_probe.format_address(s["address"], s["port"]) for s in socks)
-    if not wanted:
-        by = (" by " + host_probe.describe_holders(holders)) if holders else ""
-        return True, "port %d is listening on %s%s" % (port, where, by)
-    if not holders:
-        # Not visible (another user's process without CAP_SYS_PTRACE): judge by the socket's owner.
-        owners = [s["uid"] for s in socks]
-        candidates = _unique([p for s in socks for p in host_probe.likely_holders(s)])
-        matching = [p for p in candidates if wanted in host_probe.process_names(p)]
-        user = host_probe.user_name(owners[0])
-        if matching:
-            return True, ("port %d is listening as user %s, who runs %s (the holding fd is not visible)"
-                          % (port, user, host_probe.describe_holders(matching)))
-        return False, ("port %d is listening as user %s, who runs no process named %s"
-                       " (the holding fd is not visible; run with become)" % (port, user, wanted))
-    matching = [h for h in holders if wanted in host_probe.process_names(h)]
-    if matching:
-        return True, "port %d is held by %s" % (port, host_probe.describe_holders(matching))
-    return False, "port %d is held by %s, not %s" % (port, host_probe.describe_holders(holders), wanted)
-
-
-def _check_http(service: str, check: dict) -> tuple:
-    url, expected = check["url"], check["status"]
-    if not re.match(r"^https?://", url, re.IGNORECASE):
-        raise ValueError("checks[].url must be an http:// or https:// URL, got %r" % url)
-
-    class _NoRedirect(urllib_request.HTTPRedirectHandler):
-        def redirect_request(self, *args, **kwargs):
-            return None
-
-    opener = urllib_request.build_opener(urllib_request.ProxyHandler({}), _NoRedirect())
-    try:
-        response = opener.open(url, timeout=check["timeout"])
-        status = response.getcode()
-        response.close()
-    except HTTPError as exc:
-        status = exc.code
-    except URLError as exc:
-        return False, "GET %s failed: %s" % (url, to_native(getattr(exc, "reason", exc)))
-    except Exception as exc:  # socket.timeout, ConnectionResetError, http.client errors
-        return False, "GET %s failed: %s" % (url, to_native(exc) or type(exc).__name__)
-    if status == expected:
-        return True, "GET %s returned %d" % (url, status)
-    return False, "GET %s returned %d, expected %d" % (url, status, expected)
-
-
-def _check_command(service: str, check: dict) -> tuple:
-    argv, indicator, expected = check["argv"], check["indicator"], check["rc"]
-    rc, out, err = host_probe.run_argv(argv, timeout=check["timeout"])
-    shown = " ".join(argv)
-    if rc != expected:
-        said = host_probe.last_line(err) or host_probe.last_line(out) or "no output"
-        return False, "%s exited %d, expected %d: %s" % (shown, rc, expected, said)
-    if indicator and indicator not in out:
-        return False, "%s output lacks %r: %s" % (shown, indicator, host_probe.last_line(out) or "no output")
-    return True, "%s exited %d%s" % (shown, rc, (" with %r in its output" % indicator) if indicator else "")
-
-
-_CHECKS = {
-    "service": _check_service,
-    "process": _check_process,
-    "port": _check_port,
-    "http": _check_http,
-    "command": _check_command,
-}
-
-
-def run_checks(service: str, checks: list, default_timeout: int) -> list:
-    """Run every check; each result is ``{"type", "ok", "detail"}`` with a redacted detail."""
+def check_services(definitions: list, params: dict) -> dict:
+    """The one-round-trip form: every service's health, evidence for those failing."""
     results = []
-    for check in checks:
-        check = dict(check)
-        if not check.get("timeout"):
-            check["timeout"] = default_timeout
-        ok, detail = _CHECKS[check["type"]](service, check)
-        detail = redact_text(detail)
-        if len(detail) > _DETAIL_LIMIT:
-            detail = detail[:_DETAIL_LIMIT - 3] + "..."
-        results.append({"type": check["type"], "ok": bool(ok), "detail": detail})
-    return results
+    for defn in definitions:
+        health = health_checks.service_health(defn, params["timeout"])
+        results.append(dict(name=defn["name"], **health))
+    failing = set(r["name"] for r in results if not r["healthy"])
+    given_evidence = 0
+    for defn, result in zip(definitions, results):
+        if result["healthy"]:
+            continue
+        blocked = [d for d in defn["depends_on"] if d in failing and d != defn["name"]]
+        if blocked:
+            result["blocked_by"] = blocked
+        if not params["evidence"]:
+            continue
+        if given_evidence >= params["evidence_max_services"]:
+            result["skipped"] = "no evidence: evidence_max_services (%d) reached" % params["evidence_max_services"]
+            continue
+        given_evidence += 1
+        try:
+            collected = _evidence(defn, result["error"], params)
+        except Exception as exc:  # one service's evidence must not cost the others theirs
+            result["skipped"] = "no evidence: collection failed: %s" % to_native(exc)
+            continue
+        result["evidence"] = collected["evidence"]
+        result["truncated"] = collected["truncated"]
+    names = []
+    for defn in definitions:
+        names.extend(service_evidence.tool_candidates(defn))
+    first = next((r for r in results if not r["healthy"]), None)
+    return dict(services=results, healthy=first is None,
+                error="%s: %s" % (first["name"], first["error"]) if first else "",
+                tools=host_probe.tools_report(names))
 
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec=dict(
-            service=dict(type="str", required=True),
-            checks=dict(
-                type="list",
-                elements="dict",
-                options=dict(
-                    type=dict(type="str", required=True, choices=sorted(_CHECKS)),
-                    pattern=dict(type="str"),
-                    port=dict(type="int"),
-                    process=dict(type="str"),
-                    url=dict(type="str"),
-                    status=dict(type="int", default=200),
-                    argv=dict(type="list", elements="str"),
-                    indicator=dict(type="str"),
-                    rc=dict(type="int", default=0),
-                    timeout=dict(type="int"),
-                ),
-                required_if=[
-                    ("type", "port", ("port",)),
-                    ("type", "http", ("url",)),
-                    ("type", "command", ("argv",)),
-                ],
-            ),
-            timeout=dict(type="int", default=10),
-        ),
+        argument_spec=argument_spec(),
+        mutually_exclusive=[("service", "services"), ("checks", "services")],
+        required_one_of=[("service", "services")],
         supports_check_mode=True,
     )
-    service = module.params["service"]
-    checks = module.params["checks"] or [{"type": "service"}]
-    for check in checks:
-        if check.get("type") == "command" and not check.get("argv"):
-            module.fail_json(msg="a command check needs a non-empty argv", healthy=False, error="", checks=[])
-        if check.get("type") == "process" and check.get("pattern"):
-            try:
-                re.compile(check["pattern"])
-            except re.error as exc:
-                module.fail_json(msg="bad process pattern %r: %s" % (check["pattern"], exc),
-                                 healthy=False, error="", checks=[])
-        for key in ("pattern", "port", "process", "url", "status", "argv", "indicator", "rc", "timeout"):
-            check.setdefault(key, {"status": 200, "rc": 0}.get(key))
-
-    results = []
+    params = module.params
+    empty = dict(healthy=False, error="", checks=[])
+    for key in ("timeout", "evidence_max_services"):
+        if params[key] <= 0:
+            module.fail_json(msg="%s must be positive, got %d" % (key, params[key]), **empty)
+    if params["evidence_max_bytes"] < 200:
+        module.fail_json(msg="evidence_max_bytes must be at least 200, got %d" % params["evidence_max_bytes"], **empty)
     try:
-        for check in checks:
-            results.extend(run_checks(service, [check], module.params["timeout"]))
-    except ValueError as exc:
-        module.fail_json(msg=to_native(exc), healthy=False, error="", checks=results)
-    except Exception as exc:  # an internal error: keep what was found so far
-        module.fail_json(msg="service_health failed on %s: %s" % (service, to_native(exc)),
-                         exception=traceback.format_exc(), healthy=False, error="", checks=results)
+        if params["services"] is not None:
+            definitions = [service_spec.resolve(item) for item in params["services"]]
+            names = [d["name"] for d in definitions]
+            twice = sorted(set(n for n in names if names.count(n) > 1))
+            if twice:
+                raise service_spec.DefinitionError("services: each name once, got %s more than once" % ", ".join(twice))
+        else:
+            definitions = [service_spec.resolve({"name": params["service"], "checks": params["checks"]})]
+    except service_spec.DefinitionError as exc:
+        module.fail_json(msg=to_native(exc), **empty)
 
-    failing = [r for r in results if not r["ok"]]
-    module.exit_json(changed=False, healthy=not failing, error=failing[0]["detail"] if failing else "",
-                     checks=results)
+    name = params["service"] or ", ".join(d["name"] for d in definitions)
+    try:
+        if params["services"] is not None:
+            result = check_services(definitions, params)
+        else:
+            result = health_checks.service_health(definitions[0], params["timeout"])
+            if params["evidence"] and not result["healthy"]:
+                collected = _evidence(definitions[0], result["error"], params)
+                result.update(evidence=collected["evidence"], truncated=collected["truncated"])
+    except Exception as exc:  # an internal error
+        module.fail_json(msg="service_health failed on %s: %s" % (name, to_native(exc)),
+                         exception=traceback.format_exc(), **empty)
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

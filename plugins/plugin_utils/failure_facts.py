@@ -138,6 +138,9 @@ class PathState:
     mode: int | None = None
     used_pct: int | None = None
     text: str = ""
+    access: str | None = None       # what the service's user may do there ("r-x"), as the host judged it
+    access_user: str | None = None
+    existing_parent: str | None = None   # for a missing path: its nearest existing parent
 
 
 @dataclass
@@ -241,8 +244,8 @@ def _sections(error: str | None, evidence) -> list[_Section]:
         return out + [_Section("text", "log", lines, max(0, len(lines) - RECENT_LOG_LINES))]
     if not isinstance(evidence, Mapping):
         return out
-    structured = {"listeners", "paths", "pid_files", "processes", "named_paths", "unit", "init", "service_pids",
-                  "tools", "config_context", "user", "disk"}
+    structured = {"listeners", "paths", "pid_files", "processes", "named_paths", "unit", "other_units", "init",
+                  "service_pids", "tools", "config_context", "user", "disk", "dependencies"}
     for key in sorted(evidence, key=str):
         value = evidence[key]
         if key in structured or value is None:
@@ -280,6 +283,9 @@ def _sections(error: str | None, evidence) -> list[_Section]:
 _OWNER = re.compile(r"\bowner (?P<user>[\w.-]+)(?::(?P<group>[\w.-]+))?")
 _MODE = re.compile(r"\bmode (?P<mode>0?[0-7]{3,4})\b")
 _USED = re.compile(r"(\d+)% used")
+_PARENT = re.compile(r"nearest existing parent (/[^\s:;,)]*)")
+# The evidence module's judgement of the service user's access: "; user redis may r-x"
+_ACCESS = re.compile(r"\buser (?P<user>[\w.-]+) may (?P<access>[r-][w-][x-])")
 
 
 def parse_path_state(path: str, state) -> PathState:
@@ -289,7 +295,11 @@ def parse_path_state(path: str, state) -> PathState:
         text = _text(state)
         kind = str(state.get("type") or state.get("kind") or state.get("state") or "").lower()
         item.missing = state.get("exists") is False or kind in ("missing", "absent") or \
-            "dangling" in kind
+            "dangling" in kind or state.get("dangling") is True
+        if isinstance(state.get("user_access"), str):
+            item.access = state["user_access"]
+        if isinstance(state.get("existing_parent"), str):
+            item.existing_parent = state["existing_parent"]
         item.kind = kind
         owner = state.get("owner")
         if isinstance(owner, str) and ":" in owner and not state.get("group"):
@@ -324,7 +334,21 @@ def parse_path_state(path: str, state) -> PathState:
         used = _USED.search(text)
         if used:
             item.used_pct = int(used.group(1))
+    access = _ACCESS.search(text)
+    if access:
+        item.access_user, item.access = access.group("user"), access.group("access")
+    parent = _PARENT.search(text)
+    if item.missing and item.existing_parent is None and parent:
+        item.existing_parent = parent.group(1)
     return item
+
+
+def created_at_start(state: PathState) -> bool:
+    """A missing file (a name with an extension: a PID file, a socket, a log) in a directory
+    that exists: the service creates it when it starts, so its absence is no fault."""
+    name = state.path.rstrip("/").rsplit("/", 1)[-1]
+    parent = state.path.rstrip("/").rsplit("/", 1)[0] or "/"
+    return state.missing and bool(re.search(r"\.[A-Za-z0-9]{1,8}$", name)) and state.existing_parent == parent
 
 
 def writable_by(state: PathState, user: str) -> bool | None:
@@ -333,11 +357,16 @@ def writable_by(state: PathState, user: str) -> bool | None:
     The group is taken to be the user's own group when it has the user's name (the
     Debian convention, ``redis:redis``); membership of other groups is not known.
     """
-    if state.missing or state.mode is None or state.owner is None:
+    if state.missing:
+        return None
+    directory = state.kind.startswith("dir")
+    if state.access and state.access_user in (None, user):
+        # The host judged it with the account's real groups: better than the mode bits.
+        return "w" in state.access and (not directory or "x" in state.access)
+    if state.mode is None or state.owner is None:
         return None
     if user == "root":
         return True
-    directory = state.kind.startswith("dir")
     need = 0o3 if directory else 0o2   # write, plus search for a directory
     if state.owner == user:
         return (state.mode >> 6) & need == need
@@ -523,13 +552,6 @@ def _pid_file_facts(facts, ev, sections, names) -> None:
                       path=None)
 
 
-def _service_paths(definition: Mapping) -> list[str]:
-    paths = []
-    for key in ("data_paths", "runtime_paths"):
-        paths.extend(str(p) for p in definition.get(key) or [])
-    return paths
-
-
 def _path_facts(result, facts, ev, definition, names, host_tools) -> None:
     states: dict[str, PathState] = {}
     for key in ("paths", "named_paths"):
@@ -547,17 +569,13 @@ def _path_facts(result, facts, ev, definition, names, host_tools) -> None:
             base = path.rstrip("/").rsplit("/", 1)[-1].lower()
             if path.startswith(_EXEC_DIRS) and base in names:
                 facts.add("binary_missing", f"{path}: {state.text}", name=base)
+            elif created_at_start(state):
+                continue   # an error line that names it still makes it a fact (_line_fact)
             else:
                 facts.add("path_missing", f"{path}: {state.text.splitlines()[0] if state.text else 'missing'}",
                           path=path)
         if state.used_pct is not None and state.used_pct >= 98:
             facts.add("disk_full", f"{path}: {state.used_pct}% used", path=path)
-    if result.user:
-        for path in _service_paths(definition):
-            state = states.get(path)
-            if state is not None and writable_by(state, result.user) is False:
-                facts.add("path_not_writable", f"{path}: {state.text.split(';')[0]}", path=path,
-                          user=result.user, owner=f"{state.owner}:{state.group}", mode=f"{state.mode:04o}")
     absent = {str(t).lower() for t in (host_tools or {}).get("absent") or []}
     present = {str(t).lower() for t in (host_tools or {}).get("present") or []}
     binaries = {service_name(str(p)) for p in definition.get("processes") or []} or \
@@ -822,18 +840,22 @@ def fits(requirement: Mapping, fact: Mapping) -> bool:
 def instances(requirement: Mapping, found: FailureFacts) -> list[dict]:
     """The facts of ``found`` that satisfy ``requirement``.
 
-    ``path_not_writable`` with a ``user`` is also judged here, against the path states
-    the evidence shows, since the evidence may not say who the service runs as.
+    ``path_not_writable`` is judged here, against the path states the evidence shows, for
+    the paths the requirement names: which paths a service must write is knowledge of the
+    service (its runbook), not of the evidence. The user is the service's own when the
+    evidence or the service definition says it, else the one the requirement names.
     """
     hits = [fact for fact in found.facts if fits(requirement, fact)]
-    if requirement["fact"] == "path_not_writable" and requirement.get("user"):
-        user = requirement["user"]
+    if requirement["fact"] == "path_not_writable" and (requirement.get("user") or found.user):
+        user = found.user or requirement["user"]
         for path, state in sorted(found.paths.items()):
             if writable_by(state, user) is False:
                 fact = {"fact": "path_not_writable", "class": CAUSE, "path": path, "user": user,
-                        "owner": f"{state.owner}:{state.group}", "mode": f"{state.mode:04o}",
-                        "evidence": f"{path}: {state.text.split(';')[0]}"}
-                if fits(requirement, fact) and not any(h.get("path") == path for h in hits):
+                        "owner": f"{state.owner}:{state.group}" if state.owner else None,
+                        "mode": f"{state.mode:04o}" if state.mode is not None else None,
+                        "source": "probe", "evidence": f"{path}: {state.text.split(';')[0]}"}
+                fact = {k: v for k, v in fact.items() if v is not None}
+                if fits(dict(requirement, user=None), fact) and not any(h.get("path") == path for h in hits):
                     hits.append(fact)
     return hits
 

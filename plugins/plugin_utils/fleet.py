@@ -49,8 +49,13 @@ def localize(commands: Sequence[Mapping], from_evidence, to_evidence, service: s
     None and a reason. Callers classify the commands again with the policy.
     """
     ports = list(ports or ())
-    theirs = host_values(from_evidence, service, ports)
-    mine = host_values(to_evidence, service, ports)
+    return localize_values(commands, host_values(from_evidence, service, ports), to_evidence, service, ports)
+
+
+def localize_values(commands: Sequence[Mapping], theirs: Mapping[str, str], to_evidence, service: str,
+                    ports: Iterable[int] = ()) -> list[dict]:
+    """``localize`` with the planned host's values already taken (``host_values``)."""
+    mine = host_values(to_evidence, service, list(ports or ()))
     out = []
     for entry in commands or []:
         item = dict(entry) if isinstance(entry, Mapping) else {"command": str(entry)}

@@ -95,6 +95,8 @@ def normalise_episode(episode: Any) -> dict | None:
         "started": _text(episode.get("started"), 40),
         "finished": _text(episode.get("finished"), 40),
         "approval": approval if approval in APPROVALS else "none",
+        "facts": [_text(f, 200) for f in (episode.get("facts") or [])[:20] if isinstance(f, str)]
+        if isinstance(episode.get("facts"), (list, tuple)) else [],
     }
 
 
@@ -132,24 +134,22 @@ def _memories(memories: Any) -> Iterable[list[dict]]:
     return []
 
 
-def lookup(memories: Any, signature: str) -> dict:
-    """What the fleet's memory knows about ``signature``.
+def _plan_of(episode: Mapping) -> tuple[str, ...]:
+    return tuple(c["command"] for c in episode["commands"])
 
-    Returns ``{"signature", "episodes", "failed_commands", "successes"}``:
 
-    - ``failed_commands``: command texts that exited non-zero in some episode of the
-      signature and never belonged to a successful one (oldest first, unique);
-    - ``successes``: the plans that healed it, newest first, unique by commands, each
-      ``{"commands": [text...], "diagnosis", "host", "finished", "sources"}``; only the
-      commands that exited 0 are kept.
-    """
-    if not signature or not isinstance(signature, str):
-        raise EpisodeError(f"signature must be a non-empty string, got {signature!r}")
-    episodes = [e for memory in _memories(memories) for e in memory if e["signature"] == signature]
-    episodes.sort(key=lambda e: e["finished"] or e["started"])
-
+def _summarise(signature: str, episodes: list[dict]) -> dict:
+    episodes = sorted(episodes, key=lambda e: e["finished"] or e["started"])
+    # The last outcome of each plan for this signature: a fix that healed once and then ran
+    # without healing is demoted (not offered) until it heals again.
+    last_outcome: dict[tuple[str, ...], bool] = {}
+    for episode in episodes:
+        plan = _plan_of(episode)
+        if plan:
+            last_outcome[plan] = episode["success"]
     healed_commands: set[str] = set()
     successes: list[dict] = []
+    demoted: list[dict] = []
     seen_plans: set[tuple[str, ...]] = set()
     for episode in reversed(episodes):
         if not episode["success"]:
@@ -160,13 +160,15 @@ def lookup(memories: Any, signature: str) -> dict:
         if not commands or key in seen_plans:
             continue
         seen_plans.add(key)
-        successes.append({
+        entry = {
             "commands": commands,
             "diagnosis": episode["diagnosis"],
             "host": episode["host"],
             "finished": episode["finished"],
             "sources": sorted({c["source"] for c in episode["commands"]}),
-        })
+            "facts": episode.get("facts", []),
+        }
+        (successes if last_outcome.get(_plan_of(episode), True) else demoted).append(entry)
 
     failed: list[str] = []
     for episode in episodes:
@@ -179,7 +181,37 @@ def lookup(memories: Any, signature: str) -> dict:
         "episodes": len(episodes),
         "failed_commands": failed,
         "successes": successes,
+        "demoted": demoted,
     }
+
+
+def lookup(memories: Any, signature: str) -> dict:
+    """What the fleet's memory knows about ``signature``.
+
+    Returns ``{"signature", "episodes", "failed_commands", "successes", "demoted"}``:
+
+    - ``failed_commands``: command texts that exited non-zero in some episode of the
+      signature and never belonged to a successful one (oldest first, unique);
+    - ``successes``: the plans that healed it, newest first, unique by commands, each
+      ``{"commands": [text...], "diagnosis", "host", "finished", "sources", "facts"}``;
+      only the commands that exited 0 are kept;
+    - ``demoted``: plans that healed it once but whose latest run for it did not heal:
+      they are not offered again until they heal again.
+    """
+    if not signature or not isinstance(signature, str):
+        raise EpisodeError(f"signature must be a non-empty string, got {signature!r}")
+    episodes = [e for memory in _memories(memories) for e in memory if e["signature"] == signature]
+    return _summarise(signature, episodes)
+
+
+def index(memories: Any) -> dict[str, dict]:
+    """``lookup`` for every signature at once: one pass over the fleet's memory, so each
+    planning step reads one entry instead of every host's episodes."""
+    by_signature: dict[str, list[dict]] = {}
+    for memory in _memories(memories):
+        for episode in memory:
+            by_signature.setdefault(episode["signature"], []).append(episode)
+    return {signature: _summarise(signature, episodes) for signature, episodes in by_signature.items()}
 
 
 def _valid_cache_payload(raw: str) -> bool:
@@ -223,44 +255,3 @@ def corrupt_cache_files(directory: str) -> list[str]:
         if not _valid_cache_payload(raw):
             found.append(path)
     return found
-
-
-def _bounded_output(value: Any, limit: int) -> str:
-    text = "" if value is None else str(value)
-    if len(text) <= limit:
-        return text
-    return text[: max(limit - 14, 0)] + "...[truncated]"
-
-
-def command_records(results: Any, max_output: int = 2000) -> list[dict]:
-    """Records of executed commands from a looped ``ansible.builtin.command`` result list.
-
-    Each loop result carries the executed item (a policy verdict plus ``source``) and the
-    module's ``rc``/``stdout``/``stderr``; the record is ``{command, source, verdict, rc,
-    stdout, stderr}`` with outputs bounded to ``max_output`` characters. Skipped items
-    are left out; an item that could not run at all gets ``rc`` -1 and its message.
-    """
-    try:
-        limit = max(int(max_output), 0)
-    except (TypeError, ValueError) as exc:
-        raise EpisodeError(f"max_output must be an integer, got {max_output!r}") from exc
-    records = []
-    for result in results if isinstance(results, (list, tuple)) else []:
-        if not isinstance(result, Mapping) or result.get("skipped"):
-            continue
-        item = result.get("item") if isinstance(result.get("item"), Mapping) else {}
-        command = normalise_command(item)
-        if command is None:
-            continue
-        rc = _rc(result.get("rc"))
-        stderr = result.get("stderr")
-        if rc is None:
-            rc = -1
-            stderr = stderr or result.get("msg")
-        command.update({
-            "rc": rc,
-            "stdout": _bounded_output(result.get("stdout"), limit),
-            "stderr": _bounded_output(stderr, limit),
-        })
-        records.append(command)
-    return records

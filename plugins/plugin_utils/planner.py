@@ -7,10 +7,13 @@ Order of sources: a remembered fix for the same signature -> the best matching r
 (``service <name> restart`` when the policy allows it) -> nothing, with a reason.
 With backend ``llm`` the LLM comes before the runbook; with ``runbook`` it is never
 asked.  A runbook that says ``escalate`` stops the search: no command, a human.
+Within an incident the attempt engine (``incident.py``) says which sources are spent
+and which plans may not run again; the model sees the incident's history.
 
-Every proposed command goes through the policy engine; commands it rejects and
-commands that repeat a failed one are dropped with their reasons (LLM plans are
-re-asked with those reasons a bounded number of times).
+Every proposed command goes through the policy engine; commands it rejects are dropped
+with their reasons, and a plan the engine forbids (it already ran without healing, or
+repeats a failed command with nothing new before it) is skipped; LLM plans are re-asked
+with the full verdicts a bounded number of times.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text, redact_value
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import prompt as prompt_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client import (
     LLMClient,
@@ -30,7 +34,12 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_parse im
     parse_plan,
     plan_schema,
 )
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import load_knowledge, public_passage
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import (
+    Knowledge,
+    KnowledgeIndex,
+    load_knowledge,
+    public_passage,
+)
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.runbooks import (
     PlaceholderError,
     gate_steps,
@@ -43,10 +52,10 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature imp
     signature_basis,
 )
 
-BACKENDS = ("auto", "llm", "runbook")
+BACKENDS = ("auto", "llm", "runbook", "memory")
 # Lab/Debian service names whose init script has another name.
 INIT_NAMES = {"redis": "redis-server", "sshd": "ssh", "crond": "cron"}
-_VERDICT_KEYS = ("command", "verdict", "reasons", "argv", "display")
+_VERDICT_KEYS = ("command", "verdict", "reasons", "argv", "display", "become", "pids", "effects")
 
 
 class PlannerError(ValueError):
@@ -58,12 +67,6 @@ def _policy():
     from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy
 
     return policy
-
-
-def normalise_command(command: str) -> str:
-    """Whitespace collapsed, a leading sudo dropped: how failed commands are compared."""
-    text = " ".join(str(command).split())
-    return re.sub(r"^sudo\s+(?:-n\s+)?", "", text)
 
 
 def _fix_commands(fix) -> tuple[list[str], str, str | None]:
@@ -85,14 +88,17 @@ def _fix_commands(fix) -> tuple[list[str], str, str | None]:
 
 
 class Planner:
-    """One planning run for one failure on one host."""
+    """One planning run for one failure on one host (one attempt of an incident)."""
 
     def __init__(self, *, service: str, error: str = "", evidence=None, failed_commands: Sequence[str] = (),
                  successful_fixes: Sequence = (), host_tools: Mapping | None = None, policy: Mapping | None = None,
                  max_commands: int = 3, backend: str = "auto", max_attempts: int = 3, passages: int = 3,
-                 runbook_dirs: Sequence[str] | None = None, docs_dirs: Sequence[str] | None = None,
-                 hostnames: Iterable[str] = (),
-                 llm_settings: LLMSettings | None = None, sleep: Callable[[float], None] = time.sleep):
+                 runbook_dirs: Sequence[str] | None = None, hostnames: Iterable[str] = (),
+                 llm_settings: LLMSettings | None = None, sleep: Callable[[float], None] = time.sleep,
+                 incident: engine.Incident | None = None, scope: Mapping | None = None,
+                 similar_fixes: Sequence[str] = (), books: Sequence[Mapping] | None = None,
+                 docs_dirs: Sequence[str] | None = None, knowledge: Knowledge | None = None,
+                 service_def: Mapping | None = None):
         if backend not in BACKENDS:
             raise PlannerError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         if max_commands < 1 or max_attempts < 1:
@@ -103,8 +109,8 @@ class Planner:
         self.error = redact_text(error or "")
         self.evidence = redact_value(evidence) if evidence is not None else {}
         self.failed = [str(c) for c in failed_commands or [] if str(c).strip()]
-        self._failed_keys = {normalise_command(c) for c in self.failed}
         self.fixes = list(successful_fixes or [])
+        self.similar = [str(c) for c in similar_fixes or [] if str(c).strip()]
         tools = host_tools or {}
         self.tools_present = sorted({str(t) for t in tools.get("present") or []})
         self.tools_absent = sorted({str(t) for t in tools.get("absent") or []})
@@ -115,8 +121,12 @@ class Planner:
         self.hostnames = tuple(h for h in hostnames if h)
         self.settings = llm_settings
         self._sleep = sleep
+        self.incident = incident or engine.Incident(host=self.hostnames[0] if self.hostnames else "host",
+                                                    service=self.service, error=self.error)
+        self.scope = dict(scope) if scope else None
         self.notes: list[str] = []
         self.dropped: list[dict] = []
+        self.messages: list[dict] = []
         self.signature = failure_signature(self.service, self.error, self.evidence, self.hostnames)
         overrides = dict(policy or {})
         absent = list(overrides.get("absent_tools") or [])
@@ -125,13 +135,20 @@ class Planner:
             self.policy = _policy().load_policy(overrides)
         except ValueError as exc:  # PolicyError is a ValueError
             raise PlannerError(f"bad policy: {exc}") from exc
-        try:
-            # Bundled runbooks, then the operator's (adding or overriding), and the index over
-            # them and the operator's documents: built once per content, then cached.
-            self.knowledge = load_knowledge(runbook_dirs, docs_dirs)
-        except ValueError as exc:  # RunbookError, KnowledgeError: they name the file and key
-            raise PlannerError(str(exc)) from exc
-        self.books = self.knowledge.runbooks
+        if knowledge is None and books is not None:
+            # The caller loaded the runbooks itself: retrieval over them only, no documents.
+            knowledge = Knowledge(list(books), KnowledgeIndex.build(books), "", "given", 0.0)
+        if knowledge is None:
+            try:
+                # Bundled runbooks, then the operator's (adding or overriding), and the index over
+                # them and the operator's documents: built once per content, then cached.
+                knowledge = load_knowledge(runbook_dirs, docs_dirs)
+            except ValueError as exc:  # RunbookError, KnowledgeError: they name the file and key
+                raise PlannerError(str(exc)) from exc
+        self.knowledge = knowledge
+        self.books = knowledge.runbooks
+        # The service definition (user, processes, ports, paths) sharpens the evidence facts.
+        self.service_def = dict(service_def) if service_def else None
         self.llm = {"configured": bool(llm_settings and llm_settings.configured), "used": False, "calls": 0,
                     "requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0,
                     "tokens_estimated": False, "attempts": 0, "error": None, "error_message": None,
@@ -141,23 +158,28 @@ class Planner:
                                                                                      "response_format")})
 
     # ------------------------------------------------------------------ checking
+    def classify(self, commands: Sequence[str]) -> list[dict]:
+        policy = _policy()
+        if self.scope is not None:
+            return policy.classify_many(list(commands), self.policy, scope=self.scope)
+        return policy.classify_many(list(commands), self.policy)
+
     def check(self, commands: Sequence[str], source: str) -> tuple[list[dict], list[dict]]:
         """Classify ``commands``; (usable, refused), each a verdict dict plus ``source``."""
         if not commands:
             return [], []
-        verdicts = _policy().classify_many(list(commands), self.policy)
         usable, refused = [], []
-        for command, verdict in zip(commands, verdicts):
-            item = {key: verdict.get(key) for key in _VERDICT_KEYS}
-            item["command"] = item["command"] or command
-            item["reasons"] = list(item["reasons"] or [])
-            if normalise_command(command) in self._failed_keys:
-                item["verdict"] = "reject"
-                item["argv"] = None
-                item["reasons"].append("repeats a command that already failed on this host")
+        for command, verdict in zip(commands, self.classify(commands)):
+            item = {key: verdict.get(key) for key in _VERDICT_KEYS if key in verdict}
+            item["command"] = item.get("command") or command
+            item["reasons"] = list(item.get("reasons") or [])
             item["source"] = source
             (refused if item["verdict"] == "reject" else usable).append(item)
         return usable, refused
+
+    def forbidden(self, usable: Sequence[Mapping]) -> list[str]:
+        """Why the attempt engine will not run this plan again in this incident."""
+        return engine.plan_problems(self.incident, usable)
 
     def _drop(self, items: Iterable[dict]) -> None:
         for item in items:
@@ -170,6 +192,20 @@ class Planner:
             return commands[: self.max_commands]
         return commands
 
+    def _usable_plan(self, commands: list[str], source: str, label: str) -> list[dict] | None:
+        """The checked plan of a non-LLM source, or None (with a note) when it cannot run."""
+        usable, refused = self.check(self._bounded(commands, label), source)
+        if refused:
+            self._drop(refused)
+            self.notes.append(f"{label} not usable: the policy refused "
+                              + "; ".join(f"{r['command']} ({', '.join(r['reasons'][:1])})" for r in refused))
+            return None
+        problems = self.forbidden(usable)
+        if problems:
+            self.notes.append(f"{label} skipped: " + "; ".join(problems))
+            return None
+        return usable
+
     # ------------------------------------------------------------------ sources
     def from_memory(self) -> dict | None:
         for fix in self.fixes:
@@ -178,11 +214,12 @@ class Planner:
                 continue
             if not commands:
                 continue
-            usable, refused = self.check(self._bounded(commands, "memory"), "memory")
-            if refused:
-                self._drop(refused)
-                self.notes.append("a remembered fix was skipped: " + "; ".join(
-                    f"{r['command']}: {', '.join(r['reasons'])}" for r in refused))
+            known_bad = {engine.command_key(c) for c in self.failed}
+            if any(engine.command_key(c) in known_bad for c in commands):
+                self.notes.append("a remembered fix was skipped: it holds a command that failed on this failure since")
+                continue
+            usable = self._usable_plan(commands, "memory", "a remembered fix")
+            if usable is None:
                 continue
             return {"source": "memory", "commands": usable,
                     "diagnosis": diagnosis or "The same failure was healed before with these commands."}
@@ -190,30 +227,29 @@ class Planner:
 
     def runbook_matches(self) -> list[dict]:
         return match_runbooks(self.books, self.service, self.error, self.evidence,
-                              {"absent": self.tools_absent})
+                              {"absent": self.tools_absent, "present": self.tools_present}, self.service_def)
 
     def from_runbook(self, matches: list[dict]) -> dict | None:
-        if not matches:
-            return None
-        best = matches[0]["runbook"]
-        if best["escalate"]:
-            return {"source": "runbook", "commands": [], "escalate": True, "runbook": best,
-                    "diagnosis": f"{best['title']}. {best['notes'].split(chr(10))[0]}".strip()}
-        commands = []
-        for step in best["steps"]:
+        for match in matches:
+            book = match["runbook"]
+            if book["escalate"]:
+                return {"source": "runbook", "commands": [], "escalate": True, "runbook": book,
+                        "diagnosis": f"{book['title']}. {book['notes'].split(chr(10))[0]}".strip()}
+            commands = []
             try:
-                commands.append(resolve_placeholders(step["command"], self.evidence, self.service, self.error))
+                for step in book["steps"]:
+                    commands.append(resolve_placeholders(step["command"], self.evidence, self.service, self.error,
+                                                         service_def=self.service_def))
             except PlaceholderError as exc:
-                self.notes.append(f"runbook {best['id']} not usable: {exc}")
-                return None
-        usable, refused = self.check(self._bounded(commands, f"runbook {best['id']}"), "runbook")
-        if refused:
-            self._drop(refused)
-            self.notes.append(f"runbook {best['id']} not usable: the policy refused "
-                              + ", ".join(r["command"] for r in refused))
-            return None
-        usable = gate_steps(usable, best["steps"], best["id"])
-        return {"source": "runbook", "commands": usable, "runbook": best, "diagnosis": best["title"] + "."}
+                self.notes.append(f"runbook {book['id']} not usable: {exc}")
+                continue
+            usable = self._usable_plan(commands, "runbook", f"runbook {book['id']}")
+            if usable is None:
+                continue
+            # Steps the runbook's author marked `approval: true` wait for a human whatever the policy says.
+            usable = gate_steps(usable, book["steps"], book["id"])
+            return {"source": "runbook", "commands": usable, "runbook": book, "diagnosis": book["title"] + "."}
+        return None
 
     def from_llm(self, passages: list[dict]) -> dict | None:
         settings = self.settings
@@ -228,10 +264,14 @@ class Planner:
             return None
         self.llm["used"] = True
         remembered = [c for fix in self.fixes for c in _fix_commands(fix)[0]]
+        scope_lines = []
+        if self.scope is not None and hasattr(_policy(), "describe_scope"):
+            scope_lines = _policy().describe_scope(self.scope)
         messages = prompt_mod.build_messages(
             service=self.service, error=self.error, evidence=self.evidence, max_commands=self.max_commands,
             tools_present=self.tools_present, tools_absent=self.tools_absent, failed_commands=self.failed,
-            remembered_fixes=remembered, passages=passages)
+            remembered_fixes=remembered, passages=passages, history=engine.history(self.incident),
+            scope=scope_lines, similar=self.similar)
         self.messages = list(messages)
         schema = plan_schema(self.max_commands)
         best = None
@@ -253,13 +293,13 @@ class Planner:
                     parsed = parse_plan(reply.content, self.tools_present, reply.refusal)
                 except PlanParseError as exc:
                     problem = exc
+                answer = {"role": "assistant", "content": redact_text((reply.content or "")[:1500])}
                 if problem is not None:
                     self.llm["error"], self.llm["error_message"] = problem.kind, str(problem)
                     if problem.kind == "refusal" or attempt == self.max_attempts:
                         break
-                    messages = messages + [
-                        {"role": "assistant", "content": redact_text((reply.content or "")[:1500])},
-                        prompt_mod.feedback_message([], self.failed, self.max_commands, str(problem))]
+                    messages = messages + [answer, prompt_mod.feedback_message([], [], self.max_commands,
+                                                                               str(problem))]
                     continue
                 self.llm["error"] = self.llm["error_message"] = None
                 self.llm["answer_format"] = parsed.mode
@@ -273,34 +313,42 @@ class Planner:
                     break
                 usable, refused = self.check(self._bounded(parsed.commands, "the LLM"), "llm")
                 self._drop(refused)
-                if usable:
+                problems = self.forbidden(usable) if usable else []
+                if usable and not problems:
                     best = {"source": "llm", "commands": usable, "diagnosis": parsed.diagnosis,
                             "rationale": parsed.rationale}
-                if not refused:
+                if not refused and not problems:
                     break
+                if problems:
+                    self.notes.append("the model's plan was sent back: " + "; ".join(problems))
                 if attempt < self.max_attempts:
-                    messages = messages + [
-                        {"role": "assistant", "content": redact_text((reply.content or "")[:1500])},
-                        prompt_mod.feedback_message(refused, self.failed, self.max_commands)]
+                    messages = messages + [answer, prompt_mod.feedback_message(
+                        refused, [], self.max_commands, accepted=usable, plan_problems=problems)]
         finally:
             usage = client.usage.as_dict()
             self.llm.update(usage)
             self.llm["model"] = client.model
             self.llm["notes"] = list(client.notes)
             client.close()
-        if best is None and self.llm["error"] is None and self.dropped:
-            self.llm["error"] = "all_refused"
-            self.llm["error_message"] = f"every command the LLM proposed in {self.llm['attempts']} attempt(s) was refused"
+        if best is None and self.llm["error"] is None:
+            if any("sent back" in note for note in self.notes):
+                self.llm["error"] = "no_usable_plan"
+                self.llm["error_message"] = (f"no plan the policy and the attempt engine accept in "
+                                             f"{self.llm['attempts']} answer(s)")
+            else:
+                self.llm["error"] = "all_refused"
+                self.llm["error_message"] = (f"every command the LLM proposed in {self.llm['attempts']} "
+                                             "attempt(s) was refused")
         return best
 
     def fallback(self) -> dict | None:
         init = INIT_NAMES.get(self.service.lower(), self.service)
         if not re.fullmatch(r"[A-Za-z0-9_.@-]+", init):
             return None
-        usable, refused = self.check([f"service {init} restart"], "fallback")
-        if refused:
-            self._drop(refused)
-            self.notes.append("the fallback restart is refused: " + ", ".join(refused[0]["reasons"]))
+        verb = "systemctl restart" if "systemctl" in self.tools_present else "service"
+        command = f"systemctl restart {init}" if verb == "systemctl restart" else f"service {init} restart"
+        usable = self._usable_plan([command], "fallback", "the fallback restart")
+        if usable is None:
             return None
         return {"source": "fallback", "commands": usable,
                 "diagnosis": "No specific plan was found; restarting the service is the generic safe attempt."}
@@ -311,33 +359,33 @@ class Planner:
         matches = self.runbook_matches()
         query = " ".join([self.service, self.error] + key_facts(self.service, self.error, self.evidence))
         passages = self.knowledge.query(query, self.service, self.passage_count) if self.passage_count else []
-        use_llm = self.backend == "llm" or (self.backend == "auto" and self.settings is not None
-                                            and self.settings.configured)
-        plan = self.from_memory()
-        if plan is None:
-            order = ["llm", "runbook"] if self.backend == "llm" else ["runbook", "llm"]
-            for source in order:
-                if source == "runbook":
-                    plan = self.from_runbook(matches)
-                elif use_llm:
-                    plan = self.from_llm(passages)
-                if plan is not None:
-                    break
-        if plan is None:
-            plan = self.fallback()
-        result = self._result(plan, matches, passages)
+        configured = bool(self.settings is not None and self.settings.configured)
+        order = engine.source_order(self.backend, configured or self.backend == "llm", self.incident)
+        plan = None
+        for source in order:
+            if source == "memory":
+                plan = self.from_memory()
+            elif source == "runbook":
+                plan = self.from_runbook(matches)
+            elif source == "llm":
+                plan = self.from_llm(passages)
+            elif source == "fallback":
+                plan = self.fallback()
+            if plan is not None:
+                break
+        result = self._result(plan, matches, passages, order)
         result["seconds"] = round(time.monotonic() - started, 3)
         return result
 
-    def _result(self, plan: dict | None, matches: list[dict], passages: list[dict]) -> dict:
+    def _result(self, plan: dict | None, matches: list[dict], passages: list[dict],
+                order: Sequence[str] = ()) -> dict:
         escalate = bool(plan and plan.get("escalate"))
         commands = plan["commands"] if plan else []
         source = plan["source"] if plan and (commands or escalate) else "none"
         parts = []
         if plan is None:
-            parts.append(f"No plan for {self.service}: no remembered fix, no usable runbook, "
-                         + ("no usable LLM answer" if self.llm["used"] else "no LLM")
-                         + ", and the fallback restart is not allowed.")
+            tried = ", ".join(order) or "none"
+            parts.append(f"No plan for {self.service}: no source gave a plan that may run (tried: {tried}).")
         elif escalate:
             where = f"runbook {plan['runbook']['id']}" if plan.get("runbook") else "the LLM"
             parts.append(f"Escalate {self.service}: {where} says a human is needed; no command planned.")
@@ -349,7 +397,7 @@ class Planner:
             label = {"memory": "a remembered fix", "llm": "the LLM", "fallback": "the fallback restart"}.get(
                 plan["source"], f"runbook {plan.get('runbook', {}).get('id', '')}".strip())
             parts.append(f"Plan for {self.service} from {label}: {len(commands)} command(s) ({summary}).")
-        if not self.llm["configured"] and self.backend != "runbook":
+        if not self.llm["configured"] and self.backend not in ("runbook", "memory"):
             parts.append("No LLM configured: planned from runbooks and memory.")
         elif self.llm["error"] and self.llm["used"]:
             parts.append(f"LLM {self.llm['error']}: {self.llm['error_message']}.")
@@ -358,7 +406,9 @@ class Planner:
         if self.dropped:
             parts.append(f"{len(self.dropped)} command(s) refused.")
         parts.extend(self.notes)
-        top = matches[0]["runbook"] if matches else None
+        chosen = (plan or {}).get("runbook")
+        top = chosen or (matches[0]["runbook"] if matches else None)
+        matched = next((m["matched"] for m in matches if m["runbook"] is top), [])
         return {
             "changed": False,
             "msg": " ".join(parts),
@@ -373,10 +423,11 @@ class Planner:
             "signature": self.signature,
             "signature_basis": signature_basis(self.service, self.error, self.evidence, self.hostnames),
             "runbook": ({"id": top["id"], "title": top["title"], "escalate": top["escalate"],
-                         "matched": matches[0]["matched"]} if top else None),
+                         "matched": matched} if top else None),
             "passages": [public_passage(p) for p in passages],
             "llm": self.llm,
             "notes": list(self.notes),
+            "order": list(order),
         }
 
 

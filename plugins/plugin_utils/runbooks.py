@@ -522,15 +522,14 @@ def match_runbooks(books: Sequence[Mapping], service: str, error: str | None, ev
 
 
 def _known_users(books: Sequence[Mapping], service: str, found: FailureFacts) -> None:
-    """Facts that need the service's user, judged with the user the runbooks of this
-    service name (``path_not_writable: {user: redis}``) when the evidence does not say:
-    the knowledge base knows the package's account even when the service definition
-    does not, and a plain start must see that the data directory is not writable."""
+    """Facts the runbooks of this service know to look for in the path states: which paths
+    its user must write (``path_not_writable: {path: ..., user: redis}``). They become facts
+    of the failure, so a plain start also sees that the data directory is not writable."""
     for book in books:
         if not _service_matches(book, service):
             continue
         for requirement in book["_facts"] + book["_any_facts"] + book["_tolerate"]:
-            if requirement.get("user") and not found.user:
+            if requirement["fact"] == "path_not_writable":
                 for fact in instances(requirement, found):
                     if fact not in found.facts and not any(
                             f["fact"] == fact["fact"] and f.get("path") == fact.get("path") for f in found.facts):

@@ -33,7 +33,7 @@ from sentinel_lab import Lab
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-PREFIX = "sentinel-eda2"   # this module's own lab (each test starts from healthy hosts)
+PREFIX = os.environ.get("SENTINEL_LAB_PREFIX", "sentinel") + "-eda2"   # this module's own lab (healthy hosts per test)
 HEAL_TIMEOUT = 180
 TOKEN = "eda-test-token-91c3"   # the webhook's shared secret, given to ansible-rulebook through the environment
 
@@ -118,9 +118,10 @@ def rulebook(eda_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         env.pop(name, None)
     out = (base / "rulebook.log").open("w")
     proc = subprocess.Popen(
+        # No -S: the rulebook names its source sentinel.remediation.alertmanager, which
+        # ansible-rulebook finds in the collection that ansible.cfg's collections path holds.
         ["ansible-rulebook", "-r", "extensions/eda/rulebooks/remediate_on_alert.yml",
-         "-S", "extensions/eda/plugins/event_source", "-i", str(inventory), "--vars", str(variables),
-         "--env-vars", "SENTINEL_ALERT_TOKEN"],
+         "-i", str(inventory), "--vars", str(variables), "--env-vars", "SENTINEL_ALERT_TOKEN"],
         cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 90

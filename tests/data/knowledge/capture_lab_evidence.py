@@ -1,9 +1,10 @@
 """Record what the health and evidence modules really report for each lab fault.
 
 Writes tests/data/knowledge/lab_evidence.json: for every fault of lab/faults.yml, the
-health module's error and the evidence module's evidence and tools, collected on a real
-lab container through `ansible` (docker connection, become), with the role's default
-service definitions. The runbook tests match every bundled runbook against these real
+health error, evidence (contract C3) and tools that `sentinel.remediation.service_health`
+reports with `evidence: true` (as the role asks), collected on a real lab container
+through `ansible` (docker connection, become), with the role's default service
+definitions (contract C1), which are recorded with each sample. The runbook tests match every bundled runbook against these real
 samples as well as against tests/fault_samples.py.
 
     source scripts/setup && SENTINEL_LAB_PREFIX=knowledge python tests/data/knowledge/capture_lab_evidence.py
@@ -53,14 +54,13 @@ def main() -> int:
         try:
             lab.inject(host, fault)
             time.sleep(1.0)  # let a failed start finish writing its log
-            health = module(container, "service_health", {"service": service["name"], "checks": service["checks"]})
-            evidence = module(container, "evidence", {
-                "service": service["name"], "logs": service.get("logs", []), "ports": service.get("ports", []),
-                "config_test": service.get("config_test") or None, "paths": service.get("paths", []),
-                "pid_files": service.get("pid_files", []), "log_lines": 50, "max_bytes": 4000})
-            samples[fault] = {"service": service["name"], "error": health.get("error", ""),
-                              "healthy": health.get("healthy"), "evidence": evidence.get("evidence", {}),
-                              "host_tools": evidence.get("tools", {})}
+            # As the role asks: health and evidence of the service in one call (C1 definition).
+            health = module(container, "service_health", {"services": [service], "evidence": True,
+                                                         "evidence_log_lines": 50, "evidence_max_bytes": 4000})
+            entry = health["services"][0]
+            samples[fault] = {"service": service["name"], "definition": service, "error": entry.get("error", ""),
+                              "healthy": entry.get("healthy"), "evidence": entry.get("evidence", {}),
+                              "host_tools": entry.get("tools") or health.get("tools") or {}}
         finally:
             try:
                 lab.fix(host, fault)

@@ -84,3 +84,47 @@ def test_http_endpoint_queues_events_and_checks_the_token() -> None:
     codes, events = asyncio.run(scenario())
     assert codes == [202, 401, 400]
     assert [e["sentinel"]["host"] for e in events] == ["lab01"]
+
+
+def test_healthz_answers_without_a_token_and_counts_alerts() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def call(method: str, path: str, body: bytes | None = None, token: str | None = None) -> tuple[int, dict]:
+        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, {}
+
+    async def scenario() -> list:
+        queue: asyncio.Queue = asyncio.Queue()
+        task = asyncio.create_task(alertmanager.main(queue, {"port": port, "token": "s3cret"}))
+        loop = asyncio.get_running_loop()
+        for dummy in range(50):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        good = json.dumps({"alerts": [{"status": "firing", "labels": {"instance": "a:1", "service": "nginx"}},
+                                      {"status": "firing", "labels": {"instance": "b:1", "service": "redis"}}]})
+        before = await loop.run_in_executor(None, call, "GET", "/healthz")
+        posted = await loop.run_in_executor(None, call, "POST", "/alerts", good.encode(), "s3cret")
+        after = await loop.run_in_executor(None, call, "GET", "/healthz")
+        task.cancel()
+        return [before, posted, after, queue.qsize()]
+
+    before, posted, after, queued = asyncio.run(scenario())
+    assert before[0] == 200 and before[1]["status"] == "ok" and before[1]["alerts"] == 0
+    assert posted[0] == 202 and queued == 2
+    assert after[0] == 200 and (after[1]["webhooks"], after[1]["alerts"]) == (1, 2)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.10", "::"])
+def test_a_non_loopback_listener_needs_a_token(host: str) -> None:
+    with pytest.raises(ValueError, match="needs a `token`"):
+        asyncio.run(alertmanager.main(asyncio.Queue(), {"host": host, "port": 1}))

@@ -1,4 +1,4 @@
-"""Command-line parsing, errors and exit codes (no playbook runs here)."""
+"""Command-line parsing, errors and exit codes; --version and --check run the real entry point and ansible-runner."""
 from __future__ import annotations
 
 import json
@@ -78,3 +78,44 @@ def test_missing_project_dir_is_a_usage_error(tmp_path: Path, capsys: pytest.Cap
     code = cli.main(["run", "--state-dir", str(tmp_path), "--project-dir", str(tmp_path / "nope")])
     assert code == r.EXIT_USAGE
     assert "no sentinel.remediation collection" in capsys.readouterr().err
+
+
+def test_version_exits_0_with_the_collection_version() -> None:
+    import subprocess
+    import sys
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[3]
+    version = yaml.safe_load((repo / "galaxy.yml").read_text())["version"]
+    proc = subprocess.run([sys.executable, "-m", "sentinel_remediate", "--version", "--project-dir", str(repo)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("sentinel-remediate ")
+    assert f"collection sentinel.remediation {version} at {repo}" in proc.stdout
+
+
+def test_run_check_is_ansible_check_mode_and_the_report_says_dry_run(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from driver_support import stand_in_project
+
+    marker = tmp_path / "check_mode.txt"
+    project = stand_in_project(tmp_path / "project", tasks=f"""    - name: Say whether this is check mode (written even in check mode)
+      ansible.builtin.copy:
+        content: "{{{{ ansible_check_mode }}}}"
+        dest: {marker}
+        mode: "0600"
+      check_mode: false
+""")
+    (project / "playbooks" / "demo.yml").rename(project / "playbooks" / "remediate.yml")
+    (project / "galaxy.yml").write_text("namespace: x\nname: y\nversion: 9.9.9\n")
+    base = ["run", "-q", "--project-dir", str(project), "--state-dir", str(tmp_path / "state"),
+            "-i", str(project / "hosts.yml")]
+    assert cli.main(base + ["--check", "--format", "json"]) == r.EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    assert marker.read_text() == "True"
+    assert report["run"]["check"] is True
+    assert "DRY RUN" in r.render_text(report)
+    assert cli.main(base + ["--format", "text"]) == r.EXIT_OK
+    assert marker.read_text() == "False"
+    assert "DRY RUN" not in capsys.readouterr().out

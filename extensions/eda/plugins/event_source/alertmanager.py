@@ -11,12 +11,17 @@ alert at a time, with the host and the service already worked out. Each alert be
      "receiver": ..., "group_key": ..., "external_url": ...}
 
 host: label `instance` without its port (also `[v6]:port`), else `host` / `hostname`;
-service: label `service`, else `job`. Used instead of ansible.eda.alertmanager, which is
-not installable here (Galaxy unreachable); load it with `ansible-rulebook -S
-extensions/eda/plugins/event_source`.
+service: label `service`, else `job`. Rulebooks name it by its collection name,
+`sentinel.remediation.alertmanager` (ansible-rulebook finds it under
+extensions/eda/plugins/event_source/ of the installed collection, as `ansible-galaxy
+collection list` locates it), so no `-S` source directory is needed.
 
-Arguments: host (default 127.0.0.1), port (required), token (optional bearer token
-that clients must send), max_body (bytes, default 1 MiB).
+`GET /healthz` answers 200 with a small JSON status (no token needed: liveness probes of
+EDA Controller or Kubernetes carry none, and it tells nothing about the alerts).
+
+Arguments: host (default 127.0.0.1), port (required), token (bearer token that clients
+must send; required when listening beyond loopback unless allow_unauthenticated is true),
+max_body (bytes, default 1 MiB).
 """
 from __future__ import annotations
 
@@ -24,7 +29,9 @@ import asyncio
 import hmac
 import json
 import logging
+import ipaddress
 import re
+import time
 from typing import Any
 
 from aiohttp import web
@@ -44,8 +51,14 @@ options:
     type: int
     required: true
   token:
-    description: Optional bearer token that the client must send (Authorization header).
+    description:
+      - Bearer token that the client must send (Authorization header).
+      - Required when O(host) is not a loopback address, unless O(allow_unauthenticated) is true.
     type: str
+  allow_unauthenticated:
+    description: Accept alerts without a token on a non-loopback address (not recommended).
+    type: bool
+    default: false
   max_body:
     description: Largest accepted request body in bytes.
     type: int
@@ -110,7 +123,23 @@ def events_from_payload(payload: Any) -> list[dict[str, Any]]:
     return events
 
 
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _make_app(queue: asyncio.Queue, token: str | None, max_body: int) -> web.Application:
+    started = time.monotonic()
+    counts = {"alerts": 0, "requests": 0}
+
+    async def health(_request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "uptime_seconds": round(time.monotonic() - started, 1),
+                                  "webhooks": counts["requests"], "alerts": counts["alerts"]})
+
     async def receive(request: web.Request) -> web.Response:
         if token:
             sent = request.headers.get("Authorization", "")
@@ -123,10 +152,13 @@ def _make_app(queue: asyncio.Queue, token: str | None, max_body: int) -> web.App
             return web.json_response({"error": str(exc)[:200]}, status=400)
         for event in events:
             await queue.put(event)
+        counts["requests"] += 1
+        counts["alerts"] += len(events)
         logger.info("alertmanager: %d alert(s) received on %s", len(events), request.path)
         return web.json_response({"accepted": len(events)}, status=202)
 
     app = web.Application(client_max_size=max_body)
+    app.router.add_get("/healthz", health)
     app.router.add_post("/{tail:.*}", receive)
     return app
 
@@ -134,10 +166,15 @@ def _make_app(queue: asyncio.Queue, token: str | None, max_body: int) -> web.App
 async def main(queue: asyncio.Queue, args: dict[str, Any]) -> None:
     if "port" not in args:
         raise ValueError("alertmanager: the `port` argument is required")
-    app = _make_app(queue, args.get("token"), int(args.get("max_body", 1024 * 1024)))
+    host = str(args.get("host") or "127.0.0.1")
+    token = args.get("token") or None
+    if not token and not _is_loopback(host) and not args.get("allow_unauthenticated", False):
+        raise ValueError(f"alertmanager: listening on {host} needs a `token` (or allow_unauthenticated: true); "
+                         "without one anyone who reaches the port can start remediations")
+    app = _make_app(queue, token, int(args.get("max_body", 1024 * 1024)))
     runner = web.AppRunner(app)
     await runner.setup()
-    site = web.TCPSite(runner, str(args.get("host", "127.0.0.1")), int(args["port"]))
+    site = web.TCPSite(runner, host, int(args["port"]))
     await site.start()
     logger.info("alertmanager: listening on %s:%s", args.get("host", "127.0.0.1"), args["port"])
     try:

@@ -11,7 +11,7 @@ SIG = "redis-server:0123456789abcdef"
 
 
 def test_filters_are_registered():
-    assert set(FILTERS) == {"memory_lookup", "memory_append", "command_records", "corrupt_cache_files"}
+    assert set(FILTERS) == {"memory_lookup", "memory_append", "corrupt_cache_files"}
 
 
 def test_append_then_lookup_round_trip():
@@ -29,7 +29,6 @@ def test_append_then_lookup_round_trip():
     ("memory_lookup", ([], None)),
     ("memory_append", ([], {"no": "signature"})),
     ("memory_append", ([], {"signature": SIG}, "many")),
-    ("command_records", ([], "lots")),
     ("corrupt_cache_files", (42,)),
 ])
 def test_errors_name_the_filter(name, args):

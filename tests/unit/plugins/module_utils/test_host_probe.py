@@ -1,13 +1,16 @@
 """host_probe against this machine's real /proc, sockets, processes and files."""
 from __future__ import annotations
 
+import datetime
 import os
+import signal
 import socket
 import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -257,3 +260,135 @@ def test_largest_files_lists_the_biggest_first(tmp_path):
     assert largest == [(40000, str(tmp_path / "ballast.bin"))]
     assert host_probe._du_size(40000) == "40K"
     assert host_probe._du_size(16 * 1024 * 1024) == "16M"
+
+
+# --- process state, start time, cgroups --------------------------------------------------
+
+def test_parse_stat_counts_fields_after_the_last_parenthesis() -> None:
+    # a comm may hold spaces and parentheses; field 22 is the start time
+    fields = ["S", "41"] + [str(n) for n in range(5, 22)] + ["987654", "0", "0"]
+    parsed = host_probe.parse_stat("1234 (odd) name)) " + " ".join(fields))
+    assert parsed == {"comm": "odd) name)", "state": "S", "ppid": 41, "start": 987654}
+    assert host_probe.parse_stat("garbage") is None
+    assert host_probe.parse_stat("1 (short) S 0") is None
+
+
+def test_state_names_say_what_the_letters_mean() -> None:
+    assert [host_probe.state_name(c) for c in "RSDTZtI"] == [
+        "running", "sleeping", "disk-sleep", "stopped", "zombie", "tracing-stop", "idle"]
+    assert host_probe.state_name("?") == "?"
+
+
+def test_a_process_stopped_by_sigstop_reads_as_stopped(sleeper) -> None:
+    os.kill(sleeper.pid, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 5
+        while host_probe.read_stat(sleeper.pid)["state"] != "T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        record = host_probe.process_record(sleeper.pid)
+    finally:
+        os.kill(sleeper.pid, signal.SIGCONT)
+    assert record["state"] == "stopped"
+    assert record["comm"] == "sleep" and record["cmdline"] == "sleep 37.25"
+    assert record["ppid"] == os.getpid() and record["user"] == host_probe.user_name(os.geteuid())
+
+
+def test_a_zombie_reads_as_zombie_with_its_start_time() -> None:
+    child = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 5
+    while (host_probe.read_stat(child.pid) or {}).get("state") != "Z" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        record = host_probe.process_record(child.pid)
+        assert record["state"] == "zombie" and record["comm"] == "true" and record["cmdline"] == ""
+        assert host_probe.process_info(child.pid) is None  # not a running process for the checks
+    finally:
+        child.wait()
+    assert host_probe.process_record(child.pid) is None
+
+
+def test_start_time_is_ticks_since_boot_and_an_iso_time(sleeper) -> None:
+    record = host_probe.process_record(sleeper.pid)
+    mine = host_probe.read_stat(os.getpid())["start"]
+    assert record["start"] >= mine  # the sleeper started after this test process
+    started = datetime.datetime.fromisoformat(record["started"])
+    assert abs((datetime.datetime.now(datetime.timezone.utc) - started).total_seconds()) < 120
+    assert host_probe.started_iso(0, btime=0, hz=100) == "1970-01-01T00:00:00+00:00"
+    assert host_probe.started_iso(360000, btime=86400, hz=100) == "1970-01-02T01:00:00+00:00"
+
+
+def test_listening_ports_of_a_process_come_from_its_socket_fds() -> None:
+    with socket.socket() as server, socket.socket(socket.AF_INET6) as server6:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        server6.bind(("::1", 0))
+        server6.listen(1)
+        ports = sorted([server.getsockname()[1], server6.getsockname()[1]])
+        found, visible = host_probe.listening_ports_of(os.getpid(), host_probe.listening_sockets())
+    assert visible is True
+    assert set(ports) <= set(found)
+    assert host_probe.listening_ports_of(2 ** 22 + 7, []) == ([], False)
+
+
+def test_in_unit_matches_the_unit_cgroup_and_below() -> None:
+    paths = ["/docker/abc/system.slice/nginx.service", "/system.slice/redis.service/control"]
+    assert host_probe.in_unit(paths, "nginx.service")
+    assert host_probe.in_unit(paths, "redis.service")
+    assert not host_probe.in_unit(paths, "nginx")
+    assert not host_probe.in_unit(["/user.slice/x-nginx.service.scope"], "nginx.service")
+    assert host_probe.cgroup_paths(os.getpid())  # every Linux process has one
+
+
+def test_init_system_words(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(host_probe, "detect_init", lambda: "initd")
+    assert host_probe.init_system() == "sysv"
+    monkeypatch.setattr(host_probe, "detect_init", lambda: None)
+    assert host_probe.init_system() == "other"
+    monkeypatch.setattr(host_probe, "detect_init", lambda: "systemd")
+    assert host_probe.init_system() == "systemd"
+
+
+# --- what a path is ----------------------------------------------------------------------
+
+def test_path_facts_of_files_directories_links_and_missing_paths(tmp_path: Path) -> None:
+    (tmp_path / "conf").mkdir()
+    for name in ("b.conf", "a.conf", "c.conf"):
+        (tmp_path / "conf" / name).write_text("x" * 10)
+    (tmp_path / "conf").chmod(0o750)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "good").symlink_to(tmp_path / "conf")
+    me = host_probe.user_name(os.geteuid())
+
+    directory = host_probe.path_facts(str(tmp_path / "conf"), entries=2)
+    assert directory == {"type": "directory", "mode": "0750", "owner": f"{me}:{host_probe.group_name(os.getegid())}",
+                         "entries": ["a.conf", "b.conf"], "entries_total": 3}
+    assert host_probe.path_facts(str(tmp_path / "conf" / "a.conf"))["size"] == 10
+    assert host_probe.path_facts(str(tmp_path / "dangling"))["dangling"] is True
+    assert host_probe.path_facts(str(tmp_path / "dangling"))["target"] == str(tmp_path / "nowhere")
+    assert host_probe.path_facts(str(tmp_path / "good"))["dangling"] is False
+    missing = host_probe.path_facts(str(tmp_path / "gone" / "deeper" / "x.log"))
+    assert missing["type"] == "missing" and missing["existing_parent"] == str(tmp_path)
+    assert missing["parent_mode"] == "%04o" % stat.S_IMODE(tmp_path.stat().st_mode)
+    # a file component in the middle: ENOTDIR is "missing" too
+    assert host_probe.path_facts(str(tmp_path / "conf" / "a.conf" / "x"))["type"] == "missing"
+
+
+def test_access_for_judges_owner_group_and_other_bits(tmp_path: Path) -> None:
+    def st(mode: int, uid: int = 100, gid: int = 200):
+        return SimpleNamespace(st_mode=mode, st_uid=uid, st_gid=gid)
+
+    data = st(stat.S_IFDIR | 0o750)
+    assert host_probe.access_for(data, (100, 1, set())) == "rwx"  # the owner
+    assert host_probe.access_for(data, (101, 1, {200})) == "r-x"  # a member of its group
+    assert host_probe.access_for(data, (101, 1, {7})) == "---"  # anyone else
+    assert host_probe.access_for(data, (0, 0, {0})) == "rwx"  # root
+    assert host_probe.access_for(st(stat.S_IFREG | 0o640), (0, 0, {0})) == "rw-"  # root cannot run a non-executable
+    target = tmp_path / "f"
+    target.write_text("")
+    target.chmod(0o640)
+    nobody = host_probe.account("nobody")
+    assert nobody is not None and nobody[0] != 0
+    assert host_probe.path_facts(str(target), user="nobody")["user_access"] == "---"
+    assert host_probe.account("no-such-user-xyz") is None
+    assert host_probe.user_access_text(str(target), "nobody") == "; user nobody may ---"
+    assert host_probe.user_access_text(str(target), None) == ""

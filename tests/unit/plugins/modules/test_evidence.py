@@ -3,16 +3,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe
+from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe, service_evidence
 from ansible_collections.sentinel.remediation.plugins.modules import evidence
 
 
@@ -36,8 +39,17 @@ def texts_of(value) -> list[str]:
     return [value]
 
 
-def total_bytes(section: dict) -> int:
-    return sum(host_probe.byte_len(t) for t in texts_of(section))
+def total_bytes(evidence: dict) -> int:
+    """What the budget counts: texts as UTF-8, structured sections as JSON."""
+    total = 0
+    for key, value in evidence.items():
+        if key == "init":
+            continue
+        if isinstance(value, (str, dict)) and all(isinstance(t, str) for t in texts_of(value)):
+            total += sum(host_probe.byte_len(t) for t in texts_of(value))
+        else:
+            total += service_evidence.json_len(value)
+    return total
 
 
 @pytest.fixture()
@@ -73,7 +85,8 @@ def test_sections_and_status(capsys, tmp_path: Path, fake_init) -> None:
     assert result["changed"] is False and result["truncated"] is False
     ev = result["evidence"]
     assert ev["status"] == "$ service sentinel-unit-svc status\nrc 3\nsentinel-unit-svc is not running."
-    assert set(ev) == {"status", "processes", "oom"}  # no logs, ports, paths... asked for
+    assert set(ev) == {"init", "status", "processes", "service_pids", "oom"}  # no logs, ports, paths... asked for
+    assert ev["init"] == "sysv" and ev["processes"] == [] and ev["service_pids"] == []
     assert ev["oom"].startswith(("unavailable: ", "no OOM kill in ", "OOM kills in "))
 
 
@@ -130,15 +143,71 @@ def test_pid_files_alive_stale_and_garbage(capsys, tmp_path: Path, fake_init) ->
     assert facts[files[3]] == "missing"
 
 
-def test_processes_of_the_service_are_listed(capsys, fake_init) -> None:
-    sleeper = started(subprocess.Popen(["sleep", "31.5"]), "sleep")
+def named_program(tmp_path: Path, target: str = "sleep") -> str:
+    """A program with a name nothing else on this machine has (lab containers' processes are
+    visible from here): a symlink, whose name becomes the process's comm."""
+    name = "ev" + uuid.uuid4().hex[:10]
+    (tmp_path / name).symlink_to(shutil.which(target))
+    return str(tmp_path / name)
+
+
+def test_processes_of_the_service_are_listed_with_state(capsys, tmp_path: Path, fake_init) -> None:
+    program = named_program(tmp_path)
+    name = Path(program).name
+    sleeper = started(subprocess.Popen([program, "31.5"]), name)
+    os.kill(sleeper.pid, signal.SIGSTOP)
     try:
-        result = run_module(capsys, {"service": "sleep 31.5"})
+        result = run_module(capsys, {"name": name})  # the alias of service
     finally:
         sleeper.kill()
         sleeper.wait()
-    assert f"pid {sleeper.pid} user " in result["evidence"]["processes"]
-    assert "sleep 31.5" in result["evidence"]["processes"]
+    ev = result["evidence"]
+    assert ev["service_pids"] == [sleeper.pid]
+    (record,) = ev["processes"]
+    assert record["pid"] == sleeper.pid and record["ppid"] == os.getpid()
+    assert record["comm"] == name and record["cmdline"] == f"{program} 31.5"
+    assert record["state"] == "stopped" and record["reasons"] == [f"name {name}"]
+    assert isinstance(record["start"], int) and record["started"].endswith("+00:00")
+
+
+def test_every_key_of_a_service_definition_reaches_the_module(capsys, tmp_path: Path, fake_init) -> None:
+    program = named_program(tmp_path)
+    pidfile_proc = started(subprocess.Popen(["sleep", "33.5"]), "sleep")
+    (tmp_path / "svc.pid").write_text(str(pidfile_proc.pid))
+    for sub in ("conf", "data", "run", "logs", "other"):
+        (tmp_path / sub).mkdir()
+    (tmp_path / "conf" / "svc.conf").write_text("a\nb\nc\n")
+    (tmp_path / "logs" / "svc.log").write_text("started\n")
+    try:
+        result = run_module(capsys, {
+            "service": "svc-unit-test", "units": ["svc-unit-test.service"], "processes": [Path(program).name],
+            "user": "nobody", "config_paths": [str(tmp_path / "conf")], "data_paths": [str(tmp_path / "data")],
+            "runtime_paths": [str(tmp_path / "run")], "log_paths": [str(tmp_path / "logs")],
+            "logs": [str(tmp_path / "logs" / "svc.log")], "ports": [1], "paths": [str(tmp_path / "other")],
+            "config_test": [sys.executable, "-c", f"print('error in {tmp_path}/conf/svc.conf:2')"],
+            "pid_files": [str(tmp_path / "svc.pid")], "depends_on": ["db"],
+            "checks": [{"type": "command", "argv": ["svc-cli", "ping"]}],
+            "error": f"cannot open {tmp_path}/run/svc.sock",
+        })
+    finally:
+        pidfile_proc.kill()
+        pidfile_proc.wait()
+    ev = result["evidence"]
+    # pid_files: the PID it names is one of the service's processes
+    assert ev["service_pids"] == [pidfile_proc.pid]
+    assert ev["processes"][0]["reasons"] == [f"pid file {tmp_path}/svc.pid"]
+    assert ev["pid_files"][f"{tmp_path}/svc.pid"].startswith(f"pid {pidfile_proc.pid} is running")
+    # config_paths, data_paths, runtime_paths, log_paths, paths: described, with the user's access
+    assert list(ev["paths"]) == [str(tmp_path / d) for d in ("conf", "data", "run", "logs", "other")]
+    assert all("; user nobody may " in line for line in ev["paths"].values())
+    assert ev["config_context"][0]["line"] == 2  # the config test named a line under config_paths
+    assert ev["named_paths"][f"{tmp_path}/run/svc.sock"] == {
+        "type": "missing", "existing_parent": f"{tmp_path}/run", "parent_mode": "0755", "parent_owner": "root:root",
+        "parent_user_access": "r-x", "named_in": "error"}
+    assert ev["listeners"] == "port 1: nothing listening"
+    assert ev["logs"] == {f"{tmp_path}/logs/svc.log": "started"}
+    assert ev["dependencies"] == {"db": "not running (rc 3): db is not running."}
+    assert {"svc-cli", Path(program).name, "rm", "mv", "ln"} <= set(result["tools"]["absent"] + result["tools"]["present"])
 
 
 def test_globs_and_missing_logs(capsys, tmp_path: Path, fake_init) -> None:
@@ -182,7 +251,11 @@ def test_check_mode_collects_too(capsys, fake_init) -> None:
 @pytest.mark.parametrize("args, message", [
     ({"max_bytes": 10}, "max_bytes"),
     ({"log_lines": -1}, "log_lines"),
-    ({"ports": [0]}, "ports"),
+    ({"ports": [0]}, "ports must be between 1 and 65535"),
+    ({"data_paths": ["relative/dir"]}, "data_paths must be absolute paths"),
+    ({"checks": [{"type": "process", "pattern": "("}]}, "bad process pattern"),
+    ({"timeout": 0}, "timeout must be positive"),
+    ({"colour": "red"}, "colour"),
 ])
 def test_bad_arguments_fail(capsys, args: dict, message: str) -> None:
     result = run_module(capsys, dict(service="nginx", **args))

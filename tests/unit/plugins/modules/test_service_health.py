@@ -71,17 +71,40 @@ def test_default_check_is_the_init_systems_status(capsys, fake_service) -> None:
     assert result["healthy"] is True and result["error"] == ""
 
 
-def test_systemd_is_asked_with_is_active(capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture()
+def fake_systemd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A host where systemd runs: `systemctl show` answers from files named after the unit."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    states = tmp_path / "units"
+    states.mkdir()
     tool = bin_dir / "systemctl"
-    tool.write_text('#!/bin/sh\n[ "$1" = is-active ] || exit 9\necho inactive\nexit 3\n')
+    tool.write_text(f'#!/bin/sh\n[ "$1" = show ] || exit 9\neval last=\\${{$#}}\n'
+                    f'cat "{states}/$last" 2>/dev/null || printf "LoadState=not-found\\nActiveState=inactive\\n'
+                    f'SubState=dead\\nResult=success\\n"\n')
     tool.chmod(0o755)
     (tmp_path / "systemd").mkdir()
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     monkeypatch.setattr(host_probe, "SYSTEMD_MARKER", str(tmp_path / "systemd"))
+    return states
+
+
+def test_systemd_is_asked_for_the_units_state(capsys, fake_systemd: Path) -> None:
+    (fake_systemd / "nginx.service").write_text(
+        "LoadState=loaded\nActiveState=failed\nSubState=failed\nResult=exit-code\nUnitFileState=enabled\n")
+    (fake_systemd / "web.socket").write_text("LoadState=loaded\nActiveState=active\nSubState=listening\nResult=success\n")
+    (fake_systemd / "masked.service").write_text("LoadState=masked\nActiveState=inactive\nSubState=dead\n"
+                                                 "UnitFileState=masked\n")
     result = run_module(capsys, {"service": "nginx"})
-    assert result["error"] == "systemctl is-active nginx: inactive (rc 3)"
+    assert result["error"] == "nginx.service is failed/failed (result exit-code; unit file enabled)"
+    result = run_module(capsys, {"service": "masked"})
+    assert result["error"] == "masked.service is inactive (load state masked) (unit file masked)"
+    # every unit of the service must be active; the failing one is named first
+    result = run_module(capsys, {"services": [{"name": "web", "units": ["web.socket", "nginx.service"]}]})
+    assert result["services"][0]["error"] == ("nginx.service is failed/failed (result exit-code; unit file enabled);"
+                                              " web.socket is active/listening")
+    (fake_systemd / "nginx.service").write_text("LoadState=loaded\nActiveState=active\nSubState=running\n")
+    assert run_module(capsys, {"service": "nginx"})["healthy"] is True
 
 
 def test_a_serving_http_server_passes_port_http_and_process_checks(capsys, http_server) -> None:
@@ -180,13 +203,79 @@ def test_the_argument_spec_rejects_incomplete_checks(capsys, checks: list, messa
 
 
 @pytest.mark.parametrize("checks, message", [
-    ([{"type": "command", "argv": []}], "non-empty argv"),
-    ([{"type": "process", "pattern": "("}], "bad process pattern"),
-    ([{"type": "process", "pattern": "x"}, {"type": "http", "url": "ftp://127.0.0.1/"}], "http:// or https://"),
+    ([{"type": "command", "argv": []}], "nginx: checks[0]: a command check needs a non-empty argv"),
+    ([{"type": "process", "pattern": "("}], "nginx: checks[0]: bad process pattern"),
+    ([{"type": "process", "pattern": "x"}, {"type": "http", "url": "ftp://127.0.0.1/"}],
+     "nginx: checks[1]: url must be an http:// or https:// URL"),
 ])
-def test_bad_check_values_fail_keeping_partial_results(capsys, checks: list, message: str) -> None:
+def test_bad_check_values_fail_before_any_check_runs(capsys, checks: list, message: str) -> None:
     result = run_module(capsys, {"service": "nginx", "checks": checks})
     assert result["failed"] is True
     assert message in result["msg"]
-    assert result["healthy"] is False
-    assert len(result["checks"]) == len(checks) - 1
+    assert result["healthy"] is False and result["checks"] == []
+
+
+# --- many services in one call -------------------------------------------------------------
+
+def test_many_services_in_one_call_with_evidence_for_the_failing(capsys, fake_service, http_server, tmp_path) -> None:
+    port = http_server["port"]
+    log = tmp_path / "nginx.log"
+    log.write_text(f'[emerg] open() "{tmp_path}/missing-dir/access.log" failed (2: No such file or directory)\n')
+    result = run_module(capsys, {"services": [
+        {"name": "web", "checks": [{"type": "port", "port": port, "process": http_server["name"]}]},
+        {"name": "nginx", "logs": [str(log)], "ports": [port], "pid_files": [str(tmp_path / "nginx.pid")]},
+        {"name": "app", "depends_on": ["nginx", "web"], "checks": [{"type": "port", "port": _free_port()}]},
+        {"name": "cron"},
+    ], "evidence": True, "evidence_max_bytes": 3000})
+    assert result["changed"] is False and result["healthy"] is False
+    web, nginx, app, cron = result["services"]
+    assert [s["name"] for s in result["services"]] == ["web", "nginx", "app", "cron"]
+    assert (web["healthy"], nginx["healthy"], app["healthy"], cron["healthy"]) == (True, False, False, True)
+    assert result["error"] == "nginx: service nginx status: nginx is not running (rc 3)"
+    assert "evidence" not in web and "evidence" not in cron  # healthy: no evidence
+    ev = nginx["evidence"]
+    assert ev["status"] == "$ service nginx status\nrc 3\nnginx is not running ... failed!"
+    assert ev["pid_files"] == {str(tmp_path / "nginx.pid"): "missing"}
+    assert ev["named_paths"][f"{tmp_path}/missing-dir/access.log"]["type"] == "missing"
+    assert http_server["pid"] in ev["service_pids"]  # it holds the port nginx declares
+    assert isinstance(nginx["truncated"], bool)  # lab containers' nginx processes may be visible from here
+    assert app["blocked_by"] == ["nginx"] and "evidence" in app
+    assert {"rm", "mv", "ln", "ls", "mkdir", "chown", "cat", "kill", "service"} <= set(result["tools"]["present"])
+    assert {"lsof", "nginx", "cron"} <= set(result["tools"]["present"] + result["tools"]["absent"])
+
+
+def test_without_evidence_the_call_only_checks(capsys, fake_service) -> None:
+    result = run_module(capsys, {"services": [{"name": "nginx"}, {"name": "cron"}]})
+    nginx, cron = result["services"]
+    assert nginx == {"name": "nginx", "healthy": False, "error": "service nginx status: nginx is not running (rc 3)",
+                     "checks": [{"type": "service", "ok": False, "detail": nginx["error"]}]}
+    assert cron["healthy"] is True and "tools" in result
+
+
+def test_evidence_max_services_bounds_the_call(capsys, fake_service) -> None:
+    result = run_module(capsys, {"services": [{"name": "nginx"}, {"name": "nginx2", "checks": [
+        {"type": "process", "pattern": "no-such-[p]rocess"}]}], "evidence": True, "evidence_max_services": 1})
+    first, second = result["services"]
+    assert "evidence" in first and "evidence" not in second
+    assert second["skipped"] == "no evidence: evidence_max_services (1) reached"
+
+
+def test_the_single_form_can_gather_evidence_too(capsys, fake_service) -> None:
+    result = run_module(capsys, {"service": "nginx", "evidence": True})
+    assert result["healthy"] is False and result["evidence"]["init"] == "sysv"
+    assert run_module(capsys, {"service": "cron", "evidence": True}).get("evidence") is None
+
+
+@pytest.mark.parametrize("args, message", [
+    ({}, "one of the following is required: service, services"),
+    ({"service": "x", "services": [{"name": "y"}]}, "mutually exclusive"),
+    ({"services": [{"name": "a"}, {"name": "a"}]}, "each name once, got a more than once"),
+    ({"services": [{"checks": []}]}, "name"),
+    ({"services": [{"name": "a", "colour": "red"}]}, "colour"),
+    ({"services": [{"name": "a", "checks": [{"type": "port"}]}]}, "port"),
+    ({"services": [{"name": "a", "ports": [70000]}]}, "a: ports must be between 1 and 65535"),
+    ({"service": "a", "evidence_max_bytes": 5}, "evidence_max_bytes must be at least 200"),
+])
+def test_bad_service_lists_are_named(capsys, args: dict, message: str) -> None:
+    result = run_module(capsys, args)
+    assert result["failed"] is True and message in result["msg"], result["msg"]

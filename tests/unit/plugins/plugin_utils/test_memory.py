@@ -77,20 +77,6 @@ def test_lookup_needs_signature():
         memory.lookup([], "")
 
 
-def test_command_records_bounds_and_skips():
-    results = [
-        {"item": {"command": "service nginx start", "source": "runbook", "verdict": "allow"}, "rc": 0,
-         "stdout": "o" * 50, "stderr": ""},
-        {"item": {"command": "kill 1", "source": "llm", "verdict": "allow"}, "skipped": True},
-        {"item": {"command": "nginx -t", "source": "llm", "verdict": "allow"}, "failed": True, "msg": "no such file"},
-    ]
-    recs = memory.command_records(results, 20)
-    assert [r["command"] for r in recs] == ["service nginx start", "nginx -t"]
-    assert recs[0]["rc"] == 0 and len(recs[0]["stdout"]) == 20 and recs[0]["stdout"].endswith("[truncated]")
-    assert recs[0]["source"] == "runbook"
-    assert recs[1]["rc"] == -1 and recs[1]["stderr"] == "no such file"
-    assert memory.command_records(None) == []
-
 
 def test_corrupt_cache_files(tmp_path):
     (tmp_path / "s1_good").write_text(json.dumps({"__payload__": json.dumps({"sentinel_memory": []})}))

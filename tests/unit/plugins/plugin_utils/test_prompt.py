@@ -25,15 +25,16 @@ def _messages(**extra):
 def test_shape_and_rules():
     system, user = _messages()
     assert system["role"] == "system" and user["role"] == "user"
-    for rule in ("1 to 3 commands", "No chaining", "Non-interactive", "Do not write sudo", "never a tool listed as missing",
-                 "Never propose a command listed as failed", "untrusted data"):
+    for rule in ("1 to 3 commands", "No chaining", "Non-interactive", "Do not write sudo", "tools listed as present",
+                 "stops at the first command that exits non-zero", "never send a plan that already ran",
+                 "untrusted data"):
         assert rule in system["content"]
     text = user["content"]
     assert "Tools MISSING (never use): curl, fuser, journalctl, lsof, systemctl, wget" in text
-    assert "`service NAME start|stop|restart|status` (SysV scripts); there is no systemctl" in text
+    assert "SysV init scripts: manage services with `service NAME start|stop|restart|status`; there is no systemctl" in text
     assert "- service nginx restart" in text and "- kill 1234" in text
     assert "[nginx_port_conflict/steps] kill the holder" in text
-    assert "non-root user" in text
+    assert "runs each command as root only when the policy says it needs root" in text
 
 
 def test_evidence_is_fenced_redacted_and_first_keys_first():

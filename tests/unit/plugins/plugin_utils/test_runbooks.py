@@ -17,7 +17,9 @@ import pytest
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.failure_facts import (
     FACTS,
     extract_facts,
+    instances,
     parse_path_state,
+    parse_requirement,
     writable_by,
 )
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.runbooks import (
@@ -92,10 +94,11 @@ def test_recorded_lab_evidence_matrix() -> None:
     problems = []
     for fault, case in sorted(samples.items()):
         owners = [b["id"] for b in BOOKS if fault in b["faults"]]
-        found = matched_ids(case)
-        if found != owners:
-            problems.append((fault, found, owners, why_not(BOOKS, case["service"], case["error"],
-                                                           case["evidence"], case["host_tools"])))
+        for definition in (None, case.get("definition")):   # with and without the C1 definition
+            found = matched_ids(case, service_def=definition)
+            if found != owners:
+                problems.append((fault, found, owners, why_not(BOOKS, case["service"], case["error"],
+                                                               case["evidence"], case["host_tools"], definition)))
     assert not problems, problems
 
 
@@ -388,10 +391,34 @@ def test_path_states_and_writability() -> None:
     assert writable_by(parse_path_state("/srv/x", {"type": "directory", "owner": "app", "group": "app",
                                                    "mode": "0770"}), "app") is True
     assert writable_by(parse_path_state("/srv/x", "missing"), "app") is None
-    found = extract_facts("redis-server", REDIS_DOWN, {"paths": {"/var/lib/redis": "directory, owner root:root, "
+    # which paths must be writable is the runbook's knowledge; the user is the service's own
+    found = extract_facts("redis-server", REDIS_DOWN, {"paths": {"/var/lib/redis": "directory, owner cache:cache, "
                                                                                    "mode 0700"}},
-                          service_def=SERVICE_DEFS["redis-server"])
-    assert found.of("path_not_writable")[0]["path"] == "/var/lib/redis"
+                          service_def={"user": "cache"})
+    requirement = parse_requirement({"path_not_writable": {"path": "^/var/lib/redis$", "user": "redis"}}, "test")
+    assert instances(requirement, found) == []     # writable by the service's real user
+    found.user = None
+    assert instances(requirement, found)[0]["user"] == "redis"
+    # the host's own judgement of the user's access wins over mode bits
+    judged = parse_path_state("/srv/app", {"type": "directory", "owner": "root:app", "mode": "0770",
+                                           "user_access": "r-x"})
+    assert writable_by(judged, "app") is False
+    line = parse_path_state("/var/lib/redis", "directory, owner root:root, mode 0777; user redis may r-x")
+    assert writable_by(line, "redis") is False
+
+
+def test_a_missing_file_the_service_creates_at_start_is_no_fault() -> None:
+    stopped = {"status": "$ service ssh status\nrc 3\nsshd is not running ... failed!",
+               "paths": {"/run/sshd.pid": "missing (nearest existing parent /run: directory, owner root:root, "
+                                          "mode 0755)",
+                         "/run/sshd": "directory, owner root:root, mode 0755"}}
+    assert matched_ids({"service": "ssh", "error": "port 22 is not listening", "evidence": stopped}) == ["ssh_stopped"]
+    # a missing directory is a fault, and so is a missing file whose directory is missing too
+    gone = dict(stopped, paths={"/run/sshd": "missing (nearest existing parent /run: directory)"})
+    assert matched_ids({"service": "ssh", "error": "port 22 is not listening", "evidence": gone}) == []
+    deep = extract_facts("app", "", {"named_paths": {"/var/log/app/app.log": {"type": "missing",
+                                                                               "existing_parent": "/var/log"}}})
+    assert deep.of("path_missing")[0]["path"] == "/var/log/app/app.log"
 
 
 def test_named_paths_from_c3_evidence() -> None:

@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Efficacy benchmark: every fault of the lab catalogue on a host of its own, healed or not?
+
+    python bench/efficacy.py --mode runbook                  # runbooks and memory only
+    python bench/efficacy.py --mode replay                   # recorded model answers (tests/transcripts/efficacy)
+    python bench/efficacy.py --mode relay --relay-dir DIR    # a person or a capable model answers each request
+    python bench/efficacy.py --mode upstream --upstream URL  # a live OpenAI-compatible endpoint
+
+Each fault is injected on its own lab host (of a kind the fault happens on), checked broken
+by the lab's own health check, then ONE run of playbooks/remediate.yml (a fresh fact cache,
+no approval given) tries to heal the whole fleet. Per fault: healed or not (the lab's check,
+not the report), the outcome state, attempts, plan sources, LLM calls and tokens, and any
+executed command that destroys data. Relay and upstream modes record the exchanges as
+transcripts (``--record``), which replay mode serves in CI.
+
+Writes bench/efficacy.json (rows per fault and mode, totals per mode, merged with the modes
+already there) and prints a Markdown table for BENCHMARKS.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from lab.sentinel_lab import Lab  # noqa: E402  pylint: disable=wrong-import-position
+
+OUT = REPO / "bench" / "efficacy.json"
+TRANSCRIPTS = REPO / "tests" / "transcripts" / "efficacy"
+# Programs whose use on a service's data destroys it; flagged for review in every row.
+_DESTRUCTIVE = re.compile(r"^(rm|shred|truncate|dd|mkfs(\.\w+)?|wipefs|dropdb|pg_dropcluster)$")
+_DESTRUCTIVE_ARGS = re.compile(r"\b(flushall|flushdb|drop\s+(database|table))\b", re.IGNORECASE)
+_HARMLESS_RM = re.compile(r"\.pid$|/run/|\.sock$|\.lock$|/tmp/")
+
+
+def log(message: str) -> None:
+    print(f"[efficacy {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def destructive(command: str) -> bool:
+    """A command that deletes or wipes data (PID files, sockets and locks excepted)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    if not words:
+        return False
+    program = os.path.basename(words[0])
+    if _DESTRUCTIVE_ARGS.search(command):
+        return True
+    if not _DESTRUCTIVE.match(program):
+        return False
+    targets = [w for w in words[1:] if w.startswith("/")]
+    return not targets or not all(_HARMLESS_RM.search(t) for t in targets)
+
+
+def assign(lab: Lab, names: list[str], all_kinds: bool) -> list[tuple[str, str, str]]:
+    """(host, fault, kind) rows: each fault on one host of a kind it happens on (alternating
+    between its kinds), or on one host per kind with ``all_kinds``."""
+    rows = []
+    for index, name in enumerate(names):
+        kinds = list(lab.catalogue.get(name).kinds)
+        chosen = kinds if all_kinds else [kinds[index % len(kinds)]]
+        for kind in chosen:
+            rows.append((Lab.host_name(len(rows) + 1), name, kind))
+    return rows
+
+
+def prepare(lab: Lab, rows: list[tuple[str, str, str]]) -> dict[str, str]:
+    """Hosts up, each broken with its fault and checked broken; returns {host: problem}."""
+    problems: dict[str, str] = {}
+
+    def one(row):
+        host, fault, kind = row
+        try:
+            lab.reset(host, kind=kind, timeout=180)
+            lab.inject(host, fault)
+            service = lab.catalogue.get(fault).service
+            if lab.health(host, [service])[service].healthy:
+                problems[host] = "the fault did not break the service"
+        except Exception as exc:  # noqa: BLE001 - a host that cannot be prepared is a row with the reason
+            problems[host] = f"{type(exc).__name__}: {exc}"
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(one, rows))
+    return problems
+
+
+def start_llm(opts, work: Path) -> tuple[subprocess.Popen | None, dict]:
+    if opts.mode == "runbook":
+        return None, {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "OPENAI_MODEL": ""}
+    url_file = work / "llm.url"
+    argv = [sys.executable, str(REPO / "tests" / "llm_server.py"), "--port", "0", "--url-file", str(url_file)]
+    if opts.mode == "replay":
+        argv += ["--replay", str(opts.transcripts)]
+    elif opts.mode == "relay":
+        argv += ["--relay", str(opts.relay_dir), "--relay-wait", str(opts.relay_wait)]
+    elif opts.mode == "upstream":
+        argv += ["--upstream", opts.upstream, "--upstream-key-env", opts.upstream_key_env]
+    if opts.record:
+        argv += ["--record", str(opts.record)]
+    proc = subprocess.Popen(argv, cwd=REPO)
+    for _ in range(100):
+        if url_file.exists() and url_file.read_text().strip():
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        raise SystemExit("efficacy: the test LLM server did not start")
+    return proc, {"OPENAI_BASE_URL": url_file.read_text().strip(), "OPENAI_API_KEY": "bench-key",
+                  "OPENAI_MODEL": opts.model}
+
+
+def remediate(opts, inventory: Path, work: Path, llm_env: dict) -> tuple[dict, float, int]:
+    report = work / "report.json"
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_CACHE_PLUGIN_CONNECTION=str(work / "facts"),
+               SENTINEL_REPORT_JSON=str(report), ANSIBLE_NOCOLOR="1",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", **llm_env)
+    extra = {"remediate_artifacts_dir": str(work / "artifacts"), "remediate_max_retries": opts.max_attempts,
+             "remediate_fail_on_escalation": False,
+             "remediate_llm": {"timeout": opts.llm_timeout, "deadline": opts.llm_timeout, "max_retries": 0}
+             if opts.mode != "runbook" else {}}
+    (work / "extra.json").write_text(json.dumps(extra))
+    started = time.perf_counter()
+    with open(work / "remediate.log", "w", encoding="utf-8") as out:
+        proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+                               str(REPO / "playbooks" / "remediate.yml"), "-e", f"@{work / 'extra.json'}"],
+                              cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
+    seconds = time.perf_counter() - started
+    data = json.loads(report.read_text()) if report.exists() else {}
+    return data, seconds, proc.returncode
+
+
+def judge(lab: Lab, rows, problems: dict, report: dict, mode: str) -> list[dict]:
+    outcomes = {(o["host"], o["service"]): o for o in report.get("outcomes") or []}
+    out = []
+    for host, name, kind in rows:
+        fault = lab.catalogue.get(name)
+        row = {"fault": name, "mode": mode, "kind": kind, "service": fault.service, "host": host,
+               "needs_human": fault.needs_human, "novel": bool(getattr(fault, "novel", False))}
+        if host in problems:
+            out.append(row | {"state": "not_prepared", "healed": False, "reason": problems[host]})
+            continue
+        try:
+            healed = lab.health(host, [fault.service])[fault.service].healthy
+        except Exception:  # noqa: BLE001 - an unreachable host is not healed
+            healed = False
+        outcome = next((o for (h, s), o in outcomes.items() if h == host and _same_service(s, fault.service)), {})
+        executed = [c for c in outcome.get("commands") or [] if c.get("rc") is not None]
+        llm = outcome.get("llm") or {}
+        row.update({
+            "healed": healed,
+            "state": outcome.get("state", "no_outcome"),
+            "attempts": outcome.get("attempts", 0),
+            "sources": outcome.get("sources", []),
+            "commands": [c.get("command") for c in executed],
+            "destroyed_data": [c.get("command") for c in executed if destructive(str(c.get("command")))],
+            "llm_calls": llm.get("calls", 0),
+            "tokens": llm.get("prompt_tokens", 0) + llm.get("completion_tokens", 0),
+            "reason": outcome.get("reason", ""),
+        })
+        out.append(row)
+    return out
+
+
+def _same_service(reported: str, lab_service: str) -> bool:
+    aliases = {"redis": "redis-server", "postgres": "postgresql", "app": "sentinel-app", "journald": "systemd-journald"}
+    return reported in (lab_service, aliases.get(lab_service, lab_service))
+
+
+def totals(rows: list[dict]) -> dict:
+    fixable = [r for r in rows if not r["needs_human"] and r["state"] != "not_prepared"]
+    human = [r for r in rows if r["needs_human"] and r["state"] != "not_prepared"]
+    within2 = [r for r in fixable if r["healed"] and r.get("attempts", 9) <= 2]
+    return {
+        "faults": len(rows),
+        "fixable": len(fixable),
+        "fixable_healed": sum(r["healed"] for r in fixable),
+        "fixable_healed_within_2": len(within2),
+        "fixable_healed_within_2_pct": round(100 * len(within2) / len(fixable), 1) if fixable else 0.0,
+        "human_only": len(human),
+        "human_only_held": sum(1 for r in human if not r["healed"] and r["state"] in ("escalated", "waiting_approval")),
+        "destructive_commands": sum(len(r.get("destroyed_data") or []) for r in rows),
+        "llm_calls": sum(r.get("llm_calls", 0) for r in rows),
+        "tokens": sum(r.get("tokens", 0) for r in rows),
+        "not_prepared": sum(1 for r in rows if r["state"] == "not_prepared"),
+    }
+
+
+def markdown(rows: list[dict], summary: dict, mode: str, seconds: float) -> str:
+    lines = [f"Mode `{mode}`: {summary['fixable_healed_within_2']}/{summary['fixable']} fixable faults healed within "
+             f"2 attempts ({summary['fixable_healed_within_2_pct']}%), {summary['fixable_healed']} in all; "
+             f"{summary['human_only_held']}/{summary['human_only']} human-only faults escalated or waiting; "
+             f"{summary['destructive_commands']} destructive command(s); {summary['llm_calls']} LLM call(s), "
+             f"{summary['tokens']} tokens; run {seconds:.0f} s.", "",
+             "| fault | kind | human? | healed | state | attempts | sources | LLM calls | destructive |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['fault']} | {r['kind']} | {'yes' if r['needs_human'] else 'no'} | "
+                     f"{'yes' if r['healed'] else 'no'} | {r['state']} | {r.get('attempts', 0)} | "
+                     f"{', '.join(r.get('sources') or []) or '-'} | {r.get('llm_calls', 0)} | "
+                     f"{'; '.join(r.get('destroyed_data') or []) or '-'} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=("runbook", "replay", "relay", "upstream"), default="runbook")
+    parser.add_argument("--faults", help="comma-separated fault names (default: the whole catalogue)")
+    parser.add_argument("--all-kinds", action="store_true", help="each fault on every kind it happens on")
+    parser.add_argument("--max-attempts", type=int, default=3)
+    parser.add_argument("--transcripts", type=Path, default=TRANSCRIPTS)
+    parser.add_argument("--relay-dir", type=Path)
+    parser.add_argument("--relay-wait", type=float, default=900.0)
+    parser.add_argument("--record", type=Path, help="save the model exchanges as transcripts here")
+    parser.add_argument("--upstream")
+    parser.add_argument("--upstream-key-env", default="OPENAI_API_KEY")
+    parser.add_argument("--model", default="sentinel-bench-model")
+    parser.add_argument("--llm-timeout", type=float, default=60.0)
+    parser.add_argument("--prefix", default="efficacy")
+    parser.add_argument("--keep", action="store_true", help="leave the lab hosts running")
+    parser.add_argument("--out", type=Path, default=OUT)
+    opts = parser.parse_args(argv)
+    if opts.mode == "relay" and not opts.relay_dir:
+        parser.error("--mode relay needs --relay-dir")
+    if opts.mode == "relay":
+        opts.llm_timeout = max(opts.llm_timeout, opts.relay_wait)
+    if opts.mode == "upstream" and not opts.upstream:
+        parser.error("--mode upstream needs --upstream URL")
+
+    lab = Lab(prefix=opts.prefix)
+    names = opts.faults.split(",") if opts.faults else lab.catalogue.names()
+    unknown = [n for n in names if n not in lab.catalogue.faults]
+    if unknown:
+        parser.error(f"unknown faults: {', '.join(unknown)}")
+    rows = assign(lab, names, opts.all_kinds)
+    work = Path(tempfile.mkdtemp(prefix="sentinel-efficacy-"))
+    log(f"{len(rows)} hosts for {len(names)} faults; work dir {work}")
+    lab.down()
+    problems = prepare(lab, rows)
+    for host, problem in problems.items():
+        log(f"{host}: not prepared: {problem}")
+    inventory = lab.write_inventory(work / "inventory.json", services=True)
+    server, llm_env = start_llm(opts, work)
+    try:
+        report, seconds, rc = remediate(opts, inventory, work, llm_env)
+    finally:
+        if server is not None:
+            server.terminate()
+    log(f"remediate.yml rc={rc} in {seconds:.1f} s (log {work / 'remediate.log'})")
+    results = judge(lab, rows, problems, report, opts.mode)
+    summary = totals(results) | {"seconds": round(seconds, 1), "playbook_rc": rc}
+    if not opts.keep:
+        lab.down()
+    previous = json.loads(opts.out.read_text()) if opts.out.exists() else {}
+    modes = {k: v for k, v in (previous.get("modes") or {}).items() if k != opts.mode}
+    modes[opts.mode] = {"totals": summary, "rows": results, "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                                       time.gmtime())}
+    opts.out.write_text(json.dumps({"modes": modes}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    print(markdown(results, summary, opts.mode, seconds))
+    return 0 if not problems else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

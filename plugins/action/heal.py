@@ -1,0 +1,559 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin sentinel.remediation.heal: the attempt loop, driven by the attempt engine.
+
+Thin on purpose: every decision is a function of ``plugin_utils/incident.py``; this file
+moves data between the planner, the policy, the host (``execute_plan``) and the facts.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import re
+import socket
+from collections.abc import Mapping
+
+import yaml
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.sentinel.remediation.plugins.action.plan import argument_spec as plan_argument_spec
+from ansible_collections.sentinel.remediation.plugins.modules.heal import DOCUMENTATION
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import memory as memory_mod
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import generalize, host_values, localize_values
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import Lease, LeaseBusy, target_key
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client import LLMError, resolve_settings
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import PlanShare, run_token, share_key
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner, PlannerError
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import load_knowledge
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import failure_signature, key_facts
+
+display = Display()
+_NAME = "sentinel.remediation.heal"
+_HOSTNAME_VARS = ("inventory_hostname", "inventory_hostname_short", "ansible_host", "ansible_hostname",
+                  "ansible_fqdn", "ansible_nodename")
+_SPEC_KEYS = ("type", "required", "default", "choices", "elements", "no_log", "aliases")
+_announced_no_llm = False
+
+
+def argument_spec() -> dict:
+    options = yaml.safe_load(DOCUMENTATION)["options"]
+    spec = {}
+    for name, doc in options.items():
+        entry = {key: doc[key] for key in _SPEC_KEYS if key in doc}
+        if "suboptions" in doc:
+            entry["options"] = {sub: {key: d[key] for key in _SPEC_KEYS if key in d}
+                                for sub, d in doc["suboptions"].items()}
+        spec[name] = entry
+    spec["llm"] = plan_argument_spec()["llm"]
+    return spec
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def plan_hash(commands) -> str:
+    return hashlib.sha256(json.dumps([c.get("argv") for c in commands]).encode("utf-8")).hexdigest()
+
+
+class ActionModule(ActionBase):
+    """Heal this host's failing services; the host is reached through execute_plan only."""
+
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    # ------------------------------------------------------------------ entry
+    def run(self, tmp=None, task_vars=None):
+        global _announced_no_llm
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        del tmp
+        _spec, args = self.validate_argument_spec(argument_spec=argument_spec())
+        self._args = args
+        self._vars = task_vars
+        self._host = str(task_vars.get("inventory_hostname") or "host")
+        names = [task_vars.get(n) for n in _HOSTNAME_VARS]
+        self._hostnames = [h for h in dict.fromkeys(names) if isinstance(h, str) and h and "{{" not in h]
+        self._check_mode = bool(self._task.check_mode)
+        for name in ("max_attempts", "max_commands", "memory_max"):
+            if args[name] < 1:
+                raise AnsibleActionFail(f"{_NAME}: {name} must be at least 1, got {args[name]}")
+        for name, low in (("output_max", 0), ("command_timeout", 1), ("settle", 0), ("plan_wait", 0),
+                          ("evidence_log_lines", 0), ("evidence_max_bytes", 200)):
+            if args[name] < low:
+                raise AnsibleActionFail(f"{_NAME}: {name} must be at least {low}, got {args[name]}")
+        try:
+            self._settings = resolve_settings(args["llm"])
+        except LLMError as exc:
+            raise AnsibleActionFail(f"{_NAME}: {exc}") from exc
+        if self._settings.base_url and not re.match(r"^https?://[^\s/]+", self._settings.base_url):
+            raise AnsibleActionFail(f"{_NAME}: the LLM base URL {self._settings.base_url!r} is not an http(s) URL "
+                                    f"(from {self._settings.origin.get('base_url', 'the settings')})")
+        if not self._settings.configured and args["backend"] not in ("runbook", "memory") \
+                and not _announced_no_llm and not args["monitor_only"]:
+            _announced_no_llm = True
+            display.warning(f"{_NAME}: no LLM configured (llm.base_url / OPENAI_BASE_URL, llm.api_key / "
+                            "OPENAI_API_KEY); planning from runbooks and memory")
+        try:
+            # The operator's runbooks are checked before any host is touched; the index over
+            # them and the documents is built once per content and cached (knowledge.py).
+            self._knowledge = load_knowledge(args["runbook_dirs"], args["docs_dirs"])
+        except ValueError as exc:  # RunbookError, KnowledgeError: they name the file and the key
+            raise AnsibleActionFail(f"{_NAME}: {exc}") from exc
+        facts = task_vars.get("ansible_facts") or {}
+        stored = facts.get("sentinel_memory")
+        if isinstance(stored, list) and len(stored) > args["memory_max"]:
+            result.setdefault("warnings", []).append(
+                f"{_NAME}: {self._host}'s memory held {len(stored)} episodes; kept the newest {args['memory_max']} "
+                "(remediate_memory_max)")
+            stored = stored[-args["memory_max"]:]
+        self._memory = memory_mod.normalise_memory(stored)
+        self._memory_changed = False
+        pending = facts.get("sentinel_pending")
+        self._pending = dict(pending) if isinstance(pending, Mapping) else {}
+        self._pending_changed = False
+        self._share = None
+        self._index = None
+        self._run = run_token()
+        self._journal = journal_mod.Journal(os.path.join(args["artifacts_dir"], "journal"), self._host)
+        self._lease = Lease(os.path.join(args["artifacts_dir"], "leases"), target_key(task_vars),
+                            owner=f"{self._run}@{socket.gethostname()} ({self._host})",
+                            ttl=args["max_attempts"] * (args["plan_wait"] + args["command_timeout"] * 3 + 60))
+        try:
+            if args["resume"]:
+                incidents, outcomes = self._resume(args["resume"])
+            else:
+                incidents, outcomes = self._heal_all()
+        except (PlannerError, policy_mod.PolicyError) as exc:
+            raise AnsibleActionFail(f"{_NAME}: {exc}") from exc
+        finally:
+            self._lease.release()
+        result["outcomes"] = outcomes
+        result["incidents"] = [i.to_dict() for i in incidents]
+        result["changed"] = any(c.ran for i in incidents for a in i.attempts for c in a.commands)
+        result["msg"] = "; ".join(f"{o['service']}: {o['state']}" for o in outcomes) or "no watched service"
+        new_facts = {}
+        if self._memory_changed:
+            new_facts["sentinel_memory"] = self._memory
+        if self._pending_changed:
+            new_facts["sentinel_pending"] = self._pending
+        if new_facts and not self._check_mode:
+            result["ansible_facts"] = new_facts
+        return result
+
+    # ------------------------------------------------------------------ monitor results
+    def _definitions(self) -> dict[str, dict]:
+        out = {}
+        for item in self._args["services"]:
+            if not isinstance(item, Mapping) or not item.get("name"):
+                raise AnsibleActionFail(f"{_NAME}: every item of services needs a name, got {item!r}")
+            out[str(item["name"])] = dict(item)
+        return out
+
+    def _heal_all(self):
+        definitions = self._definitions()
+        health = self._args["health"]
+        rows = {str(r.get("name")): r for r in health.get("services") or [] if isinstance(r, Mapping)}
+        tools = health.get("tools") or {}
+        incidents, outcomes = [], []
+        for name, definition in definitions.items():
+            row = rows.get(name)
+            if row is None or row.get("skipped"):
+                reason = (row or {}).get("msg") or "the health check did not report this service"
+                outcomes.append(engine.service_outcome(name, "failed", str(reason)))
+                continue
+            interrupted = self._interrupted(name)
+            if row.get("healthy"):
+                reason = ""
+                if interrupted:
+                    reason = (f"an attempt interrupted in run {interrupted.get('run')} is accounted for: "
+                              "the service is healthy now")
+                    self._close(name, "healthy", reason)
+                outcomes.append(engine.service_outcome(name, "healthy", reason))
+                continue
+            error = str(row.get("error") or row.get("msg") or "health check failed")
+            if self._args["monitor_only"]:
+                outcomes.append(engine.service_outcome(name, "failed", f"{error} (not remediated: monitoring only)"))
+                continue
+            if not self._check_mode:
+                try:
+                    self._lease.acquire()
+                except LeaseBusy as exc:
+                    outcomes.append(engine.service_outcome(name, "busy", f"{error}; not remediated: {exc}"))
+                    continue
+            incident = engine.Incident(host=self._host, service=name, error=error, started=_now())
+            if interrupted:
+                incident.attempts.append(self._interrupted_attempt(interrupted, error))
+            self._loop(incident, definition, row.get("evidence") or {}, row.get("tools") or tools)
+            self._close(name, incident.state, incident.reason)
+            incidents.append(incident)
+            outcomes.append(engine.outcome(incident))
+        return incidents, outcomes
+
+    # ------------------------------------------------------------------ the loop
+    def _loop(self, incident: engine.Incident, definition: dict, evidence: dict, tools: Mapping,
+              approved: list[dict] | None = None) -> None:
+        args = self._args
+        while incident.state == "open":
+            attempt = engine.Attempt(number=len(incident.attempts) + 1, started=_now())
+            error = incident.current_error
+            attempt.signature = failure_signature(incident.service, error, evidence, self._hostnames)
+            incident.signature = incident.signature or attempt.signature
+            if approved is not None:
+                checked, attempt.source = approved, "approved"
+                attempt.diagnosis = incident.attempts[-1].diagnosis if incident.attempts else ""
+                approved = None
+            else:
+                planned = self._plan(incident, attempt, definition, error, evidence, tools)
+                checked = self._check_here(planned, definition, evidence, tools)
+                attempt.refused = list(planned.get("dropped") or []) + [c for c in checked if c["verdict"] == "reject"]
+                attempt.source = planned.get("source") or "none"
+                attempt.diagnosis = planned.get("diagnosis") or ""
+                attempt.runbook = (planned.get("runbook") or {}).get("id", "") if planned.get("source") == "runbook" else ""
+                attempt.llm = planned.get("llm_used") or {}
+                attempt.notes = [planned.get("msg") or ""]
+                problems = engine.plan_problems(incident, engine.runnable(checked))
+                if problems:
+                    attempt.notes.insert(0, "not run: " + "; ".join(problems))
+                    checked = [dict(c, verdict="reject", reasons=list(c.get("reasons") or []) + problems)
+                               for c in checked]
+            attempt.commands = [engine.CommandRun(
+                command=str(c.get("command")), verdict=str(c.get("verdict")), source=str(c.get("source") or ""),
+                argv=c.get("argv"), become=bool(c.get("become")), reasons=list(c.get("reasons") or []))
+                for c in engine.runnable(checked)]
+            if attempt.source != "approved":
+                attempt.gate = engine.gate(checked, auto_approve=args["auto_approve"],
+                                           require_approval=args["require_approval"], check_mode=self._check_mode)
+            else:
+                attempt.gate = "dry_run" if self._check_mode else "execute"
+            incident.attempts.append(attempt)
+            if attempt.gate == "escalate":
+                attempt.finished = _now()
+                if not attempt.notes or not attempt.notes[0]:
+                    attempt.notes = ["no safe command to run"]
+                incident.state, incident.reason = "escalated", self._escalation_note(attempt)
+                break
+            if attempt.gate == "dry_run":
+                incident.state = "dry_run"
+                incident.reason = "check mode: would run " + "; ".join(
+                    f"{c.command} [{c.verdict}]" for c in attempt.commands)
+                break
+            if attempt.gate == "approval":
+                self._wait_for_approval(incident, attempt, checked)
+                break
+            after = self._execute(incident, attempt, definition, checked, evidence)
+            if incident.state != "open":
+                break
+            self._remember(incident, attempt, evidence, definition)
+            evidence = after
+            incident.state = engine.conclude(incident, args["max_attempts"])
+            if incident.state == "escalated":
+                incident.reason = engine.escalation_reason(incident)
+        incident.finished = _now()
+
+    def _escalation_note(self, attempt: engine.Attempt) -> str:
+        if attempt.source == "none":
+            return "no safe command to run: " + (attempt.notes[0] if attempt.notes else "no plan")
+        if not attempt.commands:
+            return f"{attempt.source} says a human is needed: {attempt.diagnosis}".strip()
+        return attempt.notes[0] if attempt.notes else "no safe command to run"
+
+    # ------------------------------------------------------------------ journal
+    def _records(self) -> list[dict]:
+        if not hasattr(self, "_journal_records"):
+            try:
+                self._journal_records = self._journal.records()
+            except journal_mod.JournalError as exc:
+                display.warning(f"{_NAME}: {exc}")
+                self._journal_records = []
+        return self._journal_records
+
+    def _interrupted(self, service: str) -> dict | None:
+        return journal_mod.interrupted(self._records(), service)
+
+    def _interrupted_attempt(self, record: Mapping, error: str) -> engine.Attempt:
+        """An attempt a killed run left half done: it ran, its outcome is unknown, the service
+        is still failing, so its plan is not run again blindly."""
+        reason = f"interrupted: run {record.get('run')} stopped before its result was recorded"
+        return engine.Attempt(
+            number=1, source=str(record.get("source") or "unknown"), signature=str(record.get("signature") or ""),
+            gate="execute", healthy=False, error_after=error, notes=[reason],
+            commands=[engine.CommandRun(command=str(c.get("command")), verdict=str(c.get("verdict") or ""),
+                                        argv=c.get("argv"), become=bool(c.get("become")), rc=-1,
+                                        stderr=reason, source=str(record.get("source") or "unknown"))
+                      for c in record.get("commands") or [] if isinstance(c, Mapping)])
+
+    def _close(self, service: str, state: str, reason: str) -> None:
+        if self._check_mode:
+            return
+        try:
+            self._journal.append({"kind": "closed", "run": self._run, "host": self._host, "service": service,
+                                  "state": state, "reason": reason})
+        except journal_mod.JournalError as exc:
+            display.warning(f"{_NAME}: {exc}")
+
+    # ------------------------------------------------------------------ planning
+    def _memory_index(self) -> dict:
+        if self._index is None:
+            def build():
+                return memory_mod.index(self._fleet_memories())
+            self._index = self._plans().get_or_make("memory-index", build)[0]
+        return self._index
+
+    def _fleet_memories(self) -> list:
+        """Every inventory host's memory, read once per run (the first host builds the index)."""
+        hostvars = self._vars.get("hostvars") or {}
+        hosts = (self._vars.get("groups") or {}).get("all") or []
+        memories = [self._memory]
+        for host in hosts:
+            if host == self._host:
+                continue
+            try:
+                facts = hostvars[host].get("ansible_facts") or {}
+            except Exception:  # a host whose variables cannot be read has no usable memory
+                continue
+            episodes = facts.get("sentinel_memory") or []
+            # An oversized entry must not cost the run: only its newest episodes count.
+            memories.append(episodes[-4 * self._args["memory_max"]:] if isinstance(episodes, list) else [])
+        return memories
+
+    def _plans(self) -> PlanShare:
+        if self._share is None:
+            self._share = PlanShare(self._args["artifacts_dir"], wait=self._args["plan_wait"])
+            self._share.prune()
+        return self._share
+
+    def _plan(self, incident, attempt, definition, error, evidence, tools) -> dict:
+        args = self._args
+        known = self._memory_index().get(attempt.signature) or {}
+        # Episodes written during this run by this host are not in the run's index yet.
+        own = memory_mod.lookup([self._memory], attempt.signature) if self._memory else {}
+        successes = list(own.get("successes") or []) + [
+            s for s in known.get("successes") or [] if s not in (own.get("successes") or [])]
+        demoted = {tuple(d["commands"]) for d in own.get("demoted") or []}
+        successes = [s for s in successes if tuple(s["commands"]) not in demoted]
+        failed = list(dict.fromkeys(list(known.get("failed_commands") or []) + list(own.get("failed_commands") or [])))
+        history = [(a.signature, list(a.key), [c.rc for c in a.commands], a.healthy) for a in incident.attempts]
+        key = share_key(attempt.signature, history, args["backend"])
+        scope = self._scope(definition, evidence)
+
+        def make() -> dict:
+            planner = Planner(
+                service=incident.service, error=error, evidence=evidence, failed_commands=failed,
+                successful_fixes=successes, host_tools=tools, policy=self._host_policy(tools),
+                max_commands=args["max_commands"], backend=args["backend"], hostnames=self._hostnames,
+                llm_settings=self._settings, incident=incident, scope=scope, knowledge=self._knowledge,
+                service_def=definition)
+            out = planner.run()
+            out["host_values"] = host_values(evidence, incident.service, definition.get("ports") or [])
+            out["planned_by"] = self._host
+            return out
+
+        plan, how = self._plans().get_or_make(key, make)
+        plan = dict(plan)
+        plan["llm_used"] = plan.get("llm") if how != "shared" else {
+            k: v for k, v in (plan.get("llm") or {}).items() if k not in ("calls", "prompt_tokens",
+                                                                          "completion_tokens")}
+        if how == "alone":
+            plan["msg"] = (plan.get("msg") or "") + " (planned alone: the host planning this failure took too long)"
+        if plan.get("planned_by") != self._host:
+            plan["commands"] = localize_values(plan.get("commands") or [], plan.get("host_values") or {},
+                                               evidence, incident.service, definition.get("ports") or [])
+        return plan
+
+    def _host_policy(self, tools: Mapping) -> dict:
+        policy = dict(self._args["policy"] or {})
+        absent = list(policy.get("absent_tools") or []) + list(tools.get("absent") or [])
+        policy["absent_tools"] = sorted(set(absent))
+        return policy
+
+    def _scope(self, definition: Mapping, evidence: Mapping) -> dict | None:
+        if not hasattr(policy_mod, "scope_from_service"):
+            return None
+        pids = evidence.get("service_pids") if isinstance(evidence, Mapping) else None
+        return policy_mod.scope_from_service(definition, pids or (), evidence)
+
+    def _check_here(self, planned: Mapping, definition, evidence, tools) -> list[dict]:
+        """The plan classified again for this host and incident (the policy is the last word)."""
+        commands = list(planned.get("commands") or [])
+        if not commands:
+            return []
+        loaded = policy_mod.load_policy(self._host_policy(tools))
+        scope = self._scope(definition, evidence)
+        texts = [str(c.get("command")) for c in commands]
+        verdicts = (policy_mod.classify_many(texts, loaded, scope=scope) if scope is not None
+                    else policy_mod.classify_many(texts, loaded))
+        out = []
+        for item, verdict in zip(commands, verdicts):
+            if item.get("verdict") == "reject":  # e.g. a value that could not be localized
+                out.append(dict(item))
+                continue
+            out.append(dict(verdict, source=item.get("source") or planned.get("source") or "unknown"))
+        return out
+
+    # ------------------------------------------------------------------ approval
+    def _wait_for_approval(self, incident: engine.Incident, attempt: engine.Attempt, checked: list[dict]) -> None:
+        runnable = engine.runnable(checked)
+        digest = plan_hash(runnable)
+        approval_id = hashlib.sha256(f"{self._host}|{incident.service}|{digest}".encode()).hexdigest()[:12]
+        incident.state, incident.approval, incident.approval_id = "waiting_approval", "pending", approval_id
+        incident.reason = (f"plan {approval_id} waits for approval "
+                           f"(playbooks/resume.yml -e remediate_approve={approval_id})")
+        attempt.finished = _now()
+        if self._check_mode:
+            return
+        record = {
+            "id": approval_id, "host": self._host, "service": incident.service, "signature": attempt.signature,
+            "attempt": attempt.number, "error": incident.current_error, "diagnosis": attempt.diagnosis,
+            "commands": runnable, "plan_hash": digest, "requested": _now(), "llm": incident.llm_totals(),
+            "incident": incident.to_dict(),
+        }
+        self._pending[approval_id] = record
+        self._pending_changed = True
+        directory = os.path.join(self._args["artifacts_dir"], "pending")
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        path = os.path.join(directory, f"{approval_id}.json")
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as handle:
+            json.dump(record, handle, indent=2, sort_keys=True, default=str)
+            handle.write("\n")
+        os.replace(tmp, path)
+
+    def _resume(self, resume: Mapping):
+        approval_id = resume["id"]
+        record = self._pending.get(approval_id)
+        if not isinstance(record, Mapping):
+            raise AnsibleActionFail(f"{_NAME}: this host holds no pending plan {approval_id!r}")
+        definitions = self._definitions()
+        incident = engine.Incident.from_dict(record.get("incident") or {
+            "host": self._host, "service": record.get("service"), "error": record.get("error", "")})
+        definition = definitions.get(incident.service, {"name": incident.service})
+        del self._pending[approval_id]
+        self._pending_changed = True
+        path = os.path.join(self._args["artifacts_dir"], "pending", f"{approval_id}.json")
+        file_hash = ""
+        if os.path.exists(path):
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    file_hash = json.load(handle).get("plan_hash", "")
+            except (OSError, ValueError):
+                file_hash = "unreadable"
+            if not self._check_mode:
+                os.remove(path)
+        incident.state, incident.approval_id = "open", approval_id
+        stored = list(record.get("commands") or [])
+        problem = ""
+        if resume["decision"] == "reject":
+            incident.approval = "rejected"
+            problem = f"plan {approval_id} rejected by an operator"
+        else:
+            incident.approval = "approved"
+            if plan_hash(stored) != record.get("plan_hash") or (file_hash and file_hash != record.get("plan_hash")):
+                problem = f"plan {approval_id} changed since it was submitted (hash mismatch)"
+            else:
+                tools = {}
+                loaded = policy_mod.load_policy(self._host_policy(tools))
+                verdicts = policy_mod.classify_many([str(c.get("command")) for c in stored], loaded)
+                refused = [v for v in verdicts if v["verdict"] == "reject"]
+                if refused:
+                    problem = "the policy now rejects: " + "; ".join(v["command"] for v in refused)
+                elif [v.get("argv") for v in verdicts] != [c.get("argv") for c in stored]:
+                    problem = "the policy now classifies the plan differently (hash mismatch)"
+                else:
+                    stored = [dict(v, source=c.get("source") or "approved") for v, c in zip(verdicts, stored)]
+        if problem:
+            incident.state, incident.reason = "escalated", problem
+            incident.finished = _now()
+            if not self._check_mode and resume["decision"] == "reject" and incident.attempts:
+                self._remember(incident, incident.attempts[-1], {}, definition)
+            return [incident], [engine.outcome(incident)]
+        # The approved attempt replaces the one that waited.
+        if incident.attempts and incident.attempts[-1].gate == "approval":
+            incident.attempts.pop()
+        self._loop(incident, definition, {}, {}, approved=stored)
+        return [incident], [engine.outcome(incident)]
+
+    # ------------------------------------------------------------------ execution
+    def _execute(self, incident, attempt, definition, checked, evidence) -> dict:
+        args = self._args
+        runnable = engine.runnable(checked)
+        processes = evidence.get("processes") if isinstance(evidence, Mapping) else None
+        expect = {}
+        for proc in processes or []:
+            if isinstance(proc, Mapping) and proc.get("pid") is not None:
+                expect[str(proc["pid"])] = {"start": proc.get("start"), "comm": proc.get("comm")}
+        module_args = {
+            "commands": [{"argv": list(c.get("argv") or []), "become": bool(c.get("become")),
+                          "pids": [int(p) for p in c.get("pids") or []], "label": str(c.get("command"))[:200]}
+                         for c in runnable],
+            "expect_pids": expect,
+            "stop_on_failure": True,
+            "command_timeout": args["command_timeout"],
+            "output_max": args["output_max"],
+            "verify": definition,
+            "settle": args["settle"],
+            "evidence": True,
+            "evidence_log_lines": args["evidence_log_lines"],
+            "evidence_max_bytes": args["evidence_max_bytes"],
+        }
+        try:
+            self._journal.append(dict(journal_mod.intent(self._run, incident.service, attempt.number, runnable,
+                                                         incident.approval, attempt.source, attempt.signature),
+                                      host=self._host))
+        except journal_mod.JournalError as exc:
+            # Nothing runs that is not recorded first.
+            incident.state, incident.reason = "failed", f"not run: {exc}"
+            for command in attempt.commands:
+                command.skipped, command.reason = True, "not run: the journal could not record it"
+            return evidence
+        self._lease.acquire()  # renew: a long incident keeps its host
+        result = self._execute_module(module_name="sentinel.remediation.execute_plan", module_args=module_args,
+                                      task_vars=self._vars)
+        attempt.finished = _now()
+        verify = result.get("verify") or {}
+        try:
+            self._journal.append(dict(journal_mod.result(self._run, incident.service, attempt.number,
+                                                         result.get("results") or [], verify.get("healthy"),
+                                                         str(verify.get("error") or result.get("msg") or "")),
+                                      host=self._host))
+        except journal_mod.JournalError as exc:
+            display.warning(f"{_NAME}: {exc}")
+        if result.get("unreachable"):
+            incident.state = "failed"
+            incident.reason = f"host unreachable while running attempt {attempt.number}: {result.get('msg', '')}"
+            for command in attempt.commands:
+                command.skipped, command.reason = True, "host unreachable: outcome unknown"
+            return evidence
+        if result.get("failed") and not result.get("results"):
+            incident.state = "failed"
+            incident.reason = f"could not run attempt {attempt.number} on the host: {result.get('msg', '')}"
+            for command in attempt.commands:
+                command.skipped, command.reason = True, "not run: the host module failed"
+            return evidence
+        engine.record_results(attempt, result.get("results") or [], args["output_max"])
+        attempt.healthy = bool(verify.get("healthy"))
+        attempt.error_after = "" if attempt.healthy else str(verify.get("error") or verify.get("msg") or
+                                                              "still failing")
+        new_evidence = result.get("evidence")
+        return new_evidence if isinstance(new_evidence, Mapping) and new_evidence else evidence
+
+    # ------------------------------------------------------------------ memory
+    def _remember(self, incident, attempt, evidence, definition) -> None:
+        if self._check_mode:
+            return
+        facts = key_facts(incident.service, incident.error, evidence, self._hostnames)
+        record = engine.episode(incident, attempt, facts)
+        # Remembered commands keep {port_owner_pid:N} rather than a PID that means nothing next time.
+        record["commands"] = generalize(record["commands"], evidence, incident.service, definition.get("ports") or [])
+        if not record["commands"] and incident.approval != "rejected":
+            return
+        self._memory = memory_mod.append_episode(self._memory, record, self._args["memory_max"])
+        self._memory_changed = True

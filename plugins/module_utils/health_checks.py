@@ -1,0 +1,219 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Typed health checks of one service, shared by service_health and execute_plan.
+
+A check answers ``(ok, detail)``; :func:`service_health` runs a service definition's
+checks and says whether it is healthy and why not. Runs on targets: standard library
+only, Python 3.9 compatible.
+"""
+from __future__ import annotations
+
+import re
+import time
+import urllib.request as urllib_request
+from urllib.error import HTTPError, URLError
+
+from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe
+from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
+
+DETAIL_LIMIT = 300
+# Debian's LSB init functions decorate messages ("... failed!", "... done.") when not on a tty.
+_LSB_SUFFIX = re.compile(r"(\s*\.\.\.\s*(failed!|done\.|ok\.?)?)?\.?\s*$", re.IGNORECASE)
+UNIT_STATE_KEYS = ("LoadState", "ActiveState", "SubState", "Result", "UnitFileState")
+
+
+def parse_show(text: str) -> dict:
+    """``systemctl show`` output (``Key=value`` lines) as a dict."""
+    props = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key and " " not in key:
+            props[key] = value
+    return props
+
+
+def show_unit(unit: str, keys, timeout: int) -> tuple:
+    """``(props, problem)``: the unit's ``systemctl show`` properties, or why there are none."""
+    argv = ["systemctl", "show", "--no-pager", "-p", ",".join(keys), unit]
+    rc, out, err = host_probe.run_argv(argv, timeout=timeout)
+    props = parse_show(out)
+    if rc != 0 or not props:
+        return {}, "systemctl show %s: %s (rc %d)" % (unit, host_probe.last_line(err) or "no output", rc)
+    return props, ""
+
+
+def describe_unit_state(unit: str, props: dict) -> str:
+    """``nginx.service is failed/failed (result exit-code; unit file enabled)``."""
+    load = props.get("LoadState", "")
+    if load in ("not-found", "masked", "bad-setting", "error"):
+        state = "%s (load state %s)" % (props.get("ActiveState", "?"), load)
+    else:
+        state = "%s/%s" % (props.get("ActiveState", "?"), props.get("SubState", "?"))
+    extra = []
+    if props.get("Result") and props["Result"] != "success":
+        extra.append("result %s" % props["Result"])
+    if props.get("UnitFileState"):
+        extra.append("unit file %s" % props["UnitFileState"])
+    return "%s is %s%s" % (unit, state, (" (%s)" % "; ".join(extra)) if extra else "")
+
+
+def _check_service(defn: dict, check: dict) -> tuple:
+    init = host_probe.detect_init()
+    if init == "systemd":
+        notes, ok = [], True
+        for unit in defn["units"]:
+            props, problem = show_unit(unit, UNIT_STATE_KEYS, check["timeout"])
+            if problem:
+                # show failed (old systemd, bus down): the one-word answer still tells
+                rc, out, err = host_probe.run_argv(["systemctl", "is-active", unit], timeout=check["timeout"])
+                said = host_probe.last_line(out) or host_probe.last_line(err) or "no output"
+                unit_ok, text = rc == 0, "systemctl is-active %s: %s (rc %d)" % (unit, said, rc)
+            else:
+                unit_ok = props.get("ActiveState") in ("active", "reloading")
+                text = describe_unit_state(unit, props)
+            ok = ok and unit_ok
+            notes.append((unit_ok, text))
+        # the failing unit first: the detail is what the error line says
+        notes.sort(key=lambda note: note[0])
+        return ok, "; ".join(text for _ok, text in notes)
+    argv = host_probe.status_argv(defn["name"], init)
+    if argv is None:
+        return False, "service %s: no init tool found (no systemctl, service or /etc/init.d)" % defn["name"]
+    rc, out, err = host_probe.run_argv(argv, timeout=check["timeout"])
+    said = host_probe.last_line(out) or host_probe.last_line(err) or "no output"
+    said = _LSB_SUFFIX.sub("", said) or said  # "nginx is not running ... failed!" -> the words that matter
+    return rc == 0, "%s: %s (rc %d)" % (" ".join(argv), said, rc)
+
+
+def _check_process(defn: dict, check: dict) -> tuple:
+    pattern = check["pattern"] or re.escape(defn["name"])
+    shown = check["pattern"] or defn["name"]
+    found = host_probe.find_processes(pattern)
+    if not found:
+        return False, "no process matches %r" % shown
+    stopped = [p for p in found if (host_probe.read_stat(p["pid"]) or {}).get("state") in ("T", "t")]
+    pid_list = ", ".join(str(p["pid"]) for p in found[:5]) + (", ..." if len(found) > 5 else "")
+    if stopped and len(stopped) == len(found):
+        # a process stopped by SIGSTOP exists but serves nothing
+        return False, "%d process(es) match %r but all are stopped (pid %s)" % (len(found), shown, pid_list)
+    return True, "%d process(es) match %r (pid %s)" % (len(found), shown, pid_list)
+
+
+def _unique(infos: list) -> list:
+    seen = set()
+    return [i for i in infos if not (i["pid"] in seen or seen.add(i["pid"]))]
+
+
+def _check_port(defn: dict, check: dict) -> tuple:
+    port, wanted = check["port"], check["process"]
+    socks = host_probe.listeners([port])
+    if not socks:
+        return False, "port %d is not listening" % port
+    holders = _unique([h for s in socks for h in s["holders"]])
+    where = ", ".join(host_probe.format_address(s["address"], s["port"]) for s in socks)
+    if not wanted:
+        by = (" by " + host_probe.describe_holders(holders)) if holders else ""
+        return True, "port %d is listening on %s%s" % (port, where, by)
+    if not holders:
+        # Not visible (another user's process without CAP_SYS_PTRACE): judge by the socket's owner.
+        owners = [s["uid"] for s in socks]
+        candidates = _unique([p for s in socks for p in host_probe.likely_holders(s)])
+        matching = [p for p in candidates if wanted in host_probe.process_names(p)]
+        user = host_probe.user_name(owners[0])
+        if matching:
+            return True, ("port %d is listening as user %s, who runs %s (the holding fd is not visible)"
+                          % (port, user, host_probe.describe_holders(matching)))
+        return False, ("port %d is listening as user %s, who runs no process named %s"
+                       " (the holding fd is not visible; run with become)" % (port, user, wanted))
+    matching = [h for h in holders if wanted in host_probe.process_names(h)]
+    if matching:
+        return True, "port %d is held by %s" % (port, host_probe.describe_holders(matching))
+    return False, "port %d is held by %s, not %s" % (port, host_probe.describe_holders(holders), wanted)
+
+
+class _NoRedirect(urllib_request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def _check_http(defn: dict, check: dict) -> tuple:
+    url, expected = check["url"], check["status"]
+    opener = urllib_request.build_opener(urllib_request.ProxyHandler({}), _NoRedirect())
+    try:
+        response = opener.open(url, timeout=check["timeout"])
+        status = response.getcode()
+        response.close()
+    except HTTPError as exc:
+        status = exc.code
+    except URLError as exc:
+        return False, "GET %s failed: %s" % (url, getattr(exc, "reason", exc))
+    except Exception as exc:  # socket.timeout, ConnectionResetError, http.client errors
+        return False, "GET %s failed: %s" % (url, str(exc) or type(exc).__name__)
+    if status == expected:
+        return True, "GET %s returned %d" % (url, status)
+    return False, "GET %s returned %d, expected %d" % (url, status, expected)
+
+
+def _check_command(defn: dict, check: dict) -> tuple:
+    argv, indicator, expected = check["argv"], check["indicator"], check["rc"]
+    rc, out, err = host_probe.run_argv(argv, timeout=check["timeout"])
+    shown = " ".join(argv)
+    if rc != expected:
+        said = host_probe.last_line(err) or host_probe.last_line(out) or "no output"
+        return False, "%s exited %d, expected %d: %s" % (shown, rc, expected, said)
+    if indicator and indicator not in out:
+        return False, "%s output lacks %r: %s" % (shown, indicator, host_probe.last_line(out) or "no output")
+    return True, "%s exited %d%s" % (shown, rc, (" with %r in its output" % indicator) if indicator else "")
+
+
+CHECKS = {
+    "service": _check_service,
+    "process": _check_process,
+    "port": _check_port,
+    "http": _check_http,
+    "command": _check_command,
+}
+
+
+def run_checks(defn: dict, default_timeout: int) -> list:
+    """Run every check of a resolved definition (service_spec.resolve); each result is
+    ``{"type", "ok", "detail"}`` with a redacted, bounded detail. All checks run, even
+    after one fails, so the record shows the whole picture."""
+    results = []
+    for check in defn["checks"]:
+        check = dict(check)
+        if not check.get("timeout"):
+            check["timeout"] = default_timeout
+        ok, detail = CHECKS[check["type"]](defn, check)
+        detail = redact_text(detail)
+        if len(detail) > DETAIL_LIMIT:
+            detail = detail[:DETAIL_LIMIT - 3] + "..."
+        results.append({"type": check["type"], "ok": bool(ok), "detail": detail})
+    return results
+
+
+def service_health(defn: dict, default_timeout: int) -> dict:
+    """``{"healthy", "error", "checks"}`` of one resolved service definition."""
+    results = run_checks(defn, default_timeout)
+    failing = [r for r in results if not r["ok"]]
+    return {"healthy": not failing, "error": failing[0]["detail"] if failing else "", "checks": results}
+
+
+def settle_health(defn: dict, default_timeout: int, settle: float, interval: float = 1.0) -> dict:
+    """:func:`service_health`, asked again every ``interval`` seconds for up to ``settle``
+    seconds until healthy: a service just started may need a moment to open its port.
+    Adds ``rounds`` (how many times the checks ran) and ``seconds`` (time spent)."""
+    started = time.monotonic()
+    deadline = started + max(0.0, settle)
+    rounds = 0
+    while True:
+        rounds += 1
+        result = service_health(defn, default_timeout)
+        if result["healthy"] or time.monotonic() + interval > deadline:
+            break
+        time.sleep(interval)
+    result["rounds"] = rounds
+    result["seconds"] = round(time.monotonic() - started, 3)
+    return result

@@ -1,0 +1,639 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Evidence about one failing service (contract C3), bounded and redacted on the host.
+
+Shared by the evidence, service_health and execute_plan modules, so health, evidence and
+a plan's verification can each be one round trip. :func:`collect` takes a resolved service
+definition (``service_spec.resolve``) and returns ``{"evidence", "tools", "truncated"}``.
+Runs on targets: standard library only, Python 3.9 compatible.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe
+from ansible_collections.sentinel.remediation.plugins.module_utils.health_checks import (
+    UNIT_STATE_KEYS,
+    show_unit,
+)
+from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text, redact_value
+
+MAX_LOG_FILES = 10
+MAX_PROCESSES = 24
+MAX_CMDLINE = 240
+MAX_CONTEXTS = 3
+MAX_NAMED_PATHS = 12
+DIR_ENTRIES = 8
+CONTEXT_LINES = 4
+CONTEXT_LINE_WIDTH = 200
+CONFIG_FILE_MAX = 1024 * 1024
+OOM_LINES = 10
+KERNEL_LOGS = ("/var/log/kern.log", "/var/log/messages", "/var/log/syslog")
+_OOM_RE = re.compile(r"out of memory|oom-kill|oom_reaper|killed process|invoked oom-killer", re.IGNORECASE)
+_OMITTED = "[omitted: max_bytes reached]"
+
+# systemctl show properties that explain a unit's state; see systemd.unit(5) and
+# org.freedesktop.systemd1(5). StatusText is what Type=notify services say of themselves.
+UNIT_PROPERTIES = UNIT_STATE_KEYS + (
+    "NRestarts", "ExecMainStatus", "ExecMainCode", "ExecMainPID", "MainPID", "FragmentPath", "DropInPaths",
+    "NeedDaemonReload", "StatusText", "ActiveEnterTimestamp", "InactiveEnterTimestamp", "User", "Group",
+    "ControlGroup", "Restart", "StartLimitBurst", "StartLimitIntervalUSec", "ConditionResult",
+)
+
+# What a planner may want to run, and so needs to know is there: coreutils and the usual
+# process, network, init, package and file tools. The service's own programs are added.
+DEFAULT_TOOLS = (
+    "cat", "chgrp", "chmod", "chown", "cp", "df", "du", "find", "head", "install", "ln", "ls", "mkdir",
+    "mv", "readlink", "rm", "rmdir", "stat", "tail", "touch", "truncate",
+    "fuser", "kill", "killall", "lsof", "pgrep", "pkill", "ps",
+    "ip", "netstat", "ss", "curl", "wget",
+    "journalctl", "service", "systemctl", "invoke-rc.d", "update-rc.d",
+    "apt-get", "dpkg", "logrotate", "setfacl", "sudo", "runuser", "tar", "gzip", "sed",
+)
+
+
+# ---------------------------------------------------------------------------------------
+# Budget
+
+def json_len(value) -> int:
+    return len(json.dumps(value, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+
+
+class EvidenceBudget:
+    """Hands out the ``max_bytes`` budget: each text is redacted, then cut to the smaller of
+    its own cap and what is left of the total; structured sections are counted as JSON and
+    lose their last items first."""
+
+    def __init__(self, total: int):
+        self.remaining = max(0, total)
+        self.truncated = False
+
+    def take(self, text: str, cap: int, keep: str = "tail") -> str:
+        text = redact_text(text)  # before cutting, so a cut cannot hide a secret from the rules
+        limit = min(cap, self.remaining)
+        if limit <= 0 and text:
+            self.truncated = True
+            return ""
+        clipped, cut = host_probe.clip_text(text, limit, keep)
+        self.truncated = self.truncated or cut
+        self.remaining -= host_probe.byte_len(clipped)
+        return clipped
+
+    def take_all(self, texts: dict, cap: int, keep: str = "tail") -> dict:
+        """Share ``cap`` between the entries; an entry's unused share passes to the next."""
+        result = {}
+        section_left = min(cap, self.remaining)
+        items = list(texts.items())
+        for index, (key, text) in enumerate(items):
+            share = section_left // (len(items) - index)
+            before = self.remaining
+            result[key] = self.take(text, share, keep)
+            section_left -= before - self.remaining
+        return result
+
+    def _fit(self, items: list, cap: int) -> list:
+        """The first of ``items`` (redacted) whose JSON list fits in ``cap`` bytes."""
+        limit = min(cap, self.remaining)
+        kept, used = [], 2
+        for item in items:
+            item = redact_value(item)
+            size = json_len(item) + 2
+            if used + size > limit:
+                self.truncated = True
+                break
+            kept.append(item)
+            used += size
+        return kept
+
+    def take_items(self, items: list, cap: int) -> list:
+        """As many of ``items`` (redacted) as fit in ``cap`` bytes of JSON, in order."""
+        kept = self._fit(items, cap)
+        self.remaining -= json_len(kept)
+        return kept
+
+    def take_mapping(self, mapping: dict, cap: int) -> dict:
+        kept = dict((key, value) for key, value in self._fit([[k, v] for k, v in mapping.items()], cap))
+        self.remaining -= json_len(kept)
+        return kept
+
+
+# ---------------------------------------------------------------------------------------
+# Commands
+
+def command_text(argv: list, timeout: int) -> tuple:
+    """``(text, rc, output)``: ``$ argv`` / ``rc N`` / output, as evidence shows a command."""
+    rc, out, err = host_probe.run_argv(argv, timeout=timeout)
+    output = "\n".join(part.rstrip("\n") for part in (out, err) if part.strip())
+    return "$ %s\nrc %d\n%s" % (" ".join(argv), rc, output or "(no output)"), rc, output
+
+
+def status_text(defn: dict, init: str, timeout: int) -> str:
+    if init == "systemd":
+        text, _rc, _out = command_text(["systemctl", "status", "--no-pager", "--lines=0"] + defn["units"], timeout)
+        return text
+    argv = host_probe.status_argv(defn["name"], host_probe.detect_init(), verbose=True)
+    if argv is None:
+        return "no init tool found (no systemctl, service or /etc/init.d)"
+    return command_text(argv, timeout)[0]
+
+
+def unit_properties(defn: dict, timeout: int) -> dict:
+    """``{unit: {property: value}}`` of the service's units (only the non-empty values)."""
+    result = {}
+    for unit in defn["units"]:
+        props, problem = show_unit(unit, UNIT_PROPERTIES, timeout)
+        result[unit] = dict((k, v) for k, v in props.items() if v not in ("", "[not set]")) or {"error": problem}
+    return result
+
+
+def journal_text(defn: dict, lines: int, timeout: int) -> str:
+    argv = ["journalctl", "--no-pager", "-o", "short-iso", "-n", str(lines)]
+    for unit in defn["units"]:
+        argv += ["-u", unit]
+    return command_text(argv, timeout)[0]
+
+
+def dependency_states(defn: dict, init: str, timeout: int) -> dict:
+    """For each service it depends on, the init system's one-line answer."""
+    states = {}
+    for name in defn["depends_on"]:
+        if init == "systemd":
+            unit = name if "." in name else name + ".service"
+            argv = ["systemctl", "is-active", unit]
+        else:
+            argv = host_probe.status_argv(name, host_probe.detect_init())
+        if argv is None:
+            states[name] = "unknown: no init tool"
+            continue
+        rc, out, err = host_probe.run_argv(argv, timeout=timeout)
+        said = host_probe.last_line(out) or host_probe.last_line(err) or "no output"
+        states[name] = "%s (rc %d): %s" % ("running" if rc == 0 else "not running", rc, said)
+    return states
+
+
+# ---------------------------------------------------------------------------------------
+# Processes of the service
+
+def _names_match(names: set, wanted: list, service: str) -> bool:
+    if wanted:
+        return bool(names & set(wanted))
+    # nothing declared: programs named like the service (nginx, sshd for ssh, redis-server)
+    for name in names:
+        if len(name) >= 2 and (name == service or name.startswith(service)
+                               or (len(name) >= 4 and service.startswith(name))):
+            return True
+    return False
+
+
+def _pid_from_file(path: str):
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(64).decode("utf-8", "replace").strip()
+    except (IOError, OSError):
+        return None
+    return int(raw) if raw.isdigit() else None
+
+
+_USUAL_STATES = ("sleeping", "running", "idle")
+
+
+def service_processes(defn: dict, init: str, socks: list) -> tuple:
+    """``(processes, service_pids)``: the processes that belong to the service, each with
+    ``reasons`` saying why, and their PIDs.
+
+    A process belongs when its program is one of ``processes`` (or named like the
+    service), a PID file names it, it sits in one of the service's systemd units (its
+    cgroup), it holds one of the service's ports, or its parent belongs. Zombies and
+    stopped processes are included: their state is the point. At most MAX_PROCESSES are
+    described (those in an unusual state first); ``service_pids`` lists them all.
+    """
+    btime = host_probe.boot_time()
+    skip = host_probe.own_lineage()
+    records = {}
+    for pid in host_probe.pids():
+        if pid in skip:
+            continue
+        record = host_probe.process_record(pid, btime)
+        if record is None or (not record["cmdline"] and record["state"] != "zombie"):
+            continue  # kernel threads have no command line
+        records[pid] = record
+    reasons = {}
+
+    def add(pid, why):
+        if pid in records:
+            reasons.setdefault(pid, [])
+            if why not in reasons[pid]:
+                reasons[pid].append(why)
+
+    for pid, record in records.items():
+        info = {"pid": pid, "name": record["comm"], "cmdline": record["cmdline"]}
+        if _names_match(host_probe.process_names(info), defn["processes"], defn["name"]):
+            add(pid, "name %s" % record["comm"])
+        if init == "systemd":
+            cgroups = host_probe.cgroup_paths(pid)
+            for unit in defn["units"]:
+                if host_probe.in_unit(cgroups, unit):
+                    add(pid, "unit %s" % unit)
+    for path in defn["pid_files"]:
+        pid = _pid_from_file(path)
+        if pid is not None:
+            add(pid, "pid file %s" % path)
+    ports = set(int(p) for p in defn["ports"])
+    held = host_probe.socket_holders(s["inode"] for s in socks if s["port"] in ports)
+    for sock in socks:
+        for holder in held.get(sock["inode"], []):
+            add(holder["pid"], "holds port %d" % sock["port"])
+    # children of the service's processes (nginx workers, a zombie child) belong too
+    changed = True
+    while changed:
+        changed = False
+        for pid, record in records.items():
+            if pid not in reasons and record["ppid"] in reasons:
+                add(pid, "child of %d" % record["ppid"])
+                changed = True
+    listed = sorted(reasons)
+    if len(listed) > MAX_PROCESSES:
+        # many workers: keep every process in an unusual state, then the lowest PIDs (masters)
+        unusual = [p for p in listed if records[p]["state"] not in _USUAL_STATES]
+        usual = [p for p in listed if p not in unusual]
+        listed = sorted(unusual[:MAX_PROCESSES] + usual[:max(0, MAX_PROCESSES - len(unusual))])
+    found = []
+    for pid in listed:
+        record = dict(records[pid])
+        record["ports"], _visible = host_probe.listening_ports_of(pid, socks)
+        record["cmdline"] = record["cmdline"][:MAX_CMDLINE]
+        record["reasons"] = reasons[pid]
+        del record["uid"]
+        found.append(record)
+    return found, sorted(reasons)
+
+
+# ---------------------------------------------------------------------------------------
+# Lines a configuration test names
+
+_PATH = r"/[^\s:\"'(),;<>\[\]{}]+"
+_LEAD = r"(?<![\w/:.~-])"
+# (a file, a line): FILE:LINE (nginx "in /etc/nginx/nginx.conf:12"); FILE line N (sshd
+# "/etc/ssh/sshd_config line 5", "FILE: line 5", postgres 'file "FILE" line 4');
+# line N of [configuration] file FILE.
+_FILE_LINE = (
+    re.compile(_LEAD + r"(?P<file>" + _PATH + r"):(?P<line>\d+)\b"),
+    re.compile(_LEAD + r"(?P<file>" + _PATH + r")\"?:?,?\s+(?:at\s+|on\s+)?line\s+(?P<line>\d+)", re.IGNORECASE),
+    re.compile(r"\bline\s+(?P<line>\d+)\s+(?:of|in)\s+(?:the\s+)?(?:configuration\s+|config\s+)?file\s+\"?"
+               r"(?P<file>" + _PATH + r")", re.IGNORECASE),
+)
+# A line alone (redis "at line 3", postgres "line 4 of configuration file"): the file is
+# the one the message, the test's command line or the service's configuration names.
+_LINE_ONLY = re.compile(r"\bline\s+(?P<line>\d+)\b", re.IGNORECASE)
+_CONFIG_WORD = re.compile(r"conf", re.IGNORECASE)
+
+
+def config_references(text: str) -> list:
+    """``[(file or None, line, message line)]`` in the order the text names them; a line
+    without a file (None) only from a message that speaks of configuration."""
+    refs = []
+    for message in (text or "").splitlines():
+        found = False
+        for pattern in _FILE_LINE:
+            for match in pattern.finditer(message):
+                refs.append((match.group("file"), int(match.group("line")), message.strip()))
+                found = True
+        # a bare line number counts only in a message about configuration
+        if not found and _CONFIG_WORD.search(message):
+            for match in _LINE_ONLY.finditer(message):
+                refs.append((None, int(match.group("line")), message.strip()))
+    return refs
+
+
+def _under(path: str, roots: list) -> bool:
+    for root in roots:
+        root = root.rstrip("/") or "/"
+        if path == root or path.startswith(root + "/") or root == "/":
+            return True
+    return False
+
+
+def config_files_allowed(defn: dict) -> tuple:
+    """``(roots, named)``: configuration may be quoted from files under ``roots`` (the
+    service's config_paths, else /etc) or named in its config test's command line."""
+    roots = [os.path.realpath(p) for p in defn["config_paths"]] or ["/etc"]
+    named = [os.path.realpath(a) for a in defn["config_test"][1:] if a.startswith("/")]
+    return roots, named
+
+
+def _quotable(path: str, roots: list, named: list) -> bool:
+    real = os.path.realpath(path)
+    if real not in named and not _under(real, roots):
+        return False
+    try:
+        st = os.stat(real)
+    except OSError:
+        return False
+    return os.path.isfile(real) and st.st_size <= CONFIG_FILE_MAX
+
+
+def _default_config_file(defn: dict, roots: list, named: list, text: str):
+    """The file a bare "line N" refers to: a quotable file the same output names, else
+    one in the test's command line, else a declared configuration file."""
+    for match in re.finditer(_LEAD + r"(" + _PATH + r")", text or ""):
+        if _quotable(match.group(1), roots, named):
+            return match.group(1)
+    for path in named:
+        if _quotable(path, roots, named):
+            return path
+    for path in defn["config_paths"]:
+        if os.path.isfile(path) and _quotable(path, roots, named):
+            return path
+    return None
+
+
+def context_lines(path: str, line: int, around: int = CONTEXT_LINES) -> str:
+    """Lines ``line - around`` .. ``line + around`` of ``path``, numbered, the named one
+    marked with ``>``; long lines are cut."""
+    try:
+        with open(path, "rb") as handle:
+            lines = handle.read(CONFIG_FILE_MAX).decode("utf-8", "replace").splitlines()
+    except (IOError, OSError) as exc:
+        return "unreadable: %s" % (exc.strerror or exc)
+    if line < 1 or line > len(lines):
+        return "the file has %d lines; line %d is past its end" % (len(lines), line)
+    out = []
+    for number in range(max(1, line - around), min(len(lines), line + around) + 1):
+        text = lines[number - 1]
+        if len(text) > CONTEXT_LINE_WIDTH:
+            text = text[:CONTEXT_LINE_WIDTH - 3] + "..."
+        out.append("%s%5d  %s" % (">" if number == line else " ", number, text))
+    return "\n".join(out)
+
+
+def config_context(defn: dict, texts: list) -> list:
+    """The lines around each place in a configuration file that the texts (config test
+    output first) name: ``[{"file", "line", "said", "text"}]``, at most MAX_CONTEXTS."""
+    roots, named = config_files_allowed(defn)
+    result, seen = [], set()
+    for text in texts:
+        for path, line, said in config_references(text):
+            if path is None:
+                path = _default_config_file(defn, roots, named, text)
+                if path is None:
+                    continue
+            elif not _quotable(path, roots, named):
+                continue
+            key = (os.path.realpath(path), line)
+            if key in seen:
+                continue
+            seen.add(key)
+            result.append({"file": path, "line": line, "said": redact_text(said)[:CONTEXT_LINE_WIDTH],
+                           "text": redact_text(context_lines(path, line))})
+            if len(result) >= MAX_CONTEXTS:
+                return result
+    return result
+
+
+# ---------------------------------------------------------------------------------------
+# Paths named in messages
+
+_NAMED_PATH = re.compile(_LEAD + r"(/(?:[\w.@+~=-]+/?)+)")
+_HTTP_METHOD = re.compile(r"(?:GET|POST|PUT|DELETE|HEAD|OPTIONS|PATCH|CONNECT|TRACE)\s+$")
+_PSEUDO_ROOTS = ("/proc/", "/sys/", "/dev/fd/")
+
+
+def paths_named_in(text: str) -> list:
+    """Absolute paths a text names, in order, without duplicates. Request paths of HTTP
+    log lines (``"GET /x HTTP/1.1"``) are not file paths and are left out, so are paths
+    with a single component that does not exist (``/favicon.ico``)."""
+    found = []
+    for match in _NAMED_PATH.finditer(text or ""):
+        path = match.group(1).rstrip("/.") or "/"
+        before = text[max(0, match.start() - 10):match.start()]
+        after = text[match.end():match.end() + 6]
+        if _HTTP_METHOD.search(before) or after.startswith(" HTTP/"):
+            continue
+        if path == "/" or path.startswith(_PSEUDO_ROOTS):
+            continue
+        if path.count("/") < 2 and not os.path.lexists(path):
+            continue
+        if path not in found:
+            found.append(path)
+    return found
+
+
+def named_paths(sources: list, user, limit: int = MAX_NAMED_PATHS) -> dict:
+    """``{path: facts}`` (host_probe.path_facts) for the paths named in ``sources``, a list
+    of ``(where, text)`` in priority order; each entry says where it was named."""
+    result = {}
+    for where, text in sources:
+        for path in paths_named_in(text):
+            if path in result:
+                continue
+            facts = host_probe.path_facts(path, DIR_ENTRIES, user)
+            facts["named_in"] = where
+            result[path] = facts
+            if len(result) >= limit:
+                return result
+    return result
+
+
+def _newest_first(text: str) -> str:
+    """Log lines newest first, so the paths of recent errors win the MAX_NAMED_PATHS slots."""
+    return "\n".join(reversed((text or "").splitlines()))
+
+
+# ---------------------------------------------------------------------------------------
+# Older sections: PID files, paths, listeners, OOM, logs
+
+def pid_file_text(path: str) -> str:
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(64).decode("utf-8", "replace").strip()
+    except (IOError, OSError) as exc:
+        return "missing" if getattr(exc, "errno", None) == 2 else "unreadable: %s" % (exc.strerror or exc)
+    if not raw.isdigit():
+        return "content %r is not a PID" % raw
+    pid = int(raw)
+    stat_fields = host_probe.read_stat(pid)
+    if stat_fields is not None and stat_fields["state"] == "Z":
+        return "pid %d is a zombie (exited, not reaped by its parent %d)" % (pid, stat_fields["ppid"])
+    info = host_probe.process_info(pid) if host_probe.pid_alive(pid) else None
+    if info is None:
+        return "pid %d is not running (stale PID file)" % pid
+    state = host_probe.state_name(stat_fields["state"]) if stat_fields else "running"
+    text = "pid %d is running as user %s: %s" % (pid, host_probe.user_name(info["uid"]),
+                                                 info["cmdline"] or info["name"])
+    return text + (" (state %s)" % state if state in ("stopped", "tracing-stop", "disk-sleep") else "")
+
+
+def listeners_text(ports: list) -> str:
+    socks = host_probe.listeners(ports)
+    lines = []
+    for port in ports:
+        on_port = [s for s in socks if s["port"] == port]
+        if not on_port:
+            lines.append("port %d: nothing listening" % port)
+        for sock in on_port:
+            where = host_probe.format_address(sock["address"], sock["port"])
+            if sock["holders"]:
+                lines.append("%s held by %s" % (where, host_probe.describe_holders(sock["holders"])))
+            else:
+                user = host_probe.user_name(sock["uid"])
+                runs = host_probe.describe_holders(host_probe.likely_holders(sock)) or "no process"
+                lines.append("%s listening as user %s (holder not visible; that user runs %s)" % (where, user, runs))
+    return "\n".join(lines)
+
+
+def oom_text(timeout: int) -> str:
+    notes = []
+    rc, out, err = host_probe.run_argv(["dmesg"], timeout=timeout)
+    source, text = None, None
+    if rc == 0:
+        source, text = "dmesg", out
+    else:
+        said = host_probe.last_line(err) or "rc %d" % rc
+        notes.append(said if said.startswith("dmesg") else "dmesg: %s" % said)
+        for path in KERNEL_LOGS:
+            try:
+                text = host_probe.tail_file(path, 5000)
+            except (IOError, OSError):
+                continue
+            source = path
+            break
+    cgroup = _cgroup_oom_kills()
+    if source is None:
+        result = "unavailable: %s; no readable kernel log file (%s)" % ("; ".join(notes), ", ".join(KERNEL_LOGS))
+    else:
+        hits = [line for line in text.splitlines() if _OOM_RE.search(line)][-OOM_LINES:]
+        result = ("OOM kills in %s:\n%s" % (source, "\n".join(hits))) if hits else "no OOM kill in %s" % source
+    if cgroup is not None:
+        result += "\ncgroup memory.events oom_kill: %d" % cgroup
+    return result
+
+
+def _cgroup_oom_kills():
+    try:
+        with open("/sys/fs/cgroup/memory.events") as handle:
+            for line in handle:
+                name, _sep, value = line.partition(" ")
+                if name == "oom_kill":
+                    return int(value)
+    except (IOError, OSError, ValueError):
+        return None
+    return None
+
+
+def log_texts(patterns: list, lines: int) -> tuple:
+    files, notes = host_probe.expand_globs(patterns, limit=MAX_LOG_FILES + 1)
+    more = len(files) > MAX_LOG_FILES
+    texts = {}
+    for path in files[:MAX_LOG_FILES]:
+        try:
+            texts[path] = host_probe.tail_file(path, lines) or "(empty)"
+        except (IOError, OSError) as exc:
+            texts[path] = "unreadable: %s" % (exc.strerror or exc)
+    texts.update(notes)
+    return texts, more
+
+
+def described_paths(defn: dict) -> dict:
+    """One line per declared path (configuration, data, runtime, logs, others), with what
+    the service's user may do there."""
+    ordered = []
+    for key in ("config_paths", "data_paths", "runtime_paths", "log_paths", "paths"):
+        for path in defn[key]:
+            if path not in ordered:
+                ordered.append(path)
+    return dict((p, host_probe.describe_path(p) + host_probe.user_access_text(p, defn["user"])) for p in ordered)
+
+
+def tool_candidates(defn: dict) -> list:
+    """DEFAULT_TOOLS and the service's own programs (its processes, config test, checks)."""
+    names = list(DEFAULT_TOOLS) + [defn["name"]] + list(defn["processes"])
+    if defn["config_test"]:
+        names.append(os.path.basename(defn["config_test"][0]))
+    for check in defn["checks"]:
+        if check.get("argv"):
+            names.append(os.path.basename(check["argv"][0]))
+    return names
+
+
+# ---------------------------------------------------------------------------------------
+# Everything
+
+def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int = 15, error: str = "",
+            tools=None) -> dict:
+    """Evidence (C3) for a resolved service definition: ``{"evidence", "tools", "truncated"}``.
+
+    The short, most diagnostic sections are taken first, each capped at a fifth of
+    ``max_bytes``; the log tails share what is left. ``error`` (the health error) is
+    searched for configuration lines and paths like the config test output.
+    """
+    init = host_probe.init_system()
+    budget = EvidenceBudget(max_bytes)
+    cap = max(200, max_bytes // 5)
+    evidence = {"init": init}
+
+    # gather first: paths and config lines are searched in texts collected later
+    status = status_text(defn, init, timeout)
+    units = unit_properties(defn, timeout) if init == "systemd" else {}
+    test_text = test_output = ""
+    if defn["config_test"]:
+        test_text, _rc, test_output = command_text(defn["config_test"], timeout)
+    journal = ""
+    if init == "systemd" and host_probe.find_tool("journalctl"):
+        journal = journal_text(defn, log_lines, timeout)
+    logs, more_logs = log_texts(defn["logs"], log_lines) if defn["logs"] else ({}, False)
+    socks = host_probe.listening_sockets()
+    processes, service_pids = service_processes(defn, init, socks)
+
+    evidence["status"] = budget.take(status, cap)
+    if units:
+        first = defn["units"][0]
+        evidence["unit"] = budget.take_mapping(dict(units[first], Id=first), cap)
+        if len(units) > 1:
+            evidence["other_units"] = budget.take_mapping(
+                dict((u, p) for u, p in units.items() if u != first), cap)
+    if defn["config_test"]:
+        evidence["config_test"] = budget.take(test_text, cap, keep="both")
+    contexts = config_context(defn, [test_output, error or "", status, journal])
+    if contexts:
+        evidence["config_context"] = budget.take_items(contexts, cap)
+    evidence["processes"] = budget.take_items(processes, cap + cap // 2)
+    evidence["service_pids"] = service_pids
+    budget.remaining -= json_len(service_pids)
+    if defn["ports"]:
+        evidence["listeners"] = budget.take(listeners_text(defn["ports"]), cap, keep="head")
+    sources = [("error", error or ""), ("config_test", test_output)]
+    sources.append(("journal", _newest_first(journal)))
+    sources.extend(("log %s" % path, _newest_first(text)) for path, text in logs.items())
+    found = named_paths(sources, defn["user"])
+    if found:
+        evidence["named_paths"] = budget.take_mapping(found, cap)
+    if defn["pid_files"]:
+        evidence["pid_files"] = budget.take_all(dict((p, pid_file_text(p)) for p in defn["pid_files"]), cap)
+    declared = described_paths(defn)
+    if declared:
+        evidence["paths"] = budget.take_all(declared, cap)
+    if defn["depends_on"]:
+        evidence["dependencies"] = budget.take_all(dependency_states(defn, init, timeout), cap)
+    if journal:
+        evidence["journal"] = budget.take(journal, cap)
+    evidence["oom"] = budget.take(oom_text(timeout), cap // 2)
+    if logs:
+        evidence["logs"] = budget.take_all(logs, budget.remaining)
+        budget.truncated = budget.truncated or more_logs
+    _mark_omitted(evidence, budget)
+    names = tools if tools is not None else tool_candidates(defn)
+    return {"evidence": evidence, "tools": host_probe.tools_report(names), "truncated": budget.truncated}
+
+
+def _mark_omitted(section: dict, budget: EvidenceBudget) -> None:
+    """Say so where the budget left a text empty, while the budget has room for saying it."""
+    for key, value in section.items():
+        if isinstance(value, dict):
+            _mark_omitted(value, budget)
+        elif value == "" and budget.truncated and budget.remaining >= len(_OMITTED):
+            section[key] = _OMITTED
+            budget.remaining -= len(_OMITTED)

@@ -1,0 +1,356 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: execute_plan
+short_description: Run a checked remediation plan and verify the service, in one round trip
+version_added: 0.1.0
+author:
+  - Sentinel Remediation maintainers (@sentinel-remediation)
+description:
+  - Runs the commands of a plan that the policy (C(sentinel.remediation.policy_check)) has already
+    checked, in order, each as its own argv without a shell (no variable expansion, no globbing,
+    no chaining), then verifies the service with its health checks and, when it still fails,
+    gathers evidence for the next attempt - all in one round trip.
+  - Least privilege. Run the task with O(ignore:become=true); a command whose O(commands[].become)
+    is false then runs as the user who invoked sudo (Ansible's remote user, from C(SUDO_UID),
+    C(SUDO_GID) and C(SUDO_USER)) or O(unprivileged_user), with its groups, gid and uid set in
+    the child before the program starts. When the module does not run as root, a command that
+    needs root is not run and its result says why.
+  - A command that signals processes (O(commands[].pids)) runs only if each PID is still the
+    process the evidence showed - the same start time and name in C(/proc/PID/stat) as
+    O(expect_pids) says. A PID that vanished or now names another process skips the command
+    with the reason; nothing is signalled blindly.
+  - Each result keeps the command's exit code and the redacted tails of its output. A failing
+    command is a normal result, not a module failure; the module fails only on bad arguments
+    or internal errors.
+notes:
+  - Commands run with a clean environment (C(PATH) with the sbin directories, C(HOME), C(USER),
+    C(LOGNAME), C(LC_ALL=C), no pager) and C(/) as working directory.
+  - O(commands[].become) is the engine's decision (the policy verdict's C(become)); a C(sudo)
+    at the start of an argv is not interpreted, so leave it out.
+requirements:
+  - Linux (reads C(/proc)); Python 3.9 or later on the target.
+extends_documentation_fragment:
+  - sentinel.remediation.service_definition.verify
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: In check mode no command runs and nothing is verified; RV(would_run) says what would run, as whom, and what would be refused.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+options:
+  commands:
+    description:
+      - The commands to run, in order.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      argv:
+        description:
+          - The program and its arguments, run without a shell. The program is looked up in C(PATH)
+            and the sbin directories.
+        type: list
+        elements: str
+        required: true
+      become:
+        description:
+          - Whether the command runs as root. When false it runs as the invoking user (see the
+            description).
+        type: bool
+        default: false
+      pids:
+        description:
+          - The PIDs the command signals (the policy verdict's C(pids)). Each must be in
+            O(expect_pids) and still be that process, else the command is not run.
+        type: list
+        elements: int
+        default: []
+      label:
+        description:
+          - A text returned with the command's result (for example the command as the planner
+            wrote it), to match results with their source.
+        type: str
+  expect_pids:
+    description:
+      - For each PID that a command may signal, the process the evidence showed - C(start) (its
+        start time in clock ticks since boot, RV(sentinel.remediation.evidence#module:evidence.processes)
+        C(start)) and C(comm) (its name). Keys are PIDs.
+    type: dict
+    default: {}
+  stop_on_failure:
+    description:
+      - Stop at the first command that exits non-zero or is refused; the later ones are
+        reported as not run. When false every command runs.
+    type: bool
+    default: true
+  command_timeout:
+    description:
+      - Seconds each command may take; then it (and its process group) is killed and its rc is V(124).
+    type: int
+    default: 60
+  output_max:
+    description:
+      - Bytes of standard output and of standard error kept per command (their ends).
+    type: int
+    default: 2000
+  unprivileged_user:
+    description:
+      - The account that runs commands whose O(commands[].become) is false. Defaults to the user
+        who invoked sudo, else the module's own user.
+    type: str
+  settle:
+    description:
+      - After the commands, the checks of O(verify) are run again every second until the service
+        is healthy or this many seconds passed (a service just started may need a moment).
+      - When no command ran, the checks run once.
+    type: int
+    default: 5
+  timeout:
+    description:
+      - Default seconds each health check, and each command of the evidence, may take.
+    type: int
+    default: 10
+  evidence:
+    description:
+      - When the service still fails after O(settle), gather its evidence (as
+        M(sentinel.remediation.evidence) does) in the same call, for the next attempt.
+    type: bool
+    default: false
+  evidence_max_bytes:
+    description:
+      - Upper bound of the evidence, in UTF-8 bytes.
+    type: int
+    default: 6000
+  evidence_log_lines:
+    description:
+      - Lines taken from the end of each log and of the journal for the evidence.
+    type: int
+    default: 30
+seealso:
+  - module: sentinel.remediation.service_health
+  - module: sentinel.remediation.evidence
+"""
+
+EXAMPLES = r"""
+- name: Free port 80 from a stray server, start nginx, verify, and gather evidence if still failing
+  sentinel.remediation.execute_plan:
+    commands:
+      - argv: [kill, "4242"]
+        become: true
+        pids: [4242]
+        label: kill 4242
+      - argv: [service, nginx, start]
+        become: true
+      - argv: [curl, -sS, -o, /dev/null, http://127.0.0.1/]
+    expect_pids:
+      "4242": {start: 183225, comm: python3}
+    verify:
+      name: nginx
+      checks:
+        - type: port
+          port: 80
+          process: nginx
+      logs: [/var/log/nginx/error.log]
+      ports: [80]
+      config_test: [nginx, -t]
+    evidence: true
+  become: true
+  register: attempt
+
+- name: Say how it went
+  ansible.builtin.debug:
+    msg: >-
+      {{ 'healed' if attempt.verify.healthy else 'still failing: ' ~ attempt.verify.error }};
+      stopped at {{ attempt.stopped_at }}
+"""
+
+RETURN = r"""
+results:
+  description: One entry per command of O(commands), in order (empty in check mode).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    argv:
+      description: The argv (secrets redacted).
+      type: list
+      elements: str
+      sample: [service, nginx, start]
+    become:
+      description: Whether it was to run as root.
+      type: bool
+    user:
+      description: The account it ran (or was to run) as; null when it could not run as anyone.
+      type: str
+      sample: root
+    rc:
+      description: Its exit code; V(127) not found, V(126) could not start, V(124) timed out; null when not run.
+      type: int
+      sample: 0
+    stdout:
+      description: The end of its standard output (at most O(output_max) bytes, redacted).
+      type: str
+    stderr:
+      description: The end of its standard error (at most O(output_max) bytes, redacted).
+      type: str
+    seconds:
+      description: How long it ran.
+      type: float
+      sample: 0.084
+    skipped:
+      description: True when it was not run (refused, or after a failure with O(stop_on_failure)).
+      type: bool
+      sample: false
+    reason:
+      description: Why it was not run (or was killed); empty otherwise.
+      type: str
+      sample: "PID 4242 is another process now (sleep started at tick 9120, the evidence showed python3 started at tick 8000)"
+    label:
+      description: O(commands[].label), when given.
+      type: str
+      returned: when O(commands[].label) is given
+stopped_at:
+  description:
+    - Index of the first command that failed or was refused; null when none did. With
+      O(stop_on_failure) the commands after it did not run.
+  returned: always
+  type: int
+  sample: 1
+verify:
+  description: The service's health after the commands, as M(sentinel.remediation.service_health) reports it.
+  returned: when O(verify) is given and not in check mode
+  type: dict
+  contains:
+    healthy:
+      description: Whether every check passed.
+      type: bool
+    error:
+      description: The detail of the first failing check, empty when healthy.
+      type: str
+    checks:
+      description: Each check's C(type), C(ok) and C(detail) (of the last round).
+      type: list
+      elements: dict
+    rounds:
+      description: How many times the checks ran.
+      type: int
+    seconds:
+      description: Time spent verifying.
+      type: float
+evidence:
+  description: Evidence of the still failing service, as RV(sentinel.remediation.evidence#module:evidence).
+  returned: when O(evidence=true) and the service is still failing
+  type: dict
+evidence_truncated:
+  description: Whether that evidence was cut to stay within O(evidence_max_bytes).
+  returned: with RV(evidence)
+  type: bool
+would_run:
+  description: In check mode, per command, what would happen - C(argv), C(become), C(user), C(pids), C(runnable) and C(reason).
+  returned: in check mode
+  type: list
+  elements: dict
+  sample:
+    - argv: [kill, "4242"]
+      become: true
+      user: root
+      pids: [4242]
+      runnable: false
+      reason: "PID 4242 is gone (it was python3 started at tick 8000): nothing to signal"
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+
+from ansible_collections.sentinel.remediation.plugins.module_utils import (
+    health_checks,
+    plan_runner,
+    service_evidence,
+    service_spec,
+)
+
+
+def argument_spec() -> dict:
+    return dict(
+        commands=dict(type="list", elements="dict", required=True, options=dict(
+            argv=dict(type="list", elements="str", required=True),
+            become=dict(type="bool", default=False),
+            pids=dict(type="list", elements="int", default=[]),
+            label=dict(type="str"),
+        )),
+        expect_pids=dict(type="dict", default={}),
+        stop_on_failure=dict(type="bool", default=True),
+        command_timeout=dict(type="int", default=60),
+        output_max=dict(type="int", default=2000),
+        unprivileged_user=dict(type="str"),
+        verify=dict(type="dict", options=service_spec.definition_spec()),
+        settle=dict(type="int", default=5),
+        timeout=dict(type="int", default=10),
+        evidence=dict(type="bool", default=False),
+        evidence_max_bytes=dict(type="int", default=6000),
+        evidence_log_lines=dict(type="int", default=30),
+    )
+
+
+def _check_numbers(params: dict) -> None:
+    for key in ("command_timeout", "timeout"):
+        if params[key] <= 0:
+            raise plan_runner.PlanError("%s must be positive, got %d" % (key, params[key]))
+    if params["output_max"] < 100:
+        raise plan_runner.PlanError("output_max must be at least 100, got %d" % params["output_max"])
+    if params["settle"] < 0:
+        raise plan_runner.PlanError("settle must not be negative, got %d" % params["settle"])
+    if params["evidence_max_bytes"] < 200:
+        raise plan_runner.PlanError("evidence_max_bytes must be at least 200, got %d" % params["evidence_max_bytes"])
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    params = module.params
+    empty = dict(results=[], stopped_at=None)
+    try:
+        _check_numbers(params)
+        commands = plan_runner.normalise_commands(params["commands"])
+        expect = plan_runner.normalise_expectations(params["expect_pids"])
+        invoker = plan_runner.invoking_identity(unprivileged_user=params["unprivileged_user"])
+        definition = service_spec.resolve(params["verify"]) if params["verify"] else None
+    except (plan_runner.PlanError, service_spec.DefinitionError) as exc:
+        module.fail_json(msg=to_native(exc), **empty)
+
+    if module.check_mode:
+        would = plan_runner.preview(commands, expect, invoker)
+        module.exit_json(changed=any(item["runnable"] for item in would), would_run=would, **empty)
+
+    result = dict(empty)
+    try:
+        ran = plan_runner.run_plan(commands, expect, invoker, stop_on_failure=params["stop_on_failure"],
+                                   timeout=params["command_timeout"], output_max=params["output_max"])
+        result.update(results=ran["results"], stopped_at=ran["stopped_at"])
+        if definition is not None:
+            settle = params["settle"] if ran["ran"] else 0
+            result["verify"] = health_checks.settle_health(definition, params["timeout"], settle)
+            if params["evidence"] and not result["verify"]["healthy"]:
+                collected = service_evidence.collect(
+                    definition, max_bytes=params["evidence_max_bytes"], log_lines=params["evidence_log_lines"],
+                    timeout=params["timeout"], error=result["verify"]["error"])
+                result.update(evidence=collected["evidence"], evidence_truncated=collected["truncated"])
+        changed = ran["ran"] > 0
+    except Exception as exc:  # an internal error: keep what already ran in the record
+        module.fail_json(msg="execute_plan failed: %s" % to_native(exc), exception=traceback.format_exc(),
+                         changed=any(not r["skipped"] for r in result["results"]), **result)
+    module.exit_json(changed=changed, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# This file holds only the documentation of the action plugin plugins/action/heal.py;
+# the action validates its arguments against the options below.
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: heal
+short_description: Heal a host's failing services, one incident at a time (plan, gate, run, verify, retry)
+version_added: 0.2.0
+author: sentinel.remediation maintainers (@sentinel-remediation)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
+description:
+  - The attempt loop of the C(sentinel.remediation.remediate) role in one task per host. For each
+    failing service (from the health and evidence of M(sentinel.remediation.service_health)) it opens
+    an incident and runs attempts until the service is healed, waits for a human, or is escalated.
+  - "An attempt: plan (memory, runbooks, the LLM, the fallback restart: see
+    M(sentinel.remediation.plan)), classify every command with the safety policy for this host and
+    this incident's scope, gate (run / wait for approval / escalate), run the allowed commands and
+    verify the service in one round trip with M(sentinel.remediation.execute_plan), remember the
+    episode."
+  - The decisions come from the attempt engine (C(plugins/plugin_utils/incident.py)). A plan whose
+    commands ran without healing never runs again in the incident and its source is not asked
+    again (the model is asked again, and sees each earlier attempt's commands, exit codes, output
+    tails and the health error after them). A command that failed runs again only after another,
+    new command of the plan.
+  - Hosts with the same failure signature and the same incident history share one plan per run
+    (the first plans, the others reuse it, each classifying it again for itself); hosts never wait
+    for hosts with other failures.
+  - In check mode nothing runs on the host and nothing is remembered; every failing service ends
+    C(dry_run) with the plan and each command's verdict ("would run").
+options:
+  services:
+    description:
+      - The watched services' definitions (the role's C(remediate_services)), each with C(name);
+        the whole definition is used for the incident scope and passed to the host modules.
+    type: list
+    elements: dict
+    required: true
+  health:
+    description:
+      - The monitor's result, as M(sentinel.remediation.service_health) returns it with O(services)
+        (C(services) list with C(name), C(healthy), C(error), C(evidence)) and C(tools).
+    type: dict
+    required: true
+  backend:
+    description: Plan sources; C(auto) (memory, runbooks, the LLM when configured, fallback), C(llm), C(runbook), C(memory).
+    type: str
+    choices: [auto, llm, runbook, memory]
+    default: auto
+  llm:
+    description: The OpenAI-compatible endpoint, exactly as the C(llm) option of M(sentinel.remediation.plan).
+    type: dict
+    default: {}
+  policy:
+    description: Policy overrides (the role's C(remediation_policy)).
+    type: dict
+    default: {}
+  max_attempts:
+    description: Attempts per incident before it is escalated.
+    type: int
+    default: 3
+  max_commands:
+    description: Most commands in one plan.
+    type: int
+    default: 3
+  auto_approve:
+    description: Run commands the policy gates behind a human without asking (labs and tests only).
+    type: bool
+    default: false
+  require_approval:
+    description: Every plan waits for a human, whatever the policy says (the AWX plan node).
+    type: bool
+    default: false
+  monitor_only:
+    description: Report failing services as C(failed) and change nothing.
+    type: bool
+    default: false
+  memory_max:
+    description: Episodes kept in this host's C(sentinel_memory).
+    type: int
+    default: 50
+  artifacts_dir:
+    description: Controller directory for pending plans (C(pending/ID.json)) and the run's shared plans.
+    type: path
+    required: true
+  output_max:
+    description: Characters of each command's stdout and stderr kept in the incident and memory.
+    type: int
+    default: 2000
+  evidence_log_lines:
+    description: Log lines the evidence keeps per log.
+    type: int
+    default: 50
+  evidence_max_bytes:
+    description: Bytes of evidence text per item.
+    type: int
+    default: 4000
+  command_timeout:
+    description: Seconds one command may run on the host.
+    type: int
+    default: 60
+  settle:
+    description: Seconds the verification keeps re-checking a service that is starting.
+    type: int
+    default: 5
+  plan_wait:
+    description: Seconds a host waits for another host planning the same failure before planning alone.
+    type: int
+    default: 300
+  runbook_dirs:
+    description:
+      - The operator's runbook directories, added to the bundled runbooks; a runbook with the id of a
+        bundled one replaces it. A bad runbook fails the task, naming the file and the key.
+    type: list
+    elements: path
+    default: []
+  docs_dirs:
+    description:
+      - The operator's document directories (Markdown, reStructuredText, text), split into sections at their
+        headings and indexed next to the runbooks; the best sections reach the LLM with file and heading.
+        See M(sentinel.remediation.plan) and docs/planner.md.
+    type: list
+    elements: path
+    default: []
+  resume:
+    description:
+      - Resume one pending plan instead of monitoring (C(playbooks/resume.yml)). C(id) names it,
+        C(decision) is V(approve) or V(reject). An approved plan is checked again (hash and today's
+        policy) before it runs; after it, the incident goes on like any other.
+    type: dict
+    suboptions:
+      id:
+        description: The pending plan's id.
+        type: str
+        required: true
+      decision:
+        description: What the operator decided.
+        type: str
+        choices: [approve, reject]
+        required: true
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
+  check_mode:
+    support: full
+    details: Plans and classifies; runs nothing, writes no memory and no pending plan.
+  diff_mode:
+    support: none
+  platform:
+    support: full
+    platforms: posix
+notes:
+  - The pending plans and the run's shared plans are written on the controller, mode 0600.
+seealso:
+  - module: sentinel.remediation.plan
+  - module: sentinel.remediation.execute_plan
+  - module: sentinel.remediation.service_health
+"""
+
+EXAMPLES = r"""
+- name: Check every watched service, with evidence for the failing ones
+  sentinel.remediation.service_health:
+    services: "{{ remediate_services }}"
+    evidence: true
+  become: true
+  register: health
+
+- name: Heal what is failing
+  sentinel.remediation.heal:
+    services: "{{ remediate_services }}"
+    health: "{{ health }}"
+    artifacts_dir: /var/lib/sentinel
+    max_attempts: 3
+  become: true
+  register: healed
+"""
+
+RETURN = r"""
+outcomes:
+  description:
+    - One outcome per watched service (docs/contracts.md) with C(state) in V(healthy), V(healed),
+      V(waiting_approval), V(escalated), V(failed), V(dry_run); the commands that ran with their
+      verdict and rc, the refused ones with the reasons, the LLM usage and errors, and a timeline
+      of the attempts.
+  type: list
+  elements: dict
+  returned: always
+incidents:
+  description: The full incident state of each remediated service (attempts, commands, outputs).
+  type: list
+  elements: dict
+  returned: always
+ansible_facts:
+  description: C(sentinel_memory) and C(sentinel_pending) when they changed (kept in the fact cache).
+  type: dict
+  returned: when changed
+msg:
+  description: One line per remediated service.
+  type: str
+  returned: always
+"""

@@ -1,0 +1,410 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The attempt engine: one incident (a failing service on one host) and every decision on it.
+
+An incident is a small typed state: the service, what was wrong at first, and each
+attempt (where its plan came from, each command with its verdict, rc and bounded output
+tails, and the health after it). Everything the workflow decides is a pure function of
+that state, so each rule has a unit test:
+
+- which plan sources may still be asked (``source_order``);
+- which plans and commands may not run again (``plan_problems``): a plan whose commands
+  ran and did not heal is *ineffective* and never runs twice in one incident; a command
+  that failed may run again only when another, new command of the same plan comes before
+  it (fix, then start);
+- the gate (``gate``): execute, wait for a human, escalate, or only say what would run;
+- what happens after an attempt (``conclude``);
+- the episode for memory (``episode``), the history the model sees (``history``) and the
+  outcome for the report (``outcome``).
+
+Nothing here talks to a host, a model or a cache.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SOURCES = ("memory", "runbook", "llm", "fallback")
+BACKEND_ORDERS = {
+    "auto": ("memory", "runbook", "llm", "fallback"),
+    "llm": ("memory", "llm", "runbook", "fallback"),
+    "runbook": ("memory", "runbook", "fallback"),
+    "memory": ("memory",),
+}
+STATES = ("open", "healthy", "healed", "waiting_approval", "escalated", "failed", "dry_run", "busy")
+GATES = ("execute", "approval", "escalate", "dry_run")
+OUTPUT_TAIL = 600        # characters of a command's stdout/stderr kept in the incident
+HISTORY_TAIL = 300       # characters of each output shown to the model per command
+_SUDO = re.compile(r"^sudo(?:\s+-[nSEH]+)*\s+")
+
+
+class IncidentError(ValueError):
+    """A bad argument to an engine function (a state that cannot be read)."""
+
+
+def _tail(text: Any, limit: int) -> str:
+    value = "" if text is None else str(text)
+    value = value.rstrip()
+    return value if len(value) <= limit else "..." + value[-(limit - 3):]
+
+
+def command_key(command: Any) -> str:
+    """How two commands are compared: the words, whitespace and quoting normalised, no sudo."""
+    if isinstance(command, CommandRun):
+        command = {"argv": command.argv, "command": command.command}
+    if isinstance(command, Mapping):
+        argv = command.get("argv")
+        if isinstance(argv, (list, tuple)) and argv:
+            words = [str(w) for w in argv]
+            if words[0] == "sudo":
+                words = words[1:]
+            return " ".join(words)
+        command = command.get("command") or ""
+    text = _SUDO.sub("", " ".join(str(command).split()))
+    try:
+        return " ".join(shlex.split(text))
+    except ValueError:
+        return text
+
+
+def plan_key(commands: Iterable[Any]) -> tuple[str, ...]:
+    """The identity of a plan: its commands' keys, in order."""
+    return tuple(command_key(c) for c in commands)
+
+
+# ---------------------------------------------------------------------------- the state
+
+@dataclass
+class CommandRun:
+    """One command of an attempt: what the policy said and what happened."""
+
+    command: str
+    verdict: str = "allow"
+    source: str = "unknown"
+    argv: list[str] | None = None
+    become: bool = False
+    reasons: list[str] = field(default_factory=list)
+    rc: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    skipped: bool = False
+    reason: str = ""
+    seconds: float = 0.0
+
+    @property
+    def ran(self) -> bool:
+        return not self.skipped and self.rc is not None
+
+    @property
+    def failed(self) -> bool:
+        return self.ran and self.rc != 0
+
+
+@dataclass
+class Attempt:
+    """One attempt: a plan from one source, its gate, what ran, and the health after it."""
+
+    number: int
+    source: str = "none"
+    diagnosis: str = ""
+    signature: str = ""
+    commands: list[CommandRun] = field(default_factory=list)
+    refused: list[dict] = field(default_factory=list)
+    gate: str = "escalate"
+    healthy: bool | None = None
+    error_after: str = ""
+    runbook: str = ""
+    llm: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    started: str = ""
+    finished: str = ""
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return plan_key(self.commands)
+
+    @property
+    def ran(self) -> bool:
+        return any(c.ran for c in self.commands)
+
+    @property
+    def ineffective(self) -> bool:
+        """Its commands ran and the service is still failing."""
+        return self.ran and self.healthy is False
+
+
+@dataclass
+class Incident:
+    """A failing service on one host, from the first health check to its outcome."""
+
+    host: str
+    service: str
+    error: str = ""
+    signature: str = ""
+    started: str = ""
+    finished: str = ""
+    state: str = "open"
+    reason: str = ""
+    approval: str = "none"
+    approval_id: str = ""
+    attempts: list[Attempt] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Incident:
+        if not isinstance(data, Mapping) or not data.get("host") or not data.get("service"):
+            raise IncidentError("an incident needs a mapping with 'host' and 'service'")
+        attempts = []
+        for raw in data.get("attempts") or []:
+            raw = dict(raw)
+            commands = [CommandRun(**_known(CommandRun, c)) for c in raw.pop("commands", []) or []]
+            attempts.append(Attempt(commands=commands, **_known(Attempt, raw)))
+        fields = _known(cls, data)
+        fields.pop("attempts", None)
+        return cls(attempts=attempts, **fields)
+
+    @property
+    def current_error(self) -> str:
+        for attempt in reversed(self.attempts):
+            if attempt.ran and attempt.error_after:
+                return attempt.error_after
+        return self.error
+
+    def llm_totals(self) -> dict:
+        totals = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        for attempt in self.attempts:
+            for key in totals:
+                try:
+                    totals[key] += int(attempt.llm.get(key) or 0)
+                except (TypeError, ValueError):
+                    continue
+        return totals
+
+
+def _known(cls, data: Mapping) -> dict:
+    names = set(cls.__dataclass_fields__)
+    return {k: v for k, v in dict(data).items() if k in names}
+
+
+# ---------------------------------------------------------------------------- the rules
+
+def ineffective_plans(incident: Incident) -> dict[tuple[str, ...], int]:
+    """Plans that ran in this incident and did not heal: key -> attempt number."""
+    return {a.key: a.number for a in incident.attempts if a.ineffective}
+
+
+def failed_commands(incident: Incident) -> dict[str, int]:
+    """Commands that exited non-zero in this incident: key -> the last attempt it failed in."""
+    failed: dict[str, int] = {}
+    for attempt in incident.attempts:
+        for command in attempt.commands:
+            if command.failed:
+                failed[command_key(command)] = attempt.number
+    return failed
+
+
+def plan_problems(incident: Incident, commands: Sequence[Any]) -> list[str]:
+    """Why this plan may not run in this incident (empty: it may).
+
+    - the identical plan already ran here and did not heal;
+    - a command that failed here comes first, or only after commands that themselves
+      failed or already ran without healing: nothing new changed what made it fail.
+    """
+    problems = []
+    key = plan_key(commands)
+    done = ineffective_plans(incident)
+    if key and key in done:
+        problems.append(f"this exact plan already ran in attempt {done[key]} and the service stayed broken")
+    failed = failed_commands(incident)
+    ran_before = {command_key(c) for a in incident.attempts for c in a.commands if c.ran}
+    new_before = False
+    for command in key:
+        if command in failed and not new_before:
+            problems.append(f"`{command}` failed in attempt {failed[command]} and nothing new runs before it "
+                            "(put the command that removes the cause first)")
+        if command not in failed and command not in ran_before:
+            new_before = True
+    return problems
+
+
+def exhausted_sources(incident: Incident) -> set[str]:
+    """Sources whose plan ran here without healing; the model is asked again (with the
+    history, for a different plan), the others have nothing new to offer."""
+    return {a.source for a in incident.attempts if a.ineffective and a.source not in ("llm", "approved")}
+
+
+def source_order(backend: str, llm_configured: bool, incident: Incident) -> list[str]:
+    """The plan sources to try for the next attempt, best first."""
+    if backend not in BACKEND_ORDERS:
+        raise IncidentError(f"backend must be one of {', '.join(BACKEND_ORDERS)}, got {backend!r}")
+    spent = exhausted_sources(incident)
+    order = [s for s in BACKEND_ORDERS[backend] if s not in spent]
+    if not llm_configured:
+        order = [s for s in order if s != "llm"]
+    return order
+
+
+def gate(commands: Sequence[Mapping], *, auto_approve: bool = False, require_approval: bool = False,
+         check_mode: bool = False) -> str:
+    """execute | approval | escalate | dry_run for a checked plan (verdict dicts)."""
+    usable = [c for c in commands if c.get("verdict") in ("allow", "approval")]
+    if not usable:
+        return "escalate"
+    if check_mode:
+        return "dry_run"
+    needs_human = require_approval or any(c.get("verdict") == "approval" for c in usable)
+    if needs_human and not auto_approve:
+        return "approval"
+    return "execute"
+
+
+def runnable(commands: Sequence[Mapping]) -> list[Mapping]:
+    """The commands of a plan that may run once the gate is passed (refused ones never)."""
+    return [c for c in commands if c.get("verdict") in ("allow", "approval")]
+
+
+def conclude(incident: Incident, max_attempts: int) -> str:
+    """The incident's state after its last attempt: open (try again), healed or escalated."""
+    if max_attempts < 1:
+        raise IncidentError(f"max_attempts must be at least 1, got {max_attempts}")
+    if not incident.attempts:
+        return "open"
+    last = incident.attempts[-1]
+    if last.healthy:
+        return "healed"
+    if len(incident.attempts) >= max_attempts:
+        return "escalated"
+    return "open"
+
+
+def escalation_reason(incident: Incident) -> str:
+    last = incident.attempts[-1] if incident.attempts else None
+    if last is None:
+        return "no attempt was made"
+    if last.gate == "escalate":
+        return last.notes[0] if last.notes else "no safe command to run"
+    return f"still failing after {len(incident.attempts)} attempt(s): {incident.current_error}"
+
+
+# ---------------------------------------------------------------------------- views
+
+def record_results(attempt: Attempt, results: Sequence[Mapping], output_max: int = OUTPUT_TAIL) -> None:
+    """Fill the attempt's commands with what the host reported (same order as run)."""
+    runnable_commands = [c for c in attempt.commands if not c.skipped]
+    for command, result in zip(runnable_commands, results):
+        rc = result.get("rc")
+        command.rc = int(rc) if isinstance(rc, int) and not isinstance(rc, bool) else None
+        command.stdout = _tail(result.get("stdout"), output_max)
+        command.stderr = _tail(result.get("stderr") or result.get("msg"), output_max)
+        command.skipped = bool(result.get("skipped"))
+        command.reason = str(result.get("reason") or "")
+        try:
+            command.seconds = round(float(result.get("seconds") or 0.0), 3)
+        except (TypeError, ValueError):
+            command.seconds = 0.0
+    # Commands after the first failure were not reached.
+    for command in runnable_commands[len(results):]:
+        command.skipped = True
+        command.reason = command.reason or "not run: an earlier command of the plan failed"
+
+
+def history(incident: Incident, tail: int = HISTORY_TAIL) -> list[dict]:
+    """What each earlier attempt did, for the model: commands, rc, output tails, health after."""
+    out = []
+    for attempt in incident.attempts:
+        if not attempt.commands and not attempt.refused:
+            continue
+        commands = []
+        for c in attempt.commands:
+            entry = {"command": c.command, "source": c.source}
+            if c.ran:
+                entry["rc"] = c.rc
+                output = (c.stderr or c.stdout or "").strip()
+                if output:
+                    entry["output"] = _tail(output, tail)
+            else:
+                entry["not_run"] = c.reason or "not run"
+            commands.append(entry)
+        out.append({
+            "attempt": attempt.number,
+            "source": attempt.source,
+            "diagnosis": attempt.diagnosis,
+            "commands": commands,
+            "refused": [{"command": r.get("command", ""), "reasons": list(r.get("reasons") or [])[:2]}
+                        for r in attempt.refused][:5],
+            "healthy_after": attempt.healthy,
+            "error_after": attempt.error_after,
+        })
+    return out
+
+
+def episode(incident: Incident, attempt: Attempt, key_facts: Sequence[str] = ()) -> dict:
+    """The memory record of one attempt that ran (docs/workflow.md, ``sentinel_memory``)."""
+    return {
+        "signature": attempt.signature or incident.signature,
+        "service": incident.service,
+        "host": incident.host,
+        "error": incident.error if attempt.number == 1 else (_previous_error(incident, attempt) or incident.error),
+        "diagnosis": attempt.diagnosis,
+        "facts": list(key_facts)[:20],
+        "commands": [{"command": c.command, "source": c.source, "verdict": c.verdict, "rc": c.rc}
+                     for c in attempt.commands if c.ran],
+        "success": bool(attempt.healthy),
+        "attempts": attempt.number,
+        "started": attempt.started or incident.started,
+        "finished": attempt.finished,
+        "approval": incident.approval,
+    }
+
+
+def _previous_error(incident: Incident, attempt: Attempt) -> str:
+    earlier = [a for a in incident.attempts if a.number < attempt.number and a.ran]
+    return earlier[-1].error_after if earlier else ""
+
+
+def outcome(incident: Incident) -> dict:
+    """The report's record of the incident (docs/contracts.md, "Outcomes for the report")."""
+    last = incident.attempts[-1] if incident.attempts else None
+    commands = [{"command": c.command, "source": c.source, "verdict": c.verdict, "rc": c.rc,
+                 "become": c.become, "attempt": a.number}
+                | ({"skipped": c.reason} if not c.ran else {})
+                for a in incident.attempts for c in a.commands if c.ran or a.gate in ("execute",)]
+    refused = [{"command": r.get("command", ""), "source": r.get("source", ""),
+                "reasons": list(r.get("reasons") or [])} for a in incident.attempts for r in a.refused]
+    pending = [{"command": c.command, "verdict": c.verdict, "source": c.source}
+               for c in (last.commands if last and last.gate in ("approval", "dry_run") else [])]
+    return {
+        "service": incident.service,
+        "state": incident.state,
+        "attempts": len([a for a in incident.attempts if a.ran]),
+        "signature": incident.signature,
+        "diagnosis": last.diagnosis if last else "",
+        "commands": commands,
+        "planned": pending,
+        "refused": refused,
+        "llm": incident.llm_totals(),
+        "llm_error": next((a.llm.get("error_message") or a.llm.get("error") for a in reversed(incident.attempts)
+                           if a.llm.get("used") and a.llm.get("error")), "") or "",
+        "sources": [a.source for a in incident.attempts],
+        "reason": incident.reason,
+        "approval_id": incident.approval_id,
+        "started": incident.started,
+        "finished": incident.finished,
+        "timeline": [{"attempt": a.number, "source": a.source, "gate": a.gate, "healthy": a.healthy,
+                      "error_after": a.error_after, "diagnosis": a.diagnosis, "runbook": a.runbook,
+                      "started": a.started, "finished": a.finished} for a in incident.attempts],
+    }
+
+
+def service_outcome(service: str, state: str, reason: str = "") -> dict:
+    """The outcome of a service that was not remediated (healthy, monitor only, check error)."""
+    return {"service": service, "state": state, "attempts": 0, "signature": "", "diagnosis": "",
+            "commands": [], "planned": [], "refused": [], "llm": {"calls": 0, "prompt_tokens": 0,
+                                                                   "completion_tokens": 0},
+            "llm_error": "", "sources": [], "reason": reason, "approval_id": "", "started": "", "finished": "",
+            "timeline": []}

@@ -1,0 +1,104 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The incident journal: what was about to run and what came of it, durable on the controller.
+
+Before the commands of an attempt go to a host, their intent (host, service, attempt, each
+argv with its verdict and privilege, who approved) is appended and fsynced; after, the
+results. A run killed in between leaves an intent without a result: the next run finds it
+(``interrupted``), verifies first, and counts that plan as having run (its outcome unknown),
+so it is never re-run blindly.
+
+One JSON object per line, one file per inventory host (``<dir>/<host>.jsonl``), opened with
+O_APPEND and fsynced after each record, so concurrent writers never interleave a line and
+nothing acknowledged is lost on a crash. Readers skip a torn last line.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+MAX_READ_BYTES = 4 * 1024 * 1024  # the tail of a journal read on each run
+_SAFE = re.compile(r"[^A-Za-z0-9_.@-]")
+
+
+class JournalError(OSError):
+    """The journal could not be written (the message names the file)."""
+
+
+class Journal:
+    """One host's journal file."""
+
+    def __init__(self, directory: str, host: str):
+        self.path = os.path.join(directory, _SAFE.sub("_", host) + ".jsonl")
+        self.directory = directory
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        line = json.dumps({"ts": time.time(), **record}, sort_keys=True, default=str) + "\n"
+        try:
+            os.makedirs(self.directory, mode=0o700, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                data = line.encode("utf-8")
+                if os.write(fd, data) != len(data):
+                    raise OSError("short write")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise JournalError(f"cannot write the incident journal {self.path}: {exc}") from exc
+
+    def records(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                size = handle.tell()
+                handle.seek(max(size - MAX_READ_BYTES, 0))
+                raw = handle.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise JournalError(f"cannot read the incident journal {self.path}: {exc}") from exc
+        out = []
+        for line in raw.splitlines():
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue  # a torn line (killed mid-write) or the cut start of the tail
+            if isinstance(item, dict):
+                out.append(item)
+        return out
+
+
+def intent(run: str, service: str, attempt: int, commands: Sequence[Mapping], approval: str,
+           source: str, signature: str) -> dict:
+    return {"kind": "intent", "run": run, "service": service, "attempt": attempt, "source": source,
+            "signature": signature, "approval": approval,
+            "commands": [{"command": c.get("command"), "argv": c.get("argv"), "verdict": c.get("verdict"),
+                          "become": bool(c.get("become"))} for c in commands]}
+
+
+def result(run: str, service: str, attempt: int, results: Sequence[Mapping], healthy: bool | None,
+           error: str) -> dict:
+    return {"kind": "result", "run": run, "service": service, "attempt": attempt, "healthy": healthy,
+            "error": error, "results": [{"rc": r.get("rc"), "skipped": bool(r.get("skipped"))} for r in results]}
+
+
+def interrupted(records: Sequence[Mapping], service: str) -> dict | None:
+    """The last intent for ``service`` that has no result after it (a run killed mid-attempt),
+    unless a later record closed the incident."""
+    pending = None
+    for record in records:
+        if record.get("service") != service:
+            continue
+        kind = record.get("kind")
+        if kind == "intent":
+            pending = record
+        elif kind in ("result", "closed") and pending is not None and (
+                kind == "closed" or (record.get("run"), record.get("attempt")) == (pending.get("run"),
+                                                                                  pending.get("attempt"))):
+            pending = None
+    return pending

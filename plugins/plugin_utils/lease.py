@@ -1,0 +1,98 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Host leases: one remediation at a time per real target, across runs on a controller.
+
+The key is the target itself (connection, address, port), not its inventory name, so two
+inventories that name one machine differently still exclude each other. A lease has an
+owner and an expiry: a dead run's lease lapses, a live one renews it at every attempt.
+
+Guarantees: between runs on one controller (or controllers sharing the artifacts
+directory on a file system with working ``flock``), at most one run changes a target at a
+time; a second run reports the target ``busy`` and changes nothing on it.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import socket
+import time
+from collections.abc import Mapping
+
+
+def target_key(host_vars: Mapping) -> str:
+    """The real target behind an inventory host."""
+    connection = str(host_vars.get("ansible_connection") or "ssh")
+    address = str(host_vars.get("ansible_host") or host_vars.get("inventory_hostname") or "")
+    port = str(host_vars.get("ansible_port") or "")
+    if connection in ("local",):
+        address = socket.gethostname()
+    return f"{connection}://{address}:{port}"
+
+
+class LeaseBusy(Exception):
+    """Another run holds the target; the message says who and until when."""
+
+
+class Lease:
+    """A file lease under ``<directory>/<sha256(key)>.json``."""
+
+    def __init__(self, directory: str, key: str, owner: str, ttl: float = 900.0):
+        self.directory = directory
+        self.key = key
+        self.owner = owner
+        self.ttl = float(ttl)
+        self.path = os.path.join(directory, hashlib.sha256(key.encode("utf-8")).hexdigest()[:32] + ".json")
+        self.held = False
+
+    def _locked(self, write):
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)
+        with open(self.path + ".lock", "a", encoding="utf-8") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                try:
+                    with open(self.path, encoding="utf-8") as handle:
+                        current = json.load(handle)
+                except (OSError, ValueError):
+                    current = None
+                return write(current if isinstance(current, dict) else None)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _store(self, record: dict | None) -> None:
+        if record is None:
+            try:
+                os.remove(self.path)
+            except FileNotFoundError:
+                pass
+            return
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(record, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.path)
+
+    def acquire(self, now: float | None = None) -> None:
+        """Take or renew the lease; ``LeaseBusy`` when another live owner holds it."""
+        def write(current):
+            moment = time.time() if now is None else now
+            if current and current.get("owner") != self.owner and float(current.get("expires") or 0) > moment:
+                left = int(float(current["expires"]) - moment)
+                raise LeaseBusy(f"{self.key} is being remediated by {current.get('owner')} "
+                                f"(since {current.get('since')}, lease ends in {left} s)")
+            since = current.get("since") if current and current.get("owner") == self.owner else moment
+            self._store({"key": self.key, "owner": self.owner, "since": since, "expires": moment + self.ttl})
+        self._locked(write)
+        self.held = True
+
+    def release(self) -> None:
+        if not self.held:
+            return
+
+        def write(current):
+            if current and current.get("owner") == self.owner:
+                self._store(None)
+        self._locked(write)
+        self.held = False

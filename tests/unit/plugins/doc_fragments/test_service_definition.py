@@ -1,0 +1,41 @@
+"""The service definition is documented at four places: the copies must not drift apart,
+and must say what the shared argument spec does."""
+from __future__ import annotations
+
+import yaml
+
+from ansible_collections.sentinel.remediation.plugins.doc_fragments.service_definition import ModuleDocFragment
+from ansible_collections.sentinel.remediation.plugins.module_utils import service_spec
+
+
+def options(name: str) -> dict:
+    return yaml.safe_load(getattr(ModuleDocFragment, name))["options"]
+
+
+def test_the_four_placements_document_the_same_keys_identically() -> None:
+    definition = options("DEFINITION")
+    services = options("SERVICES")["services"]["suboptions"]
+    verify = options("VERIFY")["verify"]["suboptions"]
+    assert services == verify
+    assert {k: v for k, v in services.items() if k != "name"} == definition
+    assert options("CHECKS")["checks"] == definition["checks"]
+
+
+def _agrees(doc: dict, spec: dict, where: str) -> None:
+    assert set(doc) == set(spec), where
+    for key, spec_entry in spec.items():
+        entry = doc[key]
+        assert entry["type"] == spec_entry["type"], f"{where}.{key}"
+        assert entry.get("elements") == spec_entry.get("elements"), f"{where}.{key}"
+        assert entry.get("default") == spec_entry.get("default"), f"{where}.{key}"
+        assert bool(entry.get("required")) == bool(spec_entry.get("required")), f"{where}.{key}"
+        assert entry.get("choices", None) in (None, sorted(spec_entry.get("choices") or [])), f"{where}.{key}"
+        if "options" in spec_entry:
+            _agrees(entry["suboptions"], spec_entry["options"], f"{where}.{key}")
+
+
+def test_the_docs_say_what_the_argument_spec_does() -> None:
+    _agrees(options("SERVICES")["services"]["suboptions"], service_spec.definition_spec(), "services")
+    assert set(service_spec.DEFINITION_KEYS) == {
+        "units", "processes", "user", "config_paths", "data_paths", "runtime_paths", "log_paths", "logs", "ports",
+        "config_test", "paths", "pid_files", "depends_on"}  # contract C1

@@ -1,0 +1,335 @@
+"""service_evidence against real processes, files and sockets on this machine."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe, service_evidence, service_spec
+
+
+def wait_until(predicate, what: str, timeout: float = 5) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {timeout}s")
+        time.sleep(0.02)
+
+
+@pytest.fixture()
+def no_systemd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A SysV-looking host: a `service` tool that says the service is down, no systemd."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "service"
+    tool.write_text('#!/bin/sh\necho "$1 is not running."\nexit 3\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setattr(host_probe, "SYSTEMD_MARKER", str(tmp_path / "no-systemd"))
+    return bin_dir
+
+
+# --- configuration lines ------------------------------------------------------------------
+
+@pytest.mark.parametrize("message, expected", [
+    ('nginx: [emerg] unknown directive "bogus" in /etc/nginx/nginx.conf:12', ("/etc/nginx/nginx.conf", 12)),
+    ("/etc/ssh/sshd_config line 5: Bad configuration option: Foo", ("/etc/ssh/sshd_config", 5)),
+    ("/etc/ssh/sshd_config: line 7: Bad configuration option: Foo", ("/etc/ssh/sshd_config", 7)),
+    ("Reading the configuration file, at line 3", (None, 3)),
+    ('LOG:  syntax error in file "/etc/postgresql/15/main/postgresql.conf" line 4, near token "="',
+     ("/etc/postgresql/15/main/postgresql.conf", 4)),
+    ('FATAL:  line 4 of configuration file "/etc/app/app.conf" is bad', ("/etc/app/app.conf", 4)),
+    ("LOG: line 4 of configuration file", (None, 4)),
+    ("error at /srv/app/settings.ini:33: duplicate key", ("/srv/app/settings.ini", 33)),
+])
+def test_config_references_in_the_ways_services_name_a_line(message: str, expected: tuple) -> None:
+    refs = service_evidence.config_references("noise before\n" + message + "\n")
+    assert [(path, line) for path, line, _said in refs] == [expected]
+    assert refs[0][2] == message.strip()
+
+
+def test_a_bare_line_number_counts_only_when_the_message_is_about_configuration() -> None:
+    assert service_evidence.config_references("request failed at line 3 of the handler") == []
+    assert service_evidence.config_references("GET http://127.0.0.1:8080/x") == []
+
+
+def _config_dir(tmp_path: Path) -> Path:
+    conf = tmp_path / "etc" / "svc"
+    conf.mkdir(parents=True)
+    (conf / "svc.conf").write_text("".join(f"line{n} on;\n" for n in range(1, 4))
+                                   + "requirepass s3cr3t-in-config\n"
+                                   + "bogus_directive yes;\n"
+                                   + "".join(f"line{n} on;\n" for n in range(6, 15)))
+    return conf
+
+
+def test_config_context_quotes_the_named_line_numbered_and_redacted(tmp_path: Path) -> None:
+    conf = _config_dir(tmp_path)
+    defn = service_spec.resolve({"name": "svc", "config_paths": [str(conf)]})
+    said = f'svc: [emerg] unknown directive "bogus_directive" in {conf}/svc.conf:5'
+    contexts = service_evidence.config_context(defn, ["", said])
+    assert len(contexts) == 1
+    context = contexts[0]
+    assert (context["file"], context["line"], context["said"]) == (f"{conf}/svc.conf", 5, said)
+    lines = context["text"].splitlines()
+    assert lines[0] == "     1  line1 on;" and lines[-1] == "     9  line9 on;"
+    assert ">    5  bogus_directive yes;" in lines
+    assert "s3cr3t-in-config" not in context["text"] and "[REDACTED" in context["text"]
+
+
+def test_a_bare_line_refers_to_the_file_of_the_config_test(tmp_path: Path) -> None:
+    conf = _config_dir(tmp_path)
+    defn = service_spec.resolve({"name": "svc", "config_paths": [str(conf)],
+                                 "config_test": ["svc-server", "--test", str(conf / "svc.conf")]})
+    redis_said = "*** FATAL CONFIG FILE ERROR ***\nReading the configuration file, at line 5\n>>> 'bogus_directive yes'"
+    contexts = service_evidence.config_context(defn, [redis_said])
+    assert [(c["file"], c["line"]) for c in contexts] == [(str(conf / "svc.conf"), 5)]
+    assert "past its end" in service_evidence.context_lines(str(conf / "svc.conf"), 99)
+
+
+def test_files_outside_the_service_configuration_are_not_quoted(tmp_path: Path) -> None:
+    conf = _config_dir(tmp_path)
+    secret = tmp_path / "private.txt"
+    secret.write_text("a\nb\nc\n")
+    defn = service_spec.resolve({"name": "svc", "config_paths": [str(conf)]})
+    assert service_evidence.config_context(defn, [f"error in {secret}:2"]) == []
+    # a missing file, or a directory, is never quoted either
+    assert service_evidence.config_context(defn, [f"error in {conf}/gone.conf:2", f"in {conf}:3"]) == []
+
+
+# --- paths named in messages ---------------------------------------------------------------
+
+def test_paths_named_in_a_text_leave_out_request_paths_and_urls() -> None:
+    text = ('open() "/var/log/nginx/error.log" failed (2: No such file or directory), request: '
+            '"GET /api/v1/users HTTP/1.1", referrer: "http://127.0.0.1:8080/a/b"; pid file /run/nginx.pid. '
+            "/favicon.ico and /proc/1/fd/3, see /etc/nginx/sites-enabled/default:12")
+    assert service_evidence.paths_named_in(text) == [
+        "/var/log/nginx/error.log", "/run/nginx.pid", "/etc/nginx/sites-enabled/default"]
+
+
+def test_named_paths_say_what_each_is_and_where_it_was_named(tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "a").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "missing-target")
+    sources = [("error", f"cannot open {tmp_path}/dir/nope.sock"),
+               ("log /var/log/x.log", f"{tmp_path}/dir is here, {tmp_path}/link dangles, again {tmp_path}/dir")]
+    found = service_evidence.named_paths(sources, None)
+    assert list(found) == [f"{tmp_path}/dir/nope.sock", f"{tmp_path}/dir", f"{tmp_path}/link"]
+    assert found[f"{tmp_path}/dir/nope.sock"]["type"] == "missing"
+    assert found[f"{tmp_path}/dir/nope.sock"]["named_in"] == "error"
+    assert found[f"{tmp_path}/dir"]["entries"] == ["a"]
+    assert found[f"{tmp_path}/link"]["dangling"] is True
+    assert len(service_evidence.named_paths(sources, None, limit=2)) == 2
+
+
+# --- the service's processes ---------------------------------------------------------------
+
+@pytest.fixture()
+def service_tree(tmp_path: Path):
+    """A real process tree of a service named like nothing else on this machine: a master
+    (its program a symlink, so its comm is the service's name) with a zombie child and a
+    sleeping child, a PID-file process of another name, and a port holder of another name."""
+    name = "hm" + uuid.uuid4().hex[:8]
+    program = tmp_path / name
+    program.symlink_to(sys.executable)
+    master = subprocess.Popen([str(program), "-c", (
+        "import os, subprocess, time\n"
+        "if os.fork() == 0:\n    os._exit(0)\n"  # a child nobody waits for: a zombie
+        "subprocess.Popen(['sleep', '60'])\n"
+        "time.sleep(60)\n"), "--password=hunter2-cmdline"])
+    pidfile_proc = subprocess.Popen(["sleep", "61"])
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import socket, sys, time\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen(1)\n"
+        "print(s.getsockname()[1], flush=True)\ntime.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+    port = int(holder.stdout.readline())
+    (tmp_path / "svc.pid").write_text(f"{pidfile_proc.pid}\n")
+
+    def children():
+        return [p for p in host_probe.pids() if (host_probe.read_stat(p) or {}).get("ppid") == master.pid]
+
+    wait_until(lambda: len(children()) == 2 and any(host_probe.read_stat(p)["state"] == "Z" for p in children()),
+               "the zombie and the sleeping child")
+    yield {"name": name, "master": master.pid, "children": sorted(children()), "pidfile": str(tmp_path / "svc.pid"),
+           "pidfile_pid": pidfile_proc.pid, "holder": holder.pid, "port": port}
+    for proc in (master, pidfile_proc, holder):
+        proc.kill()
+        proc.wait()
+    for pid in children():
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+
+
+def test_service_processes_by_name_pid_file_port_and_parent(service_tree) -> None:
+    defn = service_spec.resolve({"name": service_tree["name"], "pid_files": [service_tree["pidfile"]],
+                                 "ports": [service_tree["port"]]})
+    processes, pids = service_evidence.service_processes(defn, "sysv", host_probe.listening_sockets())
+    by_pid = {p["pid"]: p for p in processes}
+    zombie, sleeping = sorted(service_tree["children"], key=lambda p: host_probe.read_stat(p)["state"] != "Z")
+    expected = sorted([service_tree["master"], zombie, sleeping, service_tree["pidfile_pid"], service_tree["holder"]])
+    assert pids == expected and sorted(by_pid) == expected
+    assert by_pid[service_tree["master"]]["reasons"] == [f"name {service_tree['name']}"]
+    assert by_pid[zombie]["state"] == "zombie" and by_pid[zombie]["ppid"] == service_tree["master"]
+    assert by_pid[sleeping]["reasons"] == [f"child of {service_tree['master']}"]
+    assert by_pid[service_tree["pidfile_pid"]]["reasons"] == [f"pid file {service_tree['pidfile']}"]
+    assert by_pid[service_tree["holder"]]["reasons"] == [f"holds port {service_tree['port']}"]
+    assert by_pid[service_tree["holder"]]["ports"] == [service_tree["port"]]
+    master = by_pid[service_tree["master"]]
+    assert set(master) == {"pid", "ppid", "user", "state", "start", "started", "comm", "cmdline", "ports", "reasons"}
+    assert master["start"] == host_probe.read_stat(service_tree["master"])["start"]
+    assert master["state"] == "sleeping" and master["comm"] == service_tree["name"]
+
+
+def test_declared_process_names_replace_the_name_rule(service_tree) -> None:
+    defn = service_spec.resolve({"name": "something-else", "processes": [service_tree["name"]]})
+    _processes, pids = service_evidence.service_processes(defn, "sysv", [])
+    assert service_tree["master"] in pids and service_tree["pidfile_pid"] not in pids
+
+
+def test_collect_bounds_redacts_and_keeps_the_sections(service_tree, tmp_path: Path, no_systemd) -> None:
+    conf = _config_dir(tmp_path)
+    log = tmp_path / "svc.log"
+    log.write_text("".join(f"entry {n} " + "y" * 60 + "\n" for n in range(300))
+                   + f"[error] open() \"{tmp_path}/run/svc.sock\" failed (2: No such file or directory)\n")
+    defn = service_spec.resolve({
+        "name": service_tree["name"], "pid_files": [service_tree["pidfile"]], "ports": [service_tree["port"]],
+        "config_paths": [str(conf)], "data_paths": [str(tmp_path)], "logs": [str(log)], "user": "nobody",
+        "config_test": [sys.executable, "-c", f"print('svc: [emerg] bad in {conf}/svc.conf:5'); raise SystemExit(1)"],
+        "depends_on": ["db"]})
+    result = service_evidence.collect(defn, max_bytes=3000, log_lines=100, timeout=10, error="")
+    ev = result["evidence"]
+    assert result["truncated"] is True
+    assert ev["init"] == "sysv"
+    assert ev["status"] == f"$ service {service_tree['name']} status\nrc 3\n{service_tree['name']} is not running."
+    assert ev["config_context"][0]["line"] == 5
+    assert service_tree["master"] in ev["service_pids"]
+    assert ev["processes"] and all("hunter2-cmdline" not in p["cmdline"] for p in ev["processes"])
+    assert ev["named_paths"][f"{tmp_path}/run/svc.sock"]["named_in"] == f"log {log}"
+    assert ev["paths"][str(conf)].endswith("; user nobody may ---") or "user nobody may" in ev["paths"][str(conf)]
+    assert ev["dependencies"] == {"db": "not running (rc 3): db is not running."}
+    assert ev["pid_files"][service_tree["pidfile"]].startswith(f"pid {service_tree['pidfile_pid']} is running")
+    assert ev["logs"][str(log)].rstrip().endswith("(2: No such file or directory)")
+    assert budget_bytes(ev) <= 3000
+    assert "hunter2" not in json.dumps(result)
+    assert {"rm", "mv", "ln", "ls", "mkdir", "chown", "cat", "kill", service_tree["name"]} <= set(
+        result["tools"]["present"] + result["tools"]["absent"])
+
+
+def budget_bytes(evidence: dict) -> int:
+    """What the budget counts: texts as UTF-8, structured sections as JSON."""
+    total = 0
+    for key, value in evidence.items():
+        if key == "init":
+            continue
+        if isinstance(value, str):
+            total += host_probe.byte_len(value)
+        elif isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+            total += sum(host_probe.byte_len(v) for v in value.values())
+        else:
+            total += service_evidence.json_len(value)
+    return total
+
+
+def test_take_items_keeps_whole_items_in_order_within_the_cap() -> None:
+    budget = service_evidence.EvidenceBudget(10000)
+    items = [{"n": n, "text": "x" * 50} for n in range(20)]
+    kept = budget.take_items(items, 300)
+    assert kept == items[:len(kept)] and 0 < len(kept) < 20
+    assert service_evidence.json_len(kept) <= 300 and budget.truncated
+    kept_map = budget.take_mapping({"/etc/app.conf": {"said": "password=abc123456"}, "b": 1}, 500)
+    assert list(kept_map) == ["/etc/app.conf", "b"] and "abc123456" not in json.dumps(kept_map)
+
+
+# --- systemd hosts -------------------------------------------------------------------------
+
+@pytest.fixture()
+def fake_systemd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """systemctl and journalctl stand-ins that answer as systemd 252 does for a failed unit."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "web.conf").write_text("a;\nb;\nbroken line\nd;\n")
+    (bin_dir / "systemctl").write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        "  show) printf 'LoadState=loaded\\nActiveState=failed\\nSubState=failed\\nResult=exit-code\\n"
+        "UnitFileState=enabled\\nNRestarts=0\\nExecMainStatus=1\\nFragmentPath=/lib/systemd/system/web.service\\n"
+        "DropInPaths=\\nNeedDaemonReload=no\\nStatusText=\\n' ;;\n"
+        '  status) echo "x web.service - Web"; echo "     Active: failed (Result: exit-code)"; exit 3 ;;\n'
+        '  is-active) echo inactive; exit 3 ;;\n'
+        "  *) exit 9 ;;\n"
+        "esac\n")
+    (bin_dir / "journalctl").write_text(
+        "#!/bin/sh\n"
+        f'echo "2025-11-22T10:00:00+0000 h web[9]: [emerg] bad directive in {tmp_path}/etc/web.conf:3"\n'
+        'echo "2025-11-22T10:00:01+0000 h systemd[1]: web.service: Failed with result exit-code."\n'
+        'echo "args: $*" >&2\n')
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    (tmp_path / "systemd").mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setattr(host_probe, "SYSTEMD_MARKER", str(tmp_path / "systemd"))
+    return tmp_path
+
+
+def test_systemd_hosts_get_unit_properties_and_the_journal(fake_systemd: Path) -> None:
+    defn = service_spec.resolve({"name": "web", "config_paths": [str(fake_systemd / "etc")], "depends_on": ["db"]})
+    ev = service_evidence.collect(defn, max_bytes=6000, log_lines=7, timeout=10)["evidence"]
+    assert ev["init"] == "systemd"
+    assert ev["unit"] == {"Id": "web.service", "LoadState": "loaded", "ActiveState": "failed", "SubState": "failed",
+                          "Result": "exit-code", "UnitFileState": "enabled", "NRestarts": "0", "ExecMainStatus": "1",
+                          "FragmentPath": "/lib/systemd/system/web.service", "NeedDaemonReload": "no"}
+    assert ev["status"].startswith("$ systemctl status --no-pager --lines=0 web.service\nrc 3\n")
+    assert ev["journal"].startswith("$ journalctl --no-pager -o short-iso -n 7 -u web.service\nrc 0\n")
+    assert "Failed with result exit-code" in ev["journal"]
+    assert ev["config_context"][0]["file"] == f"{fake_systemd}/etc/web.conf"
+    assert ">    3  broken line" in ev["config_context"][0]["text"]
+    assert ev["named_paths"][f"{fake_systemd}/etc/web.conf"]["named_in"] == "journal"
+    assert ev["dependencies"] == {"db": "not running (rc 3): inactive"}
+
+
+def test_tool_candidates_cover_coreutils_and_the_service_programs() -> None:
+    defn = service_spec.resolve({"name": "redis-server", "processes": ["redis-server"],
+                                 "config_test": ["/usr/sbin/nginx", "-t"],
+                                 "checks": [{"type": "command", "argv": ["redis-cli", "ping"]}]})
+    names = service_evidence.tool_candidates(defn)
+    assert {"rm", "mv", "ln", "ls", "mkdir", "rmdir", "chown", "chmod", "cat", "touch", "cp", "truncate",
+            "systemctl", "journalctl", "service", "lsof", "fuser", "ss", "ps", "pkill", "kill", "ip"} <= set(names)
+    assert {"redis-server", "nginx", "redis-cli"} <= set(names)
+
+
+def test_listening_socket_holders_are_named_in_listeners(no_systemd) -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        text = service_evidence.listeners_text([port])
+    assert text.startswith(f"127.0.0.1:{port} held by ")
+
+
+def test_many_workers_are_described_up_to_a_bound_keeping_the_unusual(tmp_path: Path, monkeypatch) -> None:
+    name = "hm" + uuid.uuid4().hex[:8]
+    program = tmp_path / name
+    program.symlink_to("/bin/sleep")
+    monkeypatch.setattr(service_evidence, "MAX_PROCESSES", 3)
+    procs = [subprocess.Popen([str(program), "60"]) for _index in range(5)]
+    try:
+        wait_until(lambda: all((host_probe.read_stat(p.pid) or {}).get("comm") == name for p in procs), "exec")
+        os.kill(procs[4].pid, 19)  # SIGSTOP the last one
+        wait_until(lambda: host_probe.read_stat(procs[4].pid)["state"] == "T", "the stop")
+        described, pids = service_evidence.service_processes(service_spec.resolve({"name": name}), "sysv", [])
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    assert pids == sorted(p.pid for p in procs)
+    assert [p["pid"] for p in described] == sorted([procs[0].pid, procs[1].pid, procs[4].pid])
+    assert described[-1]["state"] == "stopped"

@@ -1,0 +1,183 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every rule and gate of the attempt engine (plugins/plugin_utils/incident.py)."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.incident import Attempt, CommandRun, Incident
+
+
+def run(command: str, rc: int | None, source: str = "runbook", **extra) -> CommandRun:
+    return CommandRun(command=command, rc=rc, source=source, **extra)
+
+
+def attempt(number: int, source: str, commands: list[CommandRun], healthy: bool | None,
+            error_after: str = "still down", gate: str = "execute") -> Attempt:
+    return Attempt(number=number, source=source, commands=commands, healthy=healthy,
+                   error_after=error_after if healthy is False else "", gate=gate)
+
+
+def incident(*attempts: Attempt) -> Incident:
+    return Incident(host="web1", service="nginx", error="nginx is not running", attempts=list(attempts))
+
+
+# ---------------------------------------------------------------- identity of commands and plans
+
+@pytest.mark.parametrize("a, b", [
+    ("service nginx start", "service  nginx   start"),
+    ("sudo service nginx start", "service nginx start"),
+    ("sudo -n service nginx start", "service nginx start"),
+    ("kill 'TERM'", "kill TERM"),
+    ({"argv": ["sudo", "service", "nginx", "start"]}, "service nginx start"),
+    ({"command": "service nginx start"}, "service nginx start"),
+])
+def test_commands_compare_by_their_words(a, b):
+    assert engine.command_key(a) == engine.command_key(b)
+
+
+def test_a_plan_is_its_commands_in_order():
+    assert engine.plan_key(["a x", "b"]) != engine.plan_key(["b", "a x"])
+    assert engine.plan_key(["a  x", "sudo b"]) == engine.plan_key(["a x", "b"])
+
+
+# ---------------------------------------------------------------- learning rules
+
+def test_a_plan_that_ran_without_healing_never_runs_again():
+    state = incident(attempt(1, "runbook", [run("rm -f /run/redis/redis-server.pid", 0),
+                                            run("service redis-server start", 0)], healthy=False))
+    problems = engine.plan_problems(state, ["rm -f /run/redis/redis-server.pid", "service redis-server start"])
+    assert problems and "already ran in attempt 1" in problems[0]
+
+
+def test_a_plan_that_healed_or_did_not_run_is_not_ineffective():
+    healed = incident(attempt(1, "runbook", [run("service nginx start", 0)], healthy=True))
+    assert engine.ineffective_plans(healed) == {}
+    waiting = incident(attempt(1, "llm", [run("service nginx start", None)], healthy=None, gate="approval"))
+    assert engine.ineffective_plans(waiting) == {}
+    assert engine.plan_problems(waiting, ["service nginx start"]) == []
+
+
+def test_a_failed_command_may_run_again_after_a_new_fix_before_it():
+    # issue 11: `service nginx start` failed (missing /var/lib/nginx); the fix is to create
+    # the directory, then start again in the same plan.
+    state = incident(attempt(1, "llm", [run("service nginx start", 1)], healthy=False))
+    assert engine.plan_problems(state, ["mkdir -p /var/lib/nginx", "service nginx start"]) == []
+
+
+def test_a_failed_command_alone_or_first_is_refused():
+    state = incident(attempt(1, "llm", [run("service nginx start", 1)], healthy=False))
+    alone = engine.plan_problems(state, ["service nginx start"])
+    assert any("nothing new runs before it" in p for p in alone)
+    first = engine.plan_problems(state, ["service nginx start", "mkdir -p /var/lib/nginx"])
+    assert any("nothing new runs before it" in p for p in first)
+
+
+def test_a_command_that_already_ran_does_not_count_as_new():
+    state = incident(attempt(1, "llm", [run("mkdir -p /var/lib/nginx", 0), run("service nginx start", 1)],
+                            healthy=False))
+    problems = engine.plan_problems(state, ["mkdir -p /var/lib/nginx", "service nginx start", "nginx -t"])
+    assert any("nothing new runs before it" in p for p in problems)
+
+
+def test_a_spent_source_is_not_asked_again_but_the_model_is():
+    state = incident(attempt(1, "memory", [run("service nginx start", 0, "memory")], healthy=False),
+                     attempt(2, "runbook", [run("service nginx restart", 0)], healthy=False))
+    assert engine.source_order("auto", True, state) == ["llm", "fallback"]
+    state.attempts.append(attempt(3, "llm", [run("nginx -s reload", 0, "llm")], healthy=False))
+    assert engine.source_order("auto", True, state) == ["llm", "fallback"]
+    assert engine.source_order("auto", False, state) == ["fallback"]
+
+
+def test_source_orders_per_backend():
+    fresh = incident()
+    assert engine.source_order("auto", True, fresh) == ["memory", "runbook", "llm", "fallback"]
+    assert engine.source_order("llm", True, fresh) == ["memory", "llm", "runbook", "fallback"]
+    assert engine.source_order("runbook", True, fresh) == ["memory", "runbook", "fallback"]
+    assert engine.source_order("memory", True, fresh) == ["memory"]
+    with pytest.raises(engine.IncidentError):
+        engine.source_order("magic", True, fresh)
+
+
+# ---------------------------------------------------------------- the gate
+
+def v(verdict: str, command: str = "x") -> dict:
+    return {"command": command, "verdict": verdict}
+
+
+@pytest.mark.parametrize("verdicts, kwargs, expected", [
+    (["allow"], {}, "execute"),
+    (["allow", "approval"], {}, "approval"),
+    (["allow", "approval"], {"auto_approve": True}, "execute"),
+    (["allow"], {"require_approval": True}, "approval"),
+    (["reject"], {}, "escalate"),
+    ([], {}, "escalate"),
+    (["reject", "allow"], {}, "execute"),
+    (["allow"], {"check_mode": True}, "dry_run"),
+    (["reject"], {"check_mode": True}, "escalate"),
+])
+def test_gate(verdicts, kwargs, expected):
+    assert engine.gate([v(x) for x in verdicts], **kwargs) == expected
+
+
+def test_refused_commands_never_run():
+    assert [c["verdict"] for c in engine.runnable([v("reject"), v("allow"), v("approval")])] == ["allow", "approval"]
+
+
+# ---------------------------------------------------------------- after an attempt
+
+def test_conclude():
+    assert engine.conclude(incident(), 3) == "open"
+    assert engine.conclude(incident(attempt(1, "llm", [run("a", 0)], healthy=True)), 3) == "healed"
+    assert engine.conclude(incident(attempt(1, "llm", [run("a", 0)], healthy=False)), 3) == "open"
+    two = incident(attempt(1, "llm", [run("a", 0)], healthy=False), attempt(2, "llm", [run("b", 0)], healthy=False))
+    assert engine.conclude(two, 2) == "escalated"
+    assert "still failing after 2 attempt(s): still down" == engine.escalation_reason(two)
+    with pytest.raises(engine.IncidentError):
+        engine.conclude(two, 0)
+
+
+def test_results_fill_the_commands_and_unreached_ones_are_marked():
+    a = Attempt(number=1, commands=[CommandRun("rm -f /run/x.pid"), CommandRun("service x start"),
+                                    CommandRun("x --check")])
+    engine.record_results(a, [{"rc": 0, "stdout": "", "stderr": ""},
+                              {"rc": 1, "stdout": "", "stderr": "x" * 5000 + "Address already in use"}], 100)
+    assert [c.rc for c in a.commands] == [0, 1, None]
+    assert a.commands[1].stderr.endswith("Address already in use") and len(a.commands[1].stderr) == 100
+    assert a.commands[2].skipped and "earlier command" in a.commands[2].reason
+
+
+def test_history_shows_what_each_attempt_did():
+    state = incident(attempt(1, "runbook", [run("kill 310", 0), run("service nginx start", 1,
+                                                                     stderr="bind() to 0.0.0.0:80 failed")],
+                             healthy=False, error_after="port 80 held by python3"))
+    state.attempts[0].refused = [{"command": "iptables -F", "reasons": ["firewall changes are refused"]}]
+    (seen,) = engine.history(state)
+    assert seen["commands"][0] == {"command": "kill 310", "source": "runbook", "rc": 0}
+    assert seen["commands"][1]["rc"] == 1 and "bind()" in seen["commands"][1]["output"]
+    assert seen["healthy_after"] is False and seen["error_after"] == "port 80 held by python3"
+    assert seen["refused"][0]["command"] == "iptables -F"
+
+
+def test_episode_and_outcome():
+    state = incident(attempt(1, "runbook", [run("service nginx start", 1)], healthy=False),
+                     attempt(2, "llm", [run("mkdir -p /var/lib/nginx", 0, "llm"),
+                                        run("service nginx start", 0, "llm")], healthy=True))
+    state.signature, state.state = "nginx:abc", "healed"
+    state.attempts[1].llm = {"used": True, "calls": 1, "prompt_tokens": 900, "completion_tokens": 40}
+    ep = engine.episode(state, state.attempts[1], ["missing /var/lib/nginx"])
+    assert ep["success"] and ep["attempts"] == 2 and ep["facts"] == ["missing /var/lib/nginx"]
+    assert [c["command"] for c in ep["commands"]] == ["mkdir -p /var/lib/nginx", "service nginx start"]
+    out = engine.outcome(state)
+    assert out["state"] == "healed" and out["attempts"] == 2 and out["sources"] == ["runbook", "llm"]
+    assert out["llm"] == {"calls": 1, "prompt_tokens": 900, "completion_tokens": 40}
+    assert [t["healthy"] for t in out["timeline"]] == [False, True]
+
+
+def test_state_round_trips_through_a_dict():
+    state = incident(attempt(1, "llm", [run("service nginx start", 1, stderr="no")], healthy=False))
+    again = Incident.from_dict(state.to_dict())
+    assert again == state
+    with pytest.raises(engine.IncidentError):
+        Incident.from_dict({"service": "nginx"})

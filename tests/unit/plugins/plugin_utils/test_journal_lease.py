@@ -1,0 +1,74 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The incident journal and host leases: the bytes on disk, a torn line, a dead owner."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import Lease, LeaseBusy, target_key
+
+CMDS = [{"command": "service nginx start", "argv": ["service", "nginx", "start"], "verdict": "allow", "become": True}]
+
+
+def test_intent_without_result_is_found_and_a_result_closes_it(tmp_path):
+    j = journal.Journal(str(tmp_path), "web1")
+    j.append(journal.intent("run-1", "nginx", 1, CMDS, "none", "runbook", "nginx:abc"))
+    lines = (tmp_path / "web1.jsonl").read_text().splitlines()
+    assert json.loads(lines[0])["commands"][0]["argv"] == ["service", "nginx", "start"]
+    assert oct(os.stat(tmp_path / "web1.jsonl").st_mode & 0o777) == "0o600"
+    found = journal.interrupted(j.records(), "nginx")
+    assert found and found["run"] == "run-1" and found["attempt"] == 1
+    assert journal.interrupted(j.records(), "redis-server") is None
+    j.append(journal.result("run-1", "nginx", 1, [{"rc": 0}], True, ""))
+    assert journal.interrupted(j.records(), "nginx") is None
+
+
+def test_a_torn_last_line_is_skipped_not_fatal(tmp_path):
+    j = journal.Journal(str(tmp_path), "web1")
+    j.append(journal.intent("run-1", "nginx", 1, CMDS, "none", "llm", "nginx:abc"))
+    with open(j.path, "a", encoding="utf-8") as handle:
+        handle.write('{"kind": "result", "run": "run-1", "serv')  # killed mid-write
+    assert journal.interrupted(j.records(), "nginx")["source"] == "llm"
+
+
+def test_a_closed_record_ends_an_interrupted_incident(tmp_path):
+    j = journal.Journal(str(tmp_path), "web1")
+    j.append(journal.intent("run-1", "nginx", 1, CMDS, "none", "llm", "nginx:abc"))
+    j.append({"kind": "closed", "run": "run-2", "service": "nginx", "state": "healthy"})
+    assert journal.interrupted(j.records(), "nginx") is None
+
+
+def test_an_unwritable_journal_is_an_error_naming_the_file(tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("x")
+    with pytest.raises(journal.JournalError, match="incident journal"):
+        journal.Journal(str(blocked / "journal"), "web1").append({"kind": "intent"})
+
+
+def test_host_names_cannot_escape_the_journal_directory(tmp_path):
+    j = journal.Journal(str(tmp_path), "../../etc/passwd")
+    assert os.path.dirname(j.path) == str(tmp_path)
+
+
+def test_a_lease_excludes_a_second_owner_until_released_or_expired(tmp_path):
+    key = target_key({"ansible_connection": "community.docker.docker", "ansible_host": "lab-01"})
+    first = Lease(str(tmp_path), key, "run-a", ttl=100)
+    second = Lease(str(tmp_path), key, "run-b", ttl=100)
+    first.acquire(now=1000)
+    with pytest.raises(LeaseBusy, match="run-a"):
+        second.acquire(now=1050)
+    second.acquire(now=1101)  # run-a's lease lapsed (a dead controller)
+    with pytest.raises(LeaseBusy, match="run-b"):
+        first.acquire(now=1102)
+    second.release()
+    first.acquire(now=1103)
+
+
+def test_two_inventory_names_of_one_target_share_a_lease():
+    a = target_key({"inventory_hostname": "web1", "ansible_host": "10.0.0.5", "ansible_connection": "ssh"})
+    b = target_key({"inventory_hostname": "web1.example.com", "ansible_host": "10.0.0.5", "ansible_connection": "ssh"})
+    assert a == b

@@ -1,0 +1,294 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""tests/llm_server.py's relay, record and replay modes, driven by the real openai client."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import openai
+import pytest
+
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client import (
+    LLMClient,
+    LLMError,
+    resolve_settings,
+)
+from llm_server import LLMServer, exchange_keys, plan_content
+
+SERVER = Path(__file__).resolve().parents[1] / "llm_server.py"
+FORMAT = {"type": "json_schema", "json_schema": {"name": "remediation_plan", "schema": {"type": "object"}}}
+
+
+def user_message(pid: int, when: str, detail: str = "bind() to 0.0.0.0:80 failed (98: Address already in use)") -> str:
+    return (f"Service: nginx\nFailure: nginx is not running; {detail}\n"
+            f"Evidence:\n<<<EVIDENCE-{pid:08x}\n{when} nginx[{pid}]: {detail}\n"
+            f"port 80 held by python3 (pid {pid + 7}, started {when})\nEVIDENCE-{pid:08x}>>>")
+
+
+def messages(pid: int = 4242, when: str = "2025-03-01T10:00:00Z", **kw) -> list[dict]:
+    return [{"role": "system", "content": "You plan the repair of one broken service."},
+            {"role": "user", "content": user_message(pid, when, **kw)}]
+
+
+def ask(server: LLMServer, msgs: list[dict], timeout: float = 20.0) -> str | None:
+    client = openai.OpenAI(base_url=server.url, api_key="test-key", max_retries=0, timeout=timeout)
+    try:
+        response = client.chat.completions.create(model="relay-model", messages=msgs, response_format=FORMAT)
+    finally:
+        client.close()
+    return response.choices[0].message.content
+
+
+def wait_for(path: Path, seconds: float = 10.0) -> Path:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+    return path
+
+
+def put(path: Path, text: str) -> None:
+    """Write whole, then rename into place, as the docs tell people to."""
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class Asking(threading.Thread):
+    """One client request in the background (a relay answer is written meanwhile)."""
+
+    def __init__(self, server: LLMServer, msgs: list[dict], timeout: float = 20.0):
+        super().__init__(daemon=True)
+        self.server, self.msgs, self.timeout = server, msgs, timeout
+        self.answer: str | None = None
+        self.error: Exception | None = None
+
+    def run(self) -> None:
+        try:
+            self.answer = ask(self.server, self.msgs, self.timeout)
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            self.error = exc
+
+    def result(self) -> str | None:
+        self.join(30)
+        if self.error:
+            raise self.error
+        return self.answer
+
+
+# ---------------------------------------------------------------- relay
+
+
+def test_relay_a_person_answers_through_files_and_it_is_recorded(tmp_path):
+    relay, record = tmp_path / "relay", tmp_path / "transcripts" / "by-hand"
+    with LLMServer(relay_dir=relay, relay_poll=0.05, record_dir=record, log=None) as server:
+        first = Asking(server, messages())
+        first.start()
+        request = json.loads(wait_for(relay / "0001.request.json").read_text())
+        assert request["n"] == 1 and request["model"] == "relay-model"
+        assert request["messages"] == messages()
+        assert request["response_format"] == FORMAT
+        assert str(relay / "0001.answer.json") in request["answer_files"]
+        readable = (relay / "0001.request.md").read_text()
+        assert "## USER" in readable and "Service: nginx" in readable and "0001.answer.json" in readable
+        plan = {"diagnosis": "python3 holds port 80", "commands": ["kill 4249", "service nginx start"],
+                "rationale": "free the port, then start"}
+        put(relay / "0001.answer.json", json.dumps(plan))
+        assert json.loads(first.result()) == plan
+
+        second = Asking(server, messages(pid=777))
+        second.start()
+        wait_for(relay / "0002.request.json")
+        put(relay / "0002.answer.txt", "ESCALATE: only a human can tell which process should own port 80\n")
+        assert second.result() == "ESCALATE: only a human can tell which process should own port 80"
+
+    transcripts = sorted(record.glob("*.json"))
+    assert [p.name for p in transcripts] == ["001.json", "002.json"]
+    saved = json.loads(transcripts[0].read_text())
+    assert saved["source"] == "relay"
+    assert saved["request"]["messages"] == messages()
+    assert json.loads(saved["answer"]["content"]) == plan
+    assert (saved["service"], saved["turn"]) == ("nginx", 1)
+    assert saved["key"] == exchange_keys(messages())["key"]
+
+
+def test_relay_reply_dict_and_a_half_written_answer(tmp_path):
+    with LLMServer(relay_dir=tmp_path, relay_poll=0.05, log=None) as server:
+        asking = Asking(server, messages())
+        asking.start()
+        wait_for(tmp_path / "0001.request.json")
+        (tmp_path / "0001.answer.json").write_text('{"content": "half')   # not JSON yet: the server keeps polling
+        time.sleep(0.4)
+        assert asking.is_alive()
+        put(tmp_path / "0001.answer.json", json.dumps({"content": "service nginx start", "finish_reason": "stop"}))
+        assert asking.result() == "service nginx start"
+
+
+def test_relay_numbering_continues_after_earlier_files(tmp_path):
+    (tmp_path / "0007.request.json").write_text("{}")
+    with LLMServer(relay_dir=tmp_path, relay_poll=0.05, log=None) as server:
+        asking = Asking(server, messages())
+        asking.start()
+        wait_for(tmp_path / "0008.request.json")
+        put(tmp_path / "0008.answer.txt", "ok")
+        assert asking.result() == "ok"
+
+
+def test_relay_without_an_answer_ends_with_a_clear_error(tmp_path):
+    with LLMServer(relay_dir=tmp_path, relay_wait=0.5, relay_poll=0.05, log=None) as server:
+        conf = resolve_settings({"base_url": server.url, "model": "m", "max_retries": 0}, env={}, ini={})
+        with pytest.raises(LLMError) as caught:
+            LLMClient(conf).complete(messages(), {"type": "object"})
+    assert caught.value.kind == "server_error" and caught.value.status == 504
+    assert "no answer to request 0001 within 0.5 s" in str(caught.value)
+    assert "0001.answer.json" in str(caught.value)
+
+
+def test_relay_notes_a_client_that_gave_up(tmp_path):
+    with LLMServer(relay_dir=tmp_path, relay_wait=30, relay_poll=0.05, log=None) as server:
+        with pytest.raises(openai.APITimeoutError):
+            ask(server, messages(), timeout=0.5)
+        note = wait_for(tmp_path / "0001.abandoned", 5).read_text()
+    assert "stopped waiting for request 0001" in note and "llm.timeout" in note
+
+
+# ---------------------------------------------------------------- record and replay
+
+
+def record_two(directory: Path) -> None:
+    rules = [{"match": "Address already in use", "reply": {"content": plan_content("port taken", ["kill 1", "service nginx start"])}},
+             {"match": "Permission denied", "reply": {"content": plan_content("perms", ["chown redis /var/lib/redis"])}}]
+    with LLMServer(rules=rules, record_dir=directory, log=None) as server:
+        ask(server, messages())
+        ask(server, messages(detail="open() /var/lib/redis/dump.rdb failed (13: Permission denied)"))
+
+
+def test_record_saves_each_exchange(tmp_path):
+    record_two(tmp_path)
+    saved = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*.json"))]
+    assert len(saved) == 2
+    assert [s["source"] for s in saved] == ["script", "script"]
+    assert json.loads(saved[0]["answer"]["content"])["commands"] == ["kill 1", "service nginx start"]
+    assert saved[1]["request"]["messages"][1]["content"].endswith("EVIDENCE-00001092>>>")
+    assert saved[0]["key"] != saved[1]["key"]
+
+
+def test_replay_matches_despite_new_pids_and_timestamps(tmp_path):
+    record_two(tmp_path / "rec")
+    with LLMServer(replay_dirs=[tmp_path / "rec"], unmatched_dir=tmp_path / "miss", log=None) as server:
+        answer = ask(server, messages(pid=31337, when="2026-11-30T23:59:01.123+02:00"))
+        assert json.loads(answer)["diagnosis"] == "port taken"
+        again = ask(server, messages(pid=9, when="Dec  1 08:15:00",
+                                     detail="open() /var/lib/redis/dump.rdb failed (13: Permission denied)"))
+        assert json.loads(again)["diagnosis"] == "perms"
+    assert not (tmp_path / "miss").exists()
+
+
+def test_replay_falls_back_to_service_failure_and_turn(tmp_path):
+    record_two(tmp_path / "rec")
+    changed = messages()
+    # The prompt's wording changed (a new prompt version), the incident did not.
+    changed[1]["content"] = changed[1]["content"].replace("Evidence:", "What the host shows:") + "\nTools: ss, kill"
+    assert exchange_keys(changed)["key"] != exchange_keys(messages())["key"]
+    with LLMServer(replay_dirs=[tmp_path / "rec"], log=None) as server:
+        assert json.loads(ask(server, changed))["diagnosis"] == "port taken"
+        # A re-ask (second user turn) is another turn: no recording of it, so no match.
+        reask = changed + [{"role": "assistant", "content": "{}"}, {"role": "user", "content": "Your plan cannot be used."}]
+        with pytest.raises(openai.InternalServerError):
+            ask(server, reask)
+
+
+def test_replay_fails_loudly_and_keeps_the_unmatched_request(tmp_path):
+    record_two(tmp_path / "rec")
+    other = [{"role": "user", "content": "Service: cron\nFailure: cron is not running"}]
+    with LLMServer(replay_dirs=[tmp_path / "rec"], unmatched_dir=tmp_path / "miss", log=None) as server:
+        conf = resolve_settings({"base_url": server.url, "model": "m", "max_retries": 0}, env={}, ini={})
+        with pytest.raises(LLMError) as caught:
+            LLMClient(conf).complete(other, {"type": "object"})
+        assert server.unmatched and server.unmatched[0]["service"] == "cron"
+    assert caught.value.kind == "server_error" and caught.value.status == 500
+    assert "no transcript matches" in str(caught.value) and "'cron'" in str(caught.value)
+    saved = list((tmp_path / "miss").glob("*.request.json"))
+    assert len(saved) == 1 and str(saved[0]) in str(caught.value)
+    assert json.loads(saved[0].read_text())["request"]["messages"] == other
+
+
+def test_replay_serves_repeated_keys_in_recorded_order(tmp_path):
+    with LLMServer(record_dir=tmp_path, log=None) as server:
+        server.queue({"content": "first"}, {"content": "second"})
+        ask(server, messages())
+        ask(server, messages(pid=5))
+    with LLMServer(replay_dirs=[tmp_path], log=None) as server:
+        assert [ask(server, messages(pid=p)) for p in (1, 2, 3)] == ["first", "second", "second"]
+
+
+def test_a_replayed_planner_run_gives_the_recorded_plan(tmp_path, run_plan):
+    """The real planner's prompt, recorded once, replays with other PIDs in the evidence."""
+    def plan(url: str, pid: int) -> dict:
+        evidence = {"status": "nginx is not running",
+                    "listeners": f"0.0.0.0:80 held by python3 (pid {pid})",
+                    "logs": f"2025-01-0{pid % 9 + 1} 10:00:00 [emerg] {pid}#0: bind() to 0.0.0.0:80 failed (98)"}
+        return run_plan({"service": "nginx", "error": "GET / answers 502 Bad Gateway", "evidence": evidence,
+                         "backend": "llm", "llm": {"base_url": url, "model": "m", "max_retries": 0}})
+
+    reply = {"content": plan_content("python3 holds port 80", ["service nginx restart"])}
+    with LLMServer(default=reply, record_dir=tmp_path / "rec", log=None) as server:
+        recorded = plan(server.url, 4242)
+    with LLMServer(replay_dirs=[tmp_path / "rec"], log=None) as server:
+        replayed = plan(server.url, 5151)
+        assert not server.unmatched
+        assert {kind for kind, _key in server.replay.served} == {"key"}   # the full key, not the fallback
+    assert recorded["source"] == replayed["source"] == "llm"
+    assert [c["command"] for c in replayed["commands"]] == [c["command"] for c in recorded["commands"]]
+
+
+# ---------------------------------------------------------------- command line
+
+
+def _start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, str]:
+    url_file = tmp_path / "url"
+    proc = subprocess.Popen([sys.executable, str(SERVER), "--url-file", str(url_file), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not url_file.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"llm_server exited {proc.returncode}: {proc.stderr.read()}")
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    return proc, url_file.read_text().strip()
+
+
+def test_command_line_replay_and_relay(tmp_path):
+    record_two(tmp_path / "rec")
+    proc, url = _start(tmp_path, "--replay", str(tmp_path / "rec"), "--relay", str(tmp_path / "relay"),
+                       "--record", str(tmp_path / "new"), "--relay-wait", "20")
+    try:
+        client = openai.OpenAI(base_url=url, api_key="k", max_retries=0, timeout=20)
+        first = client.chat.completions.create(model="m", messages=messages(pid=99))
+        assert json.loads(first.choices[0].message.content)["diagnosis"] == "port taken"   # replayed
+        new = [{"role": "user", "content": "Service: ssh\nFailure: sshd is not running"}]
+        result: dict = {}
+        thread = threading.Thread(target=lambda: result.update(
+            answer=client.chat.completions.create(model="m", messages=new).choices[0].message.content), daemon=True)
+        thread.start()
+        wait_for(tmp_path / "relay" / "0001.request.json")
+        put(tmp_path / "relay" / "0001.answer.txt", "service ssh start")
+        thread.join(20)
+        assert result["answer"] == "service ssh start"                                   # relayed
+        assert [json.loads(p.read_text())["source"] for p in (tmp_path / "new").glob("*.json")] == ["relay"]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_command_line_rejects_an_empty_replay_directory(tmp_path):
+    proc = subprocess.run([sys.executable, str(SERVER), "--replay", str(tmp_path)], capture_output=True, text=True,
+                          timeout=30, check=False)
+    assert proc.returncode == 2
+    assert "no transcript" in proc.stderr and "Traceback" not in proc.stderr
