@@ -18,6 +18,8 @@ and as a second opinion on word boundaries. Everything fails closed.
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Iterable
 from typing import Any
 
 try:  # the engine still loads without the parser; it then rejects everything
@@ -125,6 +127,11 @@ def display(text: str, limit: int = 400) -> str:
         out.append(piece)
         size += len(piece)
     return "".join(out)
+
+
+def shell_join(argv: Iterable[str]) -> str:
+    """The whole argv as one shell-escaped line for approvers: never truncated, nothing hidden."""
+    return " ".join(shlex.quote(display(word, len(word) * 10 + 10)) for word in argv)
 
 
 def quote_token(token: str, limit: int = 60) -> str:
