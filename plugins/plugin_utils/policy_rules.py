@@ -128,12 +128,15 @@ def path(chk: Check, raw: str, access: str, *, recursive: bool = False, what: st
             and c["keyish_names"].search(canon) and not secret:
         chk.reject(f"{q(value)} may hold a private key; inspect certificates with `openssl x509 -noout -in FILE`")
         return None
+    if canon.startswith("/dev/") and access in READS and canon in c["devices_ok"] and canon != "/dev/null":
+        chk.reject(f"{q(value)} is an endless stream; reading it never ends")
+        return None
     if canon.startswith("/dev/") and access not in META and canon not in c["devices_ok"] \
             and not canon.startswith(("/dev/shm/", "/dev/mqueue/")):
         chk.reject(f"{q(value)} is a device (or a device alias); reading or writing it can leak memory, "
                    "keystrokes or disk contents, or change hardware state")
         return None
-    if c["system_paths"] is not None and c["system_paths"].match(canon):
+    if canon == "/" or c["system_paths"] is not None and c["system_paths"].match(canon):
         chk.become = True
     if access in READS or access in META:
         if recursive and access in READS and c["secret_ancestors"].match(canon):
@@ -186,6 +189,9 @@ def _judge_write(chk: Check, value: str, canon: str, access: str, recursive: boo
             chk.approve(f"`{chk.tool}` gives {q(value)} to {q(owner)}, not the service's account "
                         f"({', '.join(sorted(scope.users)) or 'unknown'}); a human should confirm")
     if kind == "config":
+        if access == "delete" and recursive:
+            chk.reject(f"recursive deletion of {q(value)} destroys the service's configuration")
+            return
         chk.approve(f"{verb} {q(value)}: an edit of the service's configuration; a human should confirm")
     elif kind == "data":
         if access == "delete" and recursive:

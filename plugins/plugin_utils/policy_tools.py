@@ -116,7 +116,7 @@ def generic(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
 
 _SYSTEMCTL = _table({
     "-t|--type": "word", "--state": "word", "-p|--property": "word", "-P": "word", "-a|--all": None,
-    "-r|--recursive": None, "--reverse": None, "--after": None, "--before": None, "--with-dependencies": None,
+    "-r|--recursive": None, "--reverse": None, "--failed": None, "--after": None, "--before": None, "--with-dependencies": None,
     "-l|--full": None, "--value": None, "--show-types": None, "--job-mode": "word", "--fail": None,
     "-i|--ignore-inhibitors": None, "--check-inhibitors": "word", "--dry-run": None, "-q|--quiet": None,
     "--no-warn": None, "--wait": None, "--no-block": None, "--no-legend": None, "--legend": "word",
@@ -160,6 +160,15 @@ def systemctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     units = parsed.operands[1:]
     if verb in _SYSTEMCTL_REFUSED:
         chk.reject(f"`systemctl {verb}` {_SYSTEMCTL_REFUSED[verb]}")
+        return
+    for prop in parsed.values("-p", "-P"):
+        if re.search(r"(?i)environment|^env", prop):
+            chk.reject("printing a unit's Environment shows the secrets services get (passwords, tokens); "
+                       "read the property you need instead")
+            return
+    if verb == "show-environment":
+        chk.reject("`systemctl show-environment` prints the service manager's environment (secrets can live "
+                   "there)")
         return
     if verb in _LIST_VERBS:
         chk.effect("reads the state of units")
@@ -610,6 +619,9 @@ def fuser(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
 
 _PS_BSD = set("auxfjlsvmrwhcnTSHLgeO") - {"e", "O"}
 _PS_BSD_VALUE = set("opktUO")
+# A dashed word whose last letter takes the next word as its value (`-eo FORMAT`, `--sort KEY`).
+_PS_NEEDS_VALUE = re.compile(r"^(?:-[A-Za-z]*[oOpCuUgGstqn]|--(?:format|sort|pid|ppid|user|User|group|Group|sid|tty|"
+                             r"cols|columns|width|lines|rows|quick-pid))$")
 _PS = _table({
     "-e": None, "-A": None, "-a": None, "-d": None, "-N|--deselect": None, "-f": None, "-F": None, "-l": None,
     "-j": None, "-H": None, "-w": None, "-y": None, "-L": None, "-T": None, "-m": None, "-M": None, "-Z": None,
@@ -625,23 +637,21 @@ _PS = _table({
 def ps(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     dashed = []
     i = 0
+    wants_value = False
     while i < len(args):
         word = args[i]
         i += 1
+        if wants_value:
+            dashed.append(word)
+            wants_value = False
+            continue
         if word.startswith("-"):
             dashed.append(word)
+            wants_value = bool(_PS_NEEDS_VALUE.match(word))
             continue
         if not re.fullmatch(r"[A-Za-z]+", word):
-            if dashed and dashed[-1] in ("-o", "-O", "-p", "-C", "-u", "-U", "-g", "-G", "-s", "-t", "-q",
-                                         "--format", "--sort", "--pid", "--ppid", "--user"):
-                dashed.append(word)
-                continue
             chk.reject(f"{q(word)} is not a `ps` option")
             return
-        if dashed and dashed[-1] in ("-o", "-O", "-p", "-C", "-u", "-U", "-g", "-G", "-s", "-t", "-q",
-                                     "--format", "--sort", "--pid", "--ppid", "--user"):
-            dashed.append(word)
-            continue
         for pos, letter in enumerate(word):
             if letter == "e":
                 chk.reject("`ps e` prints every process's environment (passwords and tokens live there); "
@@ -969,6 +979,9 @@ def cp(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         if judge.path(chk, item, "read", recursive=recursive, what="copies") is None:
             return
     judge.path(chk, target, "create", what="copies into" if into_dir else "copies to")
+    if recursive:
+        chk.approve("a recursive copy takes whatever lies in the tree (keys and credentials included); a human "
+                    "should confirm")
 
 
 _LN = _table({"-s|--symbolic": None, "-f|--force": None, "-n|--no-dereference": None, "-T|--no-target-directory": None,
@@ -1816,6 +1829,36 @@ _LOGROTATE = _table({"-f|--force": None, "-d|--debug": None, "-v|--verbose": Non
                      "-l|--log": {"deny": "`logrotate --log` writes a file"}})
 
 
+_LSOF_OPTIONAL = {"-i", "-s", "-g", "-F", "-T", "-o", "-S", "-K", "-x", "-L", "+L"}
+
+
+def lsof(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
+    """lsof reads the next word as an optional value when it is not an option or a file."""
+    merged: list[str] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word in _LSOF_OPTIONAL and i + 1 < len(args) and not args[i + 1].startswith(("-", "+", "/")):
+            merged.append(word + args[i + 1])
+            i += 2
+            continue
+        merged.append(word)
+        i += 1
+    # `+D DIR` / `+d DIR` / `+L1`: lsof's plus options, parsed as their own words.
+    plus = [w for w in merged if w.startswith("+")]
+    rest = [w for w in merged if not w.startswith("+")]
+    for j, word in enumerate(merged):
+        if word in ("+D", "+d") and j + 1 < len(merged):
+            rest.remove(merged[j + 1]) if merged[j + 1] in rest else None
+            judge.path(chk, merged[j + 1], "meta", recursive=word == "+D")
+        elif word.startswith("+") and not re.fullmatch(r"\+(?:D|d|E|L[0-9]*|c[0-9]*|w|f[cgn]*|r[0-9]*)", word):
+            chk.reject(f"{q(word)} is not an `lsof` option this policy knows")
+        elif word.startswith("+r"):
+            chk.reject("`lsof +r` repeats without end")
+    del plus
+    generic(chk, rest, spec)
+
+
 RULES: dict[str, Rule] = {
     "generic": generic, "systemctl": systemctl, "service": service, "initscript": initscript,
     "invoke_rc_d": invoke_rc_d, "update_rc_d": update_rc_d, "journalctl": journalctl, "kill": kill,
@@ -1826,5 +1869,5 @@ RULES: dict[str, Rule] = {
     "sysctl": sysctl, "getent": getent, "crontab": crontab, "timedatectl": timedatectl,
     "hostnamectl": hostnamectl_verbs, "loginctl": loginctl, "resolvectl": resolvectl, "networkctl": networkctl,
     "systemd_analyze": systemd_analyze, "dmesg": dmesg, "top": top, "stat_loop": stat_loop, "sleep": sleep,
-    "systemd_tmpfiles": systemd_tmpfiles, "logrotate": logrotate,
+    "systemd_tmpfiles": systemd_tmpfiles, "logrotate": logrotate, "lsof": lsof,
 }

@@ -1013,10 +1013,10 @@ def curl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
 
 
 _WGET = spec_from_table({
-    "-q|--quiet": None, "-O|--output-document": "text", "--spider": None, "-S|--server-response": None,
+    "-q|--quiet": None, "-O|--output-document": "text", "-n": "word", "--spider": None, "-S|--server-response": None,
     "-T|--timeout": "int", "-t|--tries": "int", "--no-check-certificate": None, "--max-redirect": "int",
-    "-nv|--no-verbose": None, "--header": "text", "-4|--inet4-only": None, "-6|--inet6-only": None,
-    "--no-proxy": None, "-U|--user-agent": "text",
+    "--header": "text", "-4|--inet4-only": None, "-6|--inet6-only": None,
+    "--no-proxy": None, "-U|--user-agent": "text", "--no-verbose": None,
     **dict.fromkeys(("-e|--execute", "-i|--input-file", "-P|--directory-prefix", "--post-data", "--post-file",
                      "--body-data", "--body-file", "--method", "--user", "--password", "--http-user",
                      "--http-password", "--load-cookies", "--save-cookies", "-o|--output-file", "-a|--append-output",
@@ -1026,7 +1026,7 @@ _WGET = spec_from_table({
     **dict.fromkeys(("-r|--recursive", "-m|--mirror", "-N|--timestamping", "-c|--continue", "-x|--force-directories",
                      "-b|--background", "--ask-password", "-p|--page-requisites"),
                     {"deny": "that `wget` option downloads many files or runs in the background"}),
-}, bundle=False)
+})
 
 
 def wget(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
