@@ -139,6 +139,7 @@ def _compile(policy: dict[str, Any]) -> dict[str, Any]:
         "secret_names": name_regex(policy["secret_names"]),
         "public_names": _glob_regex(policy["public_names"]) if policy["public_names"] else None,
         "keyish_names": name_regex(policy["keyish_names"]),
+        "data_file_names": name_regex(policy["data_file_names"]),
         "secret_ancestors": ancestor_regex(canonical(p) for p in policy["secret_paths"]),
         "protected_paths": pattern_regex(canonical(p) for p in policy["protected_paths"]) or re.compile("(?!)"),
         "system_paths": pattern_regex(canonical(p) for p in policy["system_paths"]),

@@ -132,11 +132,11 @@ _SYMBOLIC = re.compile(r"^[ugoa]*([-+=]([rwxXst]*|[ugo]))+$")
 class Mode:
     """What a chmod-style mode does: setuid/setgid, world-writable, sticky, or unknown."""
 
-    __slots__ = ("setid", "world_writable", "sticky", "unsure", "valid", "text")
+    __slots__ = ("setid", "setuid", "world_writable", "sticky", "unsure", "valid", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.setid = self.world_writable = self.sticky = self.unsure = False
+        self.setid = self.setuid = self.world_writable = self.sticky = self.unsure = False
         self.valid = True
         if re.fullmatch(r"[0-7]{1,5}", text):
             value = int(text, 8)
@@ -144,6 +144,7 @@ class Mode:
                 self.valid = False
                 return
             self.setid = bool(value & 0o6000)
+            self.setuid = bool(value & 0o4000)
             self.sticky = bool(value & 0o1000)
             self.world_writable = bool(value & 0o002)
             return
@@ -157,6 +158,7 @@ class Mode:
                     continue
                 if "s" in perms and (not who or set(who) & set("uga")):
                     self.setid = True
+                    self.setuid = self.setuid or not who or bool(set(who) & set("ua"))
                 if "t" in perms:
                     self.sticky = True
                 if "w" in perms or (perms in ("u", "g") and True):

@@ -138,12 +138,22 @@ def path(chk: Check, raw: str, access: str, *, recursive: bool = False, what: st
         return None
     if canon == "/" or c["system_paths"] is not None and c["system_paths"].match(canon):
         chk.become = True
+    if access == "link":
+        # A symlink's target is not touched; the link makes it reachable where the link is.
+        chk.effect(f"links to {value}")
+        if chk.scope.locate(canon) is None and not (chk.scope.explicit is False and
+                                                     c["default_scope"].locate(canon) is not None):
+            chk.approve(f"the link makes {q(value)} reachable from elsewhere; a human should confirm")
+        return value
     if access in READS or access in META:
         if recursive and access in READS and c["secret_ancestors"].match(canon):
             chk.reject(f"reading the whole tree {q(value)} would read the secrets beneath it (keys, "
                        "credentials, shadow files); name the files to read")
             return None
         chk.effect(f"{what or _VERB[access]} {value}{' recursively' if recursive else ''}")
+        if access == "read" and c["data_file_names"] is not None and c["data_file_names"].search(canon):
+            chk.approve(f"{q(value)} is a database file: reading it dumps application data (sessions, tokens, "
+                        "personal data); a human should confirm")
         return value
     chk.become = True
     _judge_write(chk, value, canon, access, recursive, what, owner)
@@ -213,8 +223,11 @@ def mode(chk: Check, text: str, target: str | None = None) -> bool:
     if not parsed.valid:
         chk.reject(f"{q(text)} is not a file mode (use octal like 0750 or symbolic like u+rwx)")
         return False
-    if parsed.setid:
-        chk.reject("setuid/setgid bits make a program run with its owner's rights; never set by a command here")
+    if parsed.setuid:
+        chk.reject("the setuid bit makes a program run with its owner's rights; never set by a command here")
+    elif parsed.setid:
+        chk.approve(f"mode {q(text)} sets the setgid bit (files created inside inherit the group; a program would "
+                    "run with the group's rights); a human should confirm")
     elif parsed.world_writable:
         tmp = target is not None and canonical(target) in chk.compiled["tmp_dirs"]
         if parsed.sticky and tmp:

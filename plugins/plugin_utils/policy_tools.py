@@ -1229,7 +1229,7 @@ def apt(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
 _DPKG_READ = {"-l", "--list", "-L", "--listfiles", "-s", "--status", "-S", "--search", "-p", "--print-avail",
               "--audit", "-C", "--get-selections", "--print-architecture", "--print-foreign-architectures",
               "-V", "--verify", "--compare-versions", "--version", "--help", "--yet-to-unpack"}
-_DPKG_QUERY = re.compile(r"^[A-Za-z0-9*?+.:_=<>$,{}\[\] -]{1,200}$")
+_DPKG_QUERY = re.compile(r"^[A-Za-z0-9*?+.:_=<>$,{}\[\]/ -]{1,200}$")
 
 
 def dpkg(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:

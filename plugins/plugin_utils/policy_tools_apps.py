@@ -438,6 +438,11 @@ def sql(chk: Check, text: str, dialect: str) -> None:
             chk.effect("exports table data")
             chk.approve("`COPY` exports application data; a human should confirm")
             continue
+        if head in ("CREATE", "ALTER") and re.search(r"\b(?:FUNCTION|PROCEDURE|TRIGGER|EXTENSION|LANGUAGE|EVENT|"
+                                                     r"RULE|SERVER|PUBLICATION|SUBSCRIPTION)\b", " ".join(words[:6])):
+            chk.reject(f"`{head} {words[1] if len(words) > 1 else ''}` defines code or connections the server "
+                       "runs; refused")
+            return
         if head in ("DROP", "DELETE", "TRUNCATE") or head == "ALTER" and "DROP" in words[:3] and "TABLE" not in words:
             chk.reject(f"`{head}` deletes data or schema; never run by a command here")
             return
