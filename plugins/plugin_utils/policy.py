@@ -51,6 +51,7 @@ _REJECT_DISPLAY = 1000
 RULES: dict[str, Any] = {**policy_tools.RULES, **policy_tools_apps.RULES}
 _BIN_DIRS = ("/usr/local/sbin/", "/usr/local/bin/", "/usr/sbin/", "/usr/bin/", "/sbin/", "/bin/")
 _INIT_SCRIPT = re.compile(r"^/etc/init\.d/[a-z0-9][a-z0-9@._+-]{0,63}$")
+_VERSIONED = re.compile(r"[-.]?[0-9][0-9.]*$")
 _ACCOUNT = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 _PATH_VALUE = re.compile(r"^\??path:(read|meta|cert|config|create|write|delete|attr)$")
 
@@ -464,9 +465,13 @@ def _check_tool(argv: list[str], index: int, policy: LoadedPolicy, scope: Scope,
         return None
     shown = q(tool)
     forbidden = policy["forbidden_tools"]
-    if tool in forbidden:
-        findings.append((REJECT, forbidden[tool].replace("`{tool}`", shown).replace("{tool}", tool)))
-        return None
+    # Versioned and alternative names are the same program (python3.11, php8.2, vim.basic, php-fpm8.1).
+    base = _VERSIONED.sub("", tool)
+    stem = tool.split(".", 1)[0]
+    for name in (tool, base, stem):
+        if name in forbidden:
+            findings.append((REJECT, forbidden[name].replace("`{tool}`", shown).replace("{tool}", tool)))
+            return None
     if tool.startswith(("mkfs.", "mkfs")) or tool.startswith("fsck"):
         findings.append((REJECT, f"{shown} formats or repairs a disk; never run by a command here"))
         return None
@@ -478,7 +483,7 @@ def _check_tool(argv: list[str], index: int, policy: LoadedPolicy, scope: Scope,
     if rule_name is not None:
         spec: Mapping[str, Any] = {"_rule": RULES[rule_name]}
     else:
-        spec = tools.get(tool)  # type: ignore[assignment]
+        spec = tools.get(tool) or tools.get(base)  # type: ignore[assignment]
         if spec is None:
             findings.append((REJECT, f"{shown} is not a tool this policy knows; propose a known tool (service, "
                                      "systemctl, kill, ss, ps, tail, mkdir, ...)"))

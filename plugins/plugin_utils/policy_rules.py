@@ -138,6 +138,11 @@ def path(chk: Check, raw: str, access: str, *, recursive: bool = False, what: st
         return None
     if canon == "/" or c["system_paths"] is not None and c["system_paths"].match(canon):
         chk.become = True
+    if access == "config" and chk.scope.locate(canon) != "config" \
+            and c["default_scope"].locate(canon) != "config":
+        chk.reject(f"{q(value)} is outside the configuration directories (/etc or the service's own); a "
+                   "configuration loaded from elsewhere can load modules and run code as root")
+        return None
     if access == "link":
         # A symlink's target is not touched; the link makes it reachable where the link is.
         chk.effect(f"links to {value}")
@@ -169,11 +174,11 @@ def _judge_write(chk: Check, value: str, canon: str, access: str, recursive: boo
         chk.reject(f"{q(value)} belongs to the operating system (boot, init and unit files, accounts, "
                    "login, scheduler, libraries, kernel interfaces); a command may not change it")
         return
-    if recursive and depth(canon) < int(chk.policy["recursive_min_depth"]):
-        chk.reject(f"{verb} {q(value)} recursively would touch a whole system directory tree")
-        return
     scope = chk.scope
     kind = scope.locate(canon)
+    if recursive and depth(canon) < int(chk.policy["recursive_min_depth"]) and kind is None:
+        chk.reject(f"{verb} {q(value)} recursively would touch a whole system directory tree")
+        return
     if kind is None and access == "delete" and c["routine_removals"] is not None \
             and c["routine_removals"].match(canon):
         kind = "pidfile"
@@ -192,6 +197,9 @@ def _judge_write(chk: Check, value: str, canon: str, access: str, recursive: boo
             return
         chk.approve(f"{verb} {q(value)}: not a service's runtime, log or data path; a human should confirm")
         return
+    if owner is not None and not scope.explicit and kind == "data" and not _owner_fits(owner, canon):
+        chk.approve(f"`{chk.tool}` gives the data under {q(value)} to {q(owner)}, an account that does not look "
+                    "like the service's own; a human should confirm")
     if owner is not None and scope.explicit and kind in ("data", "runtime", "log"):
         user, _sep, group = owner.replace(".", ":", 1).partition(":")
         allowed = scope.users | {"root", "0", ""}
@@ -211,6 +219,18 @@ def _judge_write(chk: Check, value: str, canon: str, access: str, recursive: boo
                         "a human should confirm")
     elif kind in ("runtime", "log") and access == "delete" and recursive:
         chk.approve(f"recursive deletion of {q(value)}; a human should confirm nothing else lives there")
+
+
+def _owner_fits(owner: str, canon: str) -> bool:
+    """Without an incident: does the account look like the one of the service the data belongs to?"""
+    user = owner.replace(".", ":", 1).partition(":")[0]
+    if user in ("", "root", "0"):
+        return True
+    parts = canon.strip("/").split("/")
+    area = parts[2] if len(parts) > 2 and parts[0] == "var" else parts[1] if len(parts) > 1 else ""
+    name = re.sub(r"(?:-data|-server|d)$", "", user)
+    size = min(len(name), len(area))
+    return size >= 3 and (area.startswith(name) or name.startswith(area))
 
 
 _KIND_WORDS = {"pidfile": "a PID file", "runtime": "runtime files", "log": "logs", "data": "data",

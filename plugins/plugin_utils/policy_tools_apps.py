@@ -767,6 +767,14 @@ _DOCKER_REFUSED = {"exec": "runs a program inside the container", "run": "starts
                    "image": "(use `images`)", "wait": "waits without end"}
 
 
+_DOCKER_MANAGEMENT = {
+    **{("container", s): s for s in ("inspect", "logs", "stats", "top", "port", "diff", "restart", "start", "stop",
+                                     "kill", "pause", "unpause")},
+    ("container", "ls"): "ps", ("container", "list"): "ps", ("container", "ps"): "ps",
+    ("image", "ls"): "images", ("image", "list"): "images", ("image", "inspect"): "inspect",
+}
+
+
 def docker(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     parsed = parse(chk, _DOCKER_GLOBAL, args)
     if chk.rejected:
@@ -775,6 +783,9 @@ def docker(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         chk.reject(f"`{chk.tool}` needs a command such as `ps` or `logs`")
         return
     sub, rest = parsed.operands[0], parsed.operands[1:]
+    # Management commands name the same operations (`docker container ls` is `docker ps`).
+    if sub in ("container", "image") and rest:
+        sub, rest = _DOCKER_MANAGEMENT.get((sub, rest[0]), f"{sub} {rest[0]}"), rest[1:]
     if sub in ("compose",) and chk.tool != "docker-compose":
         compose(chk, rest, spec)
         return
