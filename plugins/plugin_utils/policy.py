@@ -79,13 +79,16 @@ def _read_defaults() -> dict[str, Any]:
 
 
 def _merge(base: dict[str, Any], overrides: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Deep-merge: mappings key by key, anything else replaces; None deletes a key."""
+    """Deep-merge: mappings key by key, anything else replaces; None deletes a key the base has
+    (a None for a new key is a value, such as a flag in `options`)."""
     result = dict(base)
     for key, value in overrides.items():
         if not isinstance(key, str):
             raise PolicyError(f"policy key {key!r} under {where or 'the top level'} is not a string")
-        if value is None:
+        if value is None and key in result:
             result.pop(key, None)
+        elif value is None:
+            result[key] = None
         elif isinstance(value, Mapping) and isinstance(result.get(key), dict):
             result[key] = _merge(result[key], value, f"{where}.{key}" if where else key)
         elif isinstance(value, Mapping):

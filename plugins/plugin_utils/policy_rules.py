@@ -179,7 +179,7 @@ def _judge_write(chk: Check, value: str, canon: str, access: str, recursive: boo
     if recursive and depth(canon) < int(chk.policy["recursive_min_depth"]) and kind is None:
         chk.reject(f"{verb} {q(value)} recursively would touch a whole system directory tree")
         return
-    if kind is None and access == "delete" and c["routine_removals"] is not None \
+    if kind is None and access == "delete" and not scope.explicit and c["routine_removals"] is not None \
             and c["routine_removals"].match(canon):
         kind = "pidfile"
     if kind is None and scope.explicit:

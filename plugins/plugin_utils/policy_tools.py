@@ -90,7 +90,7 @@ def generic(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     option_values(chk, ospec, parsed)
     operands = spec.get("operands") or {}
     recursive = parsed.has(*(spec.get("recursive") or ()))
-    if count_bounds(chk, parsed.operands, int(operands.get("min", 0)), int(operands.get("max", 0))):
+    if count_bounds(chk, parsed.operands, int(operands.get("min", 0)), int(operands.get("max", 16 if operands else 0))):
         access = operands.get("access")
         vtype = operands.get("type")
         for item in parsed.operands:
