@@ -27,6 +27,7 @@ Its error recovery is neutralised by rejecting any tree with ERROR/MISSING nodes
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -182,7 +183,11 @@ def _compile(policy: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_policy(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The default policy deep-merged with overrides, validated against the schema and compiled."""
+    """The default policy deep-merged with overrides, validated against the schema and compiled.
+
+    The same overrides give the same policy: results are kept (a few dozen at most) by the
+    overrides' JSON form, so a filter called once per host does not rebuild it each time.
+    """
     global _DEFAULT_CACHE
     if overrides is None and _DEFAULT_CACHE is not None:
         return _DEFAULT_CACHE
@@ -190,6 +195,25 @@ def load_policy(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return overrides
     if overrides is not None and not isinstance(overrides, Mapping):
         raise PolicyError(f"the policy must be a mapping, not {type(overrides).__name__}")
+    try:
+        key = json.dumps(overrides, sort_keys=True) if overrides else None
+    except (TypeError, ValueError):
+        key = None
+    if key is not None and key in _CACHE:
+        return _CACHE[key]
+    policy = _build_policy(overrides)
+    if key is not None:
+        if len(_CACHE) >= 32:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = policy
+    return policy
+
+
+_CACHE: dict[str, LoadedPolicy] = {}
+
+
+def _build_policy(overrides: Mapping[str, Any] | None) -> LoadedPolicy:
+    global _DEFAULT_CACHE
     merged = _merge(_read_defaults(), overrides or {}, "")
     found = validate(merged)
     if not found:

@@ -41,6 +41,8 @@ _SIGNAL_NAME = re.compile(r"^(?:SIG)?([A-Z][A-Z0-9]{1,9}|RTMIN(?:\+[0-9]{1,2})?|
 
 def q(token: str, limit: int = 80) -> str:
     """An untrusted token as it may appear in a reason: printable, bounded, in backticks."""
+    if len(token) <= limit and token.isascii() and token.isprintable() and "`" not in token:
+        return f"`{token}`"
     shown = "".join(c if 32 <= ord(c) < 127 and c != "`" else "?" for c in token[:limit])
     return f"`{shown}{'...' if len(token) > limit else ''}`"
 
