@@ -152,7 +152,7 @@ def _compile(policy: dict[str, Any]) -> dict[str, Any]:
         "tmp_dirs": {canonical(p) for p in policy["tmp_dirs"]},
         "log_areas": pattern_regex(canonical(p) for p in policy["log_areas"]) or re.compile("(?!)"),
         "devices_ok": set(policy["devices_ok"]),
-        "secret_hunt": re.compile(policy["secret_hunt"]),
+        "secret_hunt": re.compile("|".join(f"(?:{p})" for p in policy["secret_hunt"]) or "(?!)"),
         "protected_units": _glob_regex(policy["protected_units"] + policy.get("protected_services", [])),
         "infrastructure_units": _glob_regex(policy["infrastructure_units"]),
         "firewall_units": _glob_regex(policy["firewall_units"]),
