@@ -188,7 +188,6 @@ def load_policy(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     The same overrides give the same policy: results are kept (a few dozen at most) by the
     overrides' JSON form, so a filter called once per host does not rebuild it each time.
     """
-    global _DEFAULT_CACHE
     if overrides is None and _DEFAULT_CACHE is not None:
         return _DEFAULT_CACHE
     if isinstance(overrides, LoadedPolicy):
@@ -386,14 +385,14 @@ _SUDO = spec_from_table({
     "-n|--non-interactive": None, "-E|--preserve-env": "?text", "-H|--set-home": None, "-S|--stdin": None,
     "-k|--reset-timestamp": None, "-P|--preserve-groups": None, "-u|--user": "word", "-T|--command-timeout": "word",
     "-p|--prompt": "text", "-B|--bell": None,
-    **{name: {"deny": f"`sudo {name.split('|')[0]}` " + why} for name, why in (
+    **{name: {"deny": f"`sudo {name.split('|', maxsplit=1)[0]}` " + why} for name, why in (
         ("-s|--shell", "opens a root shell; write the command alone (the engine decides root)"),
         ("-i|--login", "opens a root login shell; write the command alone (the engine decides root)"),
         ("-e|--edit", "opens an editor"), ("-l|--list", "lists sudo rules; not a remediation"),
         ("-v|--validate", "only refreshes credentials"), ("-K|--remove-timestamp", "is not a remediation"),
         ("-b|--background", "runs the command in the background"), ("-A|--askpass", "runs a password helper"),
         ("-U|--other-user", "lists other users' rules"), ("-V|--version", "is not a remediation"))},
-    **{name: {"type": "text", "deny": f"`sudo {name.split('|')[0]}` " + why} for name, why in (
+    **{name: {"type": "text", "deny": f"`sudo {name.split('|', maxsplit=1)[0]}` " + why} for name, why in (
         ("-g|--group", "runs with another group; the engine decides privilege"),
         ("-C|--close-from", "changes inherited descriptors"), ("-D|--chdir", "changes the working directory"),
         ("-R|--chroot", "runs in another root"), ("-h|--host", "acts for another host"),

@@ -161,7 +161,7 @@ class Mode:
                     self.setuid = self.setuid or not who or bool(set(who) & set("ua"))
                 if "t" in perms:
                     self.sticky = True
-                if "w" in perms or (perms in ("u", "g") and True):
+                if "w" in perms or perms in ("u", "g"):
                     if perms in ("u", "g"):
                         # o=u copies the owner's bits: unknown, may include w.
                         if "o" in who or "a" in who:

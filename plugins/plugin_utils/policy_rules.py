@@ -148,8 +148,7 @@ def path(chk: Check, raw: str, access: str, *, recursive: bool = False, what: st
     if access == "link":
         # A symlink's target is not touched; the link makes it reachable where the link is.
         chk.effect(f"links to {value}")
-        if chk.scope.locate(canon) is None and not (chk.scope.explicit is False and
-                                                     c["default_scope"].locate(canon) is not None):
+        if chk.scope.locate(canon) is None:
             chk.approve(f"the link makes {q(value)} reachable from elsewhere; a human should confirm")
         return value
     if access in READS or access in META:

@@ -112,8 +112,8 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
         if unit is None:
             raise ScopeError(f"service key 'units' holds {raw!r}, which is not a unit name")
         units.append(unit)
-    processes = _strings(service_def.get("processes"), "processes") or variants + [v + "d" for v in variants
-                                                                                 if not v.endswith("d")]
+    daemons = [v + "d" for v in variants if not v.endswith("d")]
+    processes = _strings(service_def.get("processes"), "processes") or variants + daemons
     user = service_def.get("user")
     if user is not None and (not isinstance(user, str) or not _NAME.match(user)):
         raise ScopeError(f"service key 'user' must be an account name, not {user!r}")

@@ -182,7 +182,7 @@ def systemctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         count_bounds(chk, units, 0, 0)
         return
     if verb in ("daemon-reexec", "cancel", "log-level", "log-target", "service-watchdogs"):
-        if verb == "log-level" and not units or verb == "cancel" and False:
+        if verb == "log-level" and not units:
             chk.effect("reads systemd's log level")
             return
         chk.become = True
@@ -1170,8 +1170,8 @@ _APT = _table({"-y|--yes|--assume-yes": None, "-q|--quiet": "?int", "-s|--simula
                "--allow-insecure-repositories": {"deny": "insecure repositories may serve anything"},
                "-o|--option": {"deny": "`{tool} -o` sets APT options, and options such as `DPkg::Pre-Invoke` "
                                        "run programs; not allowed"},
-               "-c|--config-file": {"deny": "`{tool} -c` loads another APT configuration (which can run "
-                                           "programs); not allowed"}})
+               "-c|--config-file": {"deny": "`{tool} -c` loads another APT configuration (which can "
+                                            "run programs); not allowed"}})
 _APT_READ = {"show", "policy", "list", "search", "depends", "rdepends", "madison", "showsrc", "changelog", "check",
              "showpkg", "stats", "unmet", "pkgnames", "showhold", "showmanual", "showauto"}
 _APT_FREE = {"update", "clean", "autoclean", "auto-clean"}
@@ -1442,13 +1442,12 @@ def ip(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         reads.add(command)
     if obj == "netns" and command in ("list", "show"):
         rest = rest[:1]
-    if command not in reads and not (not rest):
-        if command in ("dev", "up", "scope", "to", "table", "label") and obj != "link" or obj == "link" and command == "dev":
-            pass
-        else:
-            chk.reject(f"`ip {obj} {command}` changes network configuration (or is not a read this policy knows); "
-                       "network changes can cut the host off and are never run here")
-            return
+    # `ip addr dev eth0` is an implicit show with a filter.
+    implicit_show = command == "dev" if obj == "link" else command in ("dev", "up", "scope", "to", "table", "label")
+    if rest and command not in reads and not implicit_show:
+        chk.reject(f"`ip {obj} {command}` changes network configuration (or is not a read this policy knows); "
+                   "network changes can cut the host off and are never run here")
+        return
     for item in rest:
         if not re.fullmatch(r"[A-Za-z0-9_.:/@%+-]{1,64}", item):
             chk.reject(f"{q(item)} is not an `ip` argument this policy knows")

@@ -216,8 +216,8 @@ _REDIS_OPTS = spec_from_table({
                     {"type": "text", "deny": "credentials or keys on the command line leak into process lists and "
                                              "logs; the policy does not send them"}),
     "--askpass": {"deny": "`redis-cli --askpass` waits for a password nobody will type"},
-    **dict.fromkeys(("--rdb", "--functions-rdb"), {"type": "text", "deny": "`redis-cli --rdb` copies the whole "
-                                                                          "dataset to a file"}),
+    **dict.fromkeys(("--rdb", "--functions-rdb"),
+                    {"type": "text", "deny": "`redis-cli --rdb` copies the whole dataset to a file"}),
     **dict.fromkeys(("--pipe", "--pipe-timeout", "--eval", "--ldb", "--ldb-sync-mode", "--replica", "--stat",
                      "--latency", "--latency-history", "--lru-test", "--cluster", "-x", "-X", "--mode"),
                     {"deny": "that `redis-cli` mode runs scripts, streams without end or reads input; not allowed"}),
@@ -236,8 +236,8 @@ _REDIS_READ_PAIRS = {("memory", w) for w in ("stats", "doctor", "malloc-stats", 
     ("slowlog", w) for w in ("get", "len", "help")} | {("client", w) for w in ("list", "info", "getname", "id")} | {
     ("cluster", w) for w in ("info", "nodes", "slots", "shards", "myid", "myshardid", "countkeysinslot", "keyslot")} | {
     ("command", w) for w in ("count", "info", "docs", "list", "getkeys")} | {("module", "list")} | {
-    ("acl", w) for w in ("whoami", "cat", "users", "log")} | {("object", w) for w in ("encoding", "freq", "idletime",
-                                                                                     "refcount")} | {
+    ("acl", w) for w in ("whoami", "cat", "users", "log")} | {
+    ("object", w) for w in ("encoding", "freq", "idletime", "refcount")} | {
     ("config", "help"), ("function", "list"), ("function", "stats"), ("script", "exists")}
 _REDIS_DATA_READ = {"get", "mget", "hget", "hgetall", "hmget", "hkeys", "hvals", "lrange", "lindex", "smembers",
                     "srandmember", "zrange", "zrangebyscore", "zrevrange", "zscore", "getrange", "xrange", "xrevrange",
@@ -299,12 +299,12 @@ def redis_cli(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     if head in _REDIS_READ or pair in _REDIS_READ_PAIRS:
         chk.effect(f"reads Redis state ({head})")
         return
-    if head in _REDIS_REFUSED or pair in {("client", "kill")} and False:
+    if head in _REDIS_REFUSED:
         reason = {"flushall": "deletes every key", "flushdb": "deletes every key of a database",
                   "keys": "blocks Redis while it scans every key; use `redis-cli --scan --pattern P`",
                   "monitor": "streams every command (passwords included) without end",
-                  "auth": "sends a password on the command line"}.get(head, "can write files, run code, change "
-                                                                          "replication, block or flood the server")
+                  "auth": "sends a password on the command line"}.get(
+                      head, "can write files, run code, change replication, block or flood the server")
         chk.reject(f"`redis-cli {head}` {reason}")
         return
     if head == "config" and pair[1] == "set":
@@ -371,7 +371,7 @@ _SAFE_FUNCTIONS = {
     "clock_timestamp", "statement_timestamp", "pg_current_xact_id", "txid_current", "pg_conf_load_time", "format",
     "pg_stat_get_activity", "datname", "cast", "in", "exists", "any", "all", "interval", "count_big", "ifnull",
     "database", "user", "current_user", "session_user", "uptime", "unix_timestamp", "pg_wal_replay_paused",
-    "pg_get_wal_replay_pause_state", "pg_last_wal_replay_lsn", "pg_size_bytes", "trim", "split_part", "values",
+    "pg_get_wal_replay_pause_state", "pg_size_bytes", "trim", "split_part", "values",
     "char_length", "date", "timestamp", "numeric", "bigint", "int", "integer", "text", "varchar", "float",
 }
 _SECRET_TABLES = re.compile(r"\b(?:pg_shadow|pg_authid|pg_user_mapping|pg_user_mappings|mysql\s*\.\s*user|"
@@ -383,6 +383,8 @@ _CODE_FUNCTIONS = re.compile(r"\b(?:pg_read_file|pg_read_binary_file|pg_ls_dir|p
 _MAINTENANCE = {"VACUUM", "ANALYZE", "ANALYSE", "REINDEX", "CLUSTER", "CHECKPOINT", "OPTIMIZE", "REPAIR", "CHECK",
                 "FLUSH", "KILL", "START", "STOP", "RESET", "PURGE", "REFRESH", "LOCK", "NOTIFY", "LISTEN", "UNLISTEN",
                 "DISCARD", "CHECKSUM"}
+_RUNS_CODE = {"LOAD", "SOURCE", "SYSTEM", "DO", "CALL", "EXECUTE", "PREPARE", "HANDLER", "INSTALL", "UNINSTALL",
+              "IMPORT"}
 _BENIGN = {"BEGIN", "COMMIT", "ROLLBACK", "END", "START TRANSACTION"}
 _PSQL_META_OK = re.compile(r"^\\(?:l\+?|list|du\+?|dg\+?|dt\+?|dn\+?|db\+?|dx\+?|d\+?|di\+?|dv\+?|conninfo|x|timing|"
                            r"encoding|drds|dp|z)(?:\s+[A-Za-z0-9_.*]+)?\s*$")
@@ -425,10 +427,7 @@ def sql(chk: Check, text: str, dialect: str) -> None:
         upper = statement.upper()
         words = upper.split()
         head = words[0]
-        if " INTO OUTFILE" in upper or " INTO DUMPFILE" in upper or head in ("LOAD", "SOURCE", "SYSTEM", "DO",
-                                                                               "CALL", "EXECUTE", "PREPARE",
-                                                                               "HANDLER", "INSTALL", "UNINSTALL",
-                                                                               "IMPORT"):
+        if " INTO OUTFILE" in upper or " INTO DUMPFILE" in upper or head in _RUNS_CODE:
             chk.reject(f"`{head}` runs code, loads files or writes files on the server; refused")
             return
         if head == "COPY":
@@ -597,8 +596,8 @@ def pg_ctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
             data = args[i + 1]
         elif word.startswith("--pgdata="):
             data = word.partition("=")[2]
-    action = next((w for w in words if w in ("status", "start", "stop", "restart", "reload", "promote", "kill",
-                                               "init", "initdb", "logrotate")), None)
+    actions = ("status", "start", "stop", "restart", "reload", "promote", "kill", "init", "initdb", "logrotate")
+    action = next((w for w in words if w in actions), None)
     if action is None or data is None:
         chk.reject("use `pg_ctl status -D DATADIR`")
         return

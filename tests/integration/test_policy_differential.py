@@ -103,7 +103,7 @@ def _engine_core(argv: list[str], words: list[str]) -> list[str]:
         argv = argv[argv.index("--") + 1:]
     core = list(argv)
     for flag in ENGINE_FLAGS:
-        for _ in range(core.count(flag) - words.count(flag)):
+        for _extra in range(core.count(flag) - words.count(flag)):
             core.remove(flag)
     return core
 
