@@ -390,11 +390,18 @@ _PSQL_META_OK = re.compile(r"^\\(?:l\+?|list|du\+?|dg\+?|dt\+?|dn\+?|db\+?|dx\+?
                            r"encoding|drds|dp|z)(?:\s+[A-Za-z0-9_.*]+)?\s*$")
 
 
-def _strip_sql(sql: str) -> str | None:
-    """SQL without comments and string literals; None when it has dollar-quoted bodies."""
-    if re.search(r"\$[A-Za-z_0-9]*\$", sql):
+def _strip_sql(sql: str, dialect: str) -> str | None:
+    """SQL without comments and string literals, as the server reads it; None when it holds code
+    the policy cannot see (PostgreSQL dollar-quoted bodies, MySQL `/*! ... */` executable comments).
+
+    Where the server and this reading could disagree, this reading shows more, never less:
+    a backslash does not extend a string here, so anything a server would keep inside one
+    stays visible.
+    """
+    if re.search(r"\$[A-Za-z_0-9]*\$", sql) or dialect == "mysql" and "/*!" in sql:
         return None
-    out = re.sub(r"--[^\n]*|/\*.*?\*/|#[^\n]*", " ", sql, flags=re.DOTALL)
+    comments = r"--[^\n]*|/\*.*?\*/|#[^\n]*" if dialect == "mysql" else r"--[^\n]*|/\*.*?\*/"
+    out = re.sub(comments, " ", sql, flags=re.DOTALL)
     out = re.sub(r"'(?:[^']|'')*'", "''", out)
     out = re.sub(r"`[^`]*`", "x", out)
     return out
@@ -408,9 +415,10 @@ def sql(chk: Check, text: str, dialect: str) -> None:
     if _CODE_FUNCTIONS.search(text):
         chk.reject("that query reads or writes server files, runs programs or opens other connections; refused")
         return
-    stripped = _strip_sql(text)
+    stripped = _strip_sql(text, dialect)
     if stripped is None:
-        chk.reject("dollar-quoted bodies (`$$ ... $$`) hold code the policy cannot judge")
+        chk.reject("dollar-quoted bodies (`$$ ... $$`) and executable comments (`/*! ... */`) hold code the "
+                   "policy cannot judge")
         return
     statements = [s.strip() for s in stripped.split(";") if s.strip()]
     if not statements:
