@@ -1,6 +1,6 @@
 """Approvals and escalation through playbooks/remediate.yml and playbooks/resume.yml.
 
-A plan with a command the policy gates (an ownership change) waits: the host is
+A plan with a command the policy gates (a copy into the service's configuration) waits: the host is
 reported waiting_approval, the plan is kept in the fact cache and as a pending file;
 resume.yml with remediate_approve=<id> runs exactly that plan and heals the service;
 remediate_reject=<id> escalates. Escalations (rejected plan, exhausted retries, a fault
@@ -20,8 +20,10 @@ from workflow_support import Workspace, require_docker
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
+# Giving the data directory back to redis is inside the incident's scope (allowed); the backup of
+# its configuration is an edit of /etc/redis, which the policy gates behind an approval.
 REDIS_PLAN = {"diagnosis": "redis cannot enter /var/lib/redis (root:root 0700)",
-              "commands": ["chown redis:redis /var/lib/redis", "chmod 0750 /var/lib/redis",
+              "commands": ["cp /etc/redis/redis.conf /etc/redis/redis.conf.bak", "chown redis:redis /var/lib/redis",
                            "service redis-server restart"],
               "rationale": "give the directory back to redis"}
 RULES = [
