@@ -3,8 +3,9 @@
 The role writes each gated plan to ``<remediate_artifacts_dir>/pending/<id>.json``
 (``{id, host, service, signature, attempt, error, diagnosis, commands, plan_hash,
 requested, llm}``; each command is a policy verdict ``{command, verdict, reasons, argv,
-display, source}``). Commands are shown with the policy's ``display`` (escaped) and never
-raw: a plan may hold text an LLM wrote.
+become, display, pids, effects, source}``). Commands are shown with the policy's ``display``
+(the whole argv, escaped, never cut) and never raw: a plan may hold text an LLM wrote. Whether
+a command runs as root is the policy's ``become``, shown next to it.
 """
 from __future__ import annotations
 
@@ -66,11 +67,16 @@ def _command_rows(plan: Mapping[str, Any]) -> list[dict]:
         if not isinstance(c, Mapping):
             continue
         reasons = c.get("reasons") or []
+        effects = c.get("effects") or []
+        argv = c.get("argv") if isinstance(c.get("argv"), list) else []
         rows.append({
             "display": printable(c.get("display") or c.get("command") or ""),
             "verdict": printable(c.get("verdict") or "?"),
             "source": printable(c.get("source") or "?"),
             "reasons": [printable(r) for r in (reasons if isinstance(reasons, list) else [reasons])],
+            "effects": [printable(e) for e in (effects if isinstance(effects, list) else [effects])],
+            # Plans written before the policy decided `become` carried a leading sudo instead.
+            "root": bool(c.get("become", argv[:1] == ["sudo"])),
         })
     return rows
 
@@ -105,9 +111,12 @@ def render_show(plan: Mapping[str, Any]) -> str:
     if plan.get("error") and not plan.get("commands"):
         lines.append(f"  {printable(plan['error'])}")
     for n, r in enumerate(_command_rows(plan), 1):
-        lines.append(f"  {n}. [{r['verdict']}] {r['display']}   (from {r['source']})")
+        who = "as root" if r["root"] else "without root"
+        lines.append(f"  {n}. [{r['verdict']}] {r['display']}   (from {r['source']}, {who})")
         for reason in r["reasons"]:
             lines.append(f"       - {reason}")
+        for effect in r["effects"]:
+            lines.append(f"       effect: {effect}")
     lines.append(f"approve: sentinel-remediate approvals approve {printable(plan.get('id'))}")
     lines.append(f"reject:  sentinel-remediate approvals reject {printable(plan.get('id'))}")
     return "\n".join(lines) + "\n"

@@ -60,7 +60,8 @@ def _now() -> str:
 
 
 def plan_hash(commands) -> str:
-    return hashlib.sha256(json.dumps([c.get("argv") for c in commands]).encode("utf-8")).hexdigest()
+    """What an approver approves: each argv and whether it runs as root."""
+    return hashlib.sha256(json.dumps([[c.get("argv"), bool(c.get("become"))] for c in commands]).encode("utf-8")).hexdigest()
 
 
 class ActionModule(ActionBase):
@@ -465,7 +466,8 @@ class ActionModule(ActionBase):
                 refused = [v for v in verdicts if v["verdict"] == "reject"]
                 if refused:
                     problem = "the policy now rejects: " + "; ".join(v["command"] for v in refused)
-                elif [v.get("argv") for v in verdicts] != [c.get("argv") for c in stored]:
+                elif [[v.get("argv"), bool(v.get("become"))] for v in verdicts] != \
+                        [[c.get("argv"), bool(c.get("become"))] for c in stored]:
                     problem = "the policy now classifies the plan differently (hash mismatch)"
                 else:
                     stored = [dict(v, source=c.get("source") or "approved") for v, c in zip(verdicts, stored)]

@@ -5,12 +5,16 @@
 
 Runs on targets, so: standard library only and Python 3.8 compatible syntax.
 Every secret is replaced by ``[REDACTED:<kind>]`` so a reader (or an LLM) still sees
-that something was there and what it was.  The rules are ordered: multi-line blocks
-first, then structured forms (URLs, headers), then free-standing tokens, then
-``key=value`` pairs, so a more specific rule names the kind.
+that something was there and what it was. The rules are ordered: multi-line blocks
+first, then structured forms (URLs, headers, connection strings, client command lines),
+then free-standing tokens with a recognisable shape, then ``key=value`` pairs and values
+next to a secret-like key. A value is left alone when it cannot be a secret: a number
+(``token_ttl: 3600``), a yes/no word (``(using password: YES)``), a path
+(``password_file: /run/secrets/db_password``) or an empty or already redacted value.
 """
 from __future__ import absolute_import, division, print_function
 
+import math
 import re
 
 __metaclass__ = type
@@ -18,16 +22,49 @@ __metaclass__ = type
 MARK = "[REDACTED:%s]"
 
 # Names whose value is a secret, inside a longer key too (MYSQL_PASSWORD, client_secret).
-_SECRET_KEY = (
-    r"[A-Za-z0-9_.-]*?"
-    r"(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key"
-    r"|auth[_-]?key|private[_-]?key|credentials?|_pass)"
-    r"[A-Za-z0-9_.-]*"
+_SECRET_WORDS = (
+    r"password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|accountkey"
+    r"|sharedaccesskey|auth[_-]?key|private[_-]?key|key[_-]?data|credentials?|_pass|psk(?![a-z])"
+    r"|(?<![a-z])auth(?![a-z])|(?<![a-z])sig(?![a-z])"
+    r"|identitytoken|webhook[_-]?url|client[_-]?key|signing[_-]?key|encryption[_-]?key|session[_-]?key"
 )
+_SECRET_KEY = r"[A-Za-z0-9_.-]*?(?:" + _SECRET_WORDS + r")[A-Za-z0-9_.-]*"
 _SECRET_KEY_RE = re.compile(r"^" + _SECRET_KEY + r"$", re.IGNORECASE)
-# Keys that match the pattern above but never hold a secret.
-_NOT_SECRET_KEYS = frozenset(("token_count", "tokens", "prompt_tokens", "completion_tokens",
-                              "max_tokens", "total_tokens"))
+# Keys that match the pattern above but never hold a secret themselves.
+_NOT_SECRET_KEYS = frozenset(("token_count", "tokens", "prompt_tokens", "completion_tokens", "max_tokens",
+                              "total_tokens", "auth_basic", "authorized_keys", "author", "authority",
+                              "passwordauthentication", "pubkeyauthentication", "kbdinteractiveauthentication",
+                              "challengeresponseauthentication", "auth_method", "authentication", "auth_type",
+                              "signal", "signature", "design", "assign", "sighup", "sigterm"))
+# Suffixes that make a secret-like key name something about the secret, not the secret.
+_ABOUT_SECRET = re.compile(r"(?:_|-|\b)(?:file|path|dir|ttl|length|len|min|max|count|timeout|expiry|expires|"
+                           r"age|policy|required|enabled|type|mode|method|hint|format|encoding|algorithm|"
+                           r"lifetime|size|url_path|id|name|user|username|header|prefix|rounds|cost|encryption|"
+                           r"hashing|scheme|backend|provider|plugin|store|strength|complexity|quality|reset|"
+                           r"change|changed|prompt|check|checks|level)$",
+                           re.IGNORECASE)
+# Short key names that are also ordinary words: their value must look like a credential.
+_WEAK_KEYS = frozenset(("auth", "sig", "pwd"))
+_HARMLESS_VALUE = re.compile(r"^(?:yes|no|true|false|on|off|none|null|nil|n/a|empty|unset|required|optional|"
+                             r"disabled|enabled|\*+|x+|-+|\[redacted[^\]]*\]|<[^>]*>|\$\{[^}]*\}|%\([^)]*\)s|"
+                             r"[0-9]{1,12}(?:\.[0-9]+)?[smhdwy]?|/[^\s]*)$", re.IGNORECASE)
+
+
+def _entropy(text):
+    counts = {}
+    for ch in text:
+        counts[ch] = counts.get(ch, 0) + 1
+    size = float(len(text))
+    return -sum(n / size * math.log(n / size, 2) for n in counts.values())
+
+
+def _looks_random(value):
+    """A token-shaped value: long, several character classes, high entropy."""
+    if len(value) < 16:
+        return False
+    classes = sum(1 for pattern in ("[a-z]", "[A-Z]", "[0-9]", r"[+/_=.-]") if re.search(pattern, value))
+    return classes >= 2 and _entropy(value) >= 3.3
+
 
 _RULES = (
     # PEM private keys (RSA, EC, OPENSSH, ENCRYPTED...), also when cut off before END.
@@ -35,9 +72,15 @@ _RULES = (
         r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?"
         r"(?:-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)", re.DOTALL),
      lambda m, kind: MARK % kind),
+    # Slack incoming webhooks: the path is the credential.
+    ("webhook", re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]{8,}"),
+     lambda m, kind: MARK % kind),
+    # Telegram bot tokens, bare or in API URLs.
+    ("telegram_token", re.compile(r"(?<![A-Za-z0-9])(?:bot)?[0-9]{6,12}:AA[A-Za-z0-9_-]{30,40}(?![A-Za-z0-9_-])"),
+     lambda m, kind: MARK % kind),
     # scheme://user:password@host -> scheme://[REDACTED]@host
     ("url_credentials", re.compile(
-        r"\b([A-Za-z][A-Za-z0-9+.-]{1,20}://)[^\s:/@'\"]+:[^\s@/'\"]*@"),
+        r"\b([A-Za-z][A-Za-z0-9+.-]{1,20}://)[^\s:/@'\"]*:[^\s@/'\"]*@"),
      lambda m, kind: m.group(1) + MARK % kind + "@"),
     # Authorization / Proxy-Authorization headers, whatever the scheme.
     ("authorization", re.compile(
@@ -50,48 +93,84 @@ _RULES = (
      lambda m, kind: MARK % kind),
     ("api_key", re.compile(
         r"\b(?:sk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}"
-        r"|(?:AKIA|ASIA)[0-9A-Z]{16}"
+        r"|(?:AKIA|ASIA|AROA|AIDA)[0-9A-Z]{16}"
         r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
-        r"|glpat-[A-Za-z0-9_-]{20,}"
+        r"|glpat-[A-Za-z0-9_-]{20,}|gl(?:rt|dt|ptt|cbt|imt)-[A-Za-z0-9_-]{20,}"
         r"|xox[abposr]-[A-Za-z0-9-]{10,}"
-        r"|AIza[0-9A-Za-z_-]{35})"),
+        r"|AIza[0-9A-Za-z_-]{35}"
+        r"|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{16,}"
+        r"|hv[sbr]\.[A-Za-z0-9_-]{20,}"
+        r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"
+        r"|npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_-]{40,}"
+        r"|dop_v1_[a-f0-9]{40,}|shpat_[a-fA-F0-9]{32})"),
      lambda m, kind: MARK % kind),
-    # crypt(3) hashes from shadow/htpasswd files.
-    ("password_hash", re.compile(r"\$(?:1|2[aby]?|5|6|y|apr1)\$[./A-Za-z0-9$]{8,}"),
+    # crypt(3) and htpasswd hashes: $6$..., $apr1$..., bcrypt $2y$..., {SHA}/{SSHA}.
+    ("password_hash", re.compile(r"\$(?:1|2[aby]?|5|6|7|y|gy|apr1|argon2(?:id|i|d))\$[./A-Za-z0-9$=,+]{8,}"),
+     lambda m, kind: MARK % kind),
+    ("password_hash", re.compile(r"\{(?:SHA|SSHA|SHA256|SSHA256|SHA512|SSHA512|SMD5|MD5|CRYPT|PBKDF2[-A-Z0-9]*|"
+                                 r"ARGON2)\}[A-Za-z0-9+/=$.]{8,}", re.IGNORECASE),
      lambda m, kind: MARK % kind),
     # Redis: requirepass / masterauth in config files, CLI flags and CONFIG SET.
     ("requirepass", re.compile(
         r"\b((?:--)?(?:requirepass|masterauth)\s+)(?:\"[^\"\n]*\"|'[^'\n]*'|\S+)",
         re.IGNORECASE),
      lambda m, kind: m.group(1) + MARK % kind),
-    ("password", re.compile(r"(\bredis-cli\b[^\n]*?\s-a\s+)(\S+)"),
+    ("password", re.compile(r"(\bredis-cli\b[^\n]*?\s(?:-a|--pass)\s+)(\S+)"),
      lambda m, kind: m.group(1) + MARK % kind),
-    # --password value / --token value
+    # MySQL clients: -pSECRET (joined; a bare -p prompts).
+    ("password", re.compile(r"(\b(?:mysql|mysqladmin|mysqldump|mysqlcheck|mysqlimport|mysqlshow|mariadb|"
+                            r"mariadb-dump|mariadb-admin)\b[^\n]*?\s-p)([^\s-][^\s]*)"),
+     lambda m, kind: m.group(1) + MARK % kind),
+    ("password", re.compile(r"(\bsshpass\b[^\n]*?\s-p\s*)(\S+)"),
+     lambda m, kind: m.group(1) + MARK % kind),
+    # curl/wget -u user:password (the user stays readable).
+    ("password", re.compile(r"(\b(?:curl|wget|lftp|http|https)\b[^\n]*?\s(?:-u|--user|--proxy-user|-U|"
+                            r"--http-user)[\s=]*['\"]?[^\s:'\"]+:)([^\s'\"]+)"),
+     lambda m, kind: m.group(1) + MARK % kind),
+    # .netrc: machine HOST login USER password SECRET
+    ("password", re.compile(r"(\b(?:machine|default)\b[^\n]*?\bpassword\s+)(\S+)"),
+     lambda m, kind: m.group(1) + MARK % kind),
+    # .pgpass: host:port:database:user:password
+    ("password", re.compile(r"(?m)^([A-Za-z0-9_.*\[\]-]+:(?:[0-9]{1,5}|\*):[^:\s]+:[^:\s]+:)(\S+)$"),
+     lambda m, kind: m.group(1) + MARK % kind),
+    # --password value / --password=value / --token value
     ("password", re.compile(
-        r"(--(?:password|passwd|pass|token|api-key|secret)\s+)(?!-)(\S+)", re.IGNORECASE),
+        r"(--(?:password|passwd|pass|token|api-key|secret|client-secret)(?:\s+|=))(?!-)(\S+)", re.IGNORECASE),
      lambda m, kind: m.group(1) + MARK % kind),
-    # key=value, key: value, "key": "value" (JSON), KEY="value" (env files).
+    # key=value, key: value, "key": "value" (JSON), KEY="value" (env files), AccountKey=...;
     ("password", re.compile(
         r"(?P<key>[\"']?\b" + _SECRET_KEY + r"[\"']?\s*[:=]\s*)"
         r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"'}\]]+)",
         re.IGNORECASE),
      None),
+    # A token-shaped value right after a secret-like word (`secret_key abc...`, `token 7f3a...`).
+    ("secret", re.compile(r"(?P<key>\b" + _SECRET_KEY + r"\s+)(?P<value>[A-Za-z0-9+/_.=-]{16,})", re.IGNORECASE),
+     "entropy"),
 )
 
 
 def _kv_replace(match):
     key = match.group("key")
     name = key.strip("\"' \t:=").lower()
-    if name in _NOT_SECRET_KEYS:
-        return match.group(0)
     value = match.group("value")
-    if value.strip("\"'").startswith("[REDACTED:"):
+    bare = value.strip("\"'")
+    if name in _NOT_SECRET_KEYS or _ABOUT_SECRET.search(name) or not bare:
         return match.group(0)
-    if not value.strip("\"'"):
+    if bare.startswith("[REDACTED:") or _HARMLESS_VALUE.match(bare.rstrip(").,]")):
+        return match.group(0)
+    if name in _WEAK_KEYS and not (_looks_random(bare) or len(bare) >= 12 and " " not in bare):
         return match.group(0)
     kind = _kind_for_key(name)
     quote = value[0] if value[0] in "\"'" else ""
     return key + quote + MARK % kind + quote
+
+
+def _entropy_replace(match):
+    name = match.group("key").strip().lower()
+    value = match.group("value")
+    if name in _NOT_SECRET_KEYS or _ABOUT_SECRET.search(name) or not _looks_random(value):
+        return match.group(0)
+    return match.group("key") + MARK % _kind_for_key(name)
 
 
 def _kind_for_key(name):
@@ -100,7 +179,7 @@ def _kind_for_key(name):
         return "token"
     if "secret" in name:
         return "secret"
-    if "key" in name:
+    if "key" in name or name.endswith("sig"):
         return "api_key"
     if "credential" in name:
         return "credentials"
@@ -110,7 +189,7 @@ def _kind_for_key(name):
 def redact_text(text):
     """Return ``text`` with every recognised secret replaced by ``[REDACTED:<kind>]``.
 
-    Idempotent: redacting twice gives the same text.  Non-string input is converted
+    Idempotent: redacting twice gives the same text. Non-string input is converted
     with ``str()`` (``None`` becomes an empty string).
     """
     if text is None:
@@ -122,6 +201,8 @@ def redact_text(text):
     for kind, pattern, replace in _RULES:
         if replace is None:
             text = pattern.sub(_kv_replace, text)
+        elif replace == "entropy":
+            text = pattern.sub(_entropy_replace, text)
         else:
             text = pattern.sub(lambda m, _k=kind, _r=replace: _r(m, _k), text)
     return text
@@ -132,7 +213,7 @@ def is_secret_key(name):
     if not isinstance(name, str):
         return False
     lowered = name.lower()
-    if lowered in _NOT_SECRET_KEYS:
+    if lowered in _NOT_SECRET_KEYS or _ABOUT_SECRET.search(lowered):
         return False
     return bool(_SECRET_KEY_RE.match(lowered))
 
@@ -141,16 +222,19 @@ def redact_value(value):
     """Redact recursively: strings are redacted, mappings and sequences walked.
 
     A mapping value under a secret-named key (``password``, ``api_key``...) that is a
-    non-empty scalar is replaced whole.  Other types (numbers, booleans, None) are
-    returned unchanged.  Tuples stay tuples; sets become lists.
+    non-empty scalar and could be a secret is replaced whole. Other types (numbers,
+    booleans, None) are returned unchanged. Tuples stay tuples; sets become lists.
     """
     if isinstance(value, (str, bytes)):
         return redact_text(value)
     if isinstance(value, dict):
         result = {}
         for key, item in value.items():
-            if is_secret_key(key) and isinstance(item, (str, bytes, int, float)) \
-                    and not isinstance(item, bool) and item != "":
+            if is_secret_key(key) and isinstance(item, (str, bytes)) and item != "" \
+                    and not _HARMLESS_VALUE.match(item if isinstance(item, str) else item.decode("utf-8", "replace")):
+                result[key] = MARK % _kind_for_key(key)
+            elif is_secret_key(key) and isinstance(item, (int, float)) and not isinstance(item, bool) \
+                    and len(str(item)) > 12:
                 result[key] = MARK % _kind_for_key(key)
             else:
                 result[key] = redact_value(item)

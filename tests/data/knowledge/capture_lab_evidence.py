@@ -55,8 +55,8 @@ def main() -> int:
             lab.inject(host, fault)
             time.sleep(1.0)  # let a failed start finish writing its log
             # As the role asks: health and evidence of the service in one call (C1 definition).
-            health = module(container, "service_health", {"services": [service], "evidence": True,
-                                                         "evidence_log_lines": 50, "evidence_max_bytes": 4000})
+            asked = {"services": [service], "evidence": True, "evidence_log_lines": 50, "evidence_max_bytes": 4000}
+            health = module(container, "service_health", asked)
             entry = health["services"][0]
             samples[fault] = {"service": service["name"], "definition": service, "error": entry.get("error", ""),
                               "healthy": entry.get("healthy"), "evidence": entry.get("evidence", {}),

@@ -20,10 +20,12 @@ PLAN = {
     "commands": [
         {"command": "mv /etc/nginx/conf.d/zz-broken.conf /tmp/x\x1b]0;pwned\x07", "verdict": "approval",
          "reasons": ["`mv` renames or replaces files; a human should confirm the paths"],
-         "argv": ["sudo", "mv", "/etc/nginx/conf.d/zz-broken.conf", "/tmp/x"], "source": "llm",
-         "display": "mv /etc/nginx/conf.d/zz-broken.conf '/tmp/x\\x1b]0;pwned\\x07'"},
+         "argv": ["mv", "/etc/nginx/conf.d/zz-broken.conf", "/tmp/x"], "become": True, "source": "llm",
+         "display": "mv /etc/nginx/conf.d/zz-broken.conf '/tmp/x\\x1b]0;pwned\\x07'", "pids": [],
+         "effects": ["moves away /etc/nginx/conf.d/zz-broken.conf", "moves to /tmp/x"]},
         {"command": "service nginx start", "verdict": "allow", "reasons": ["allowed"],
-         "argv": ["sudo", "service", "nginx", "start"], "source": "runbook", "display": "service nginx start"},
+         "argv": ["service", "nginx", "start"], "become": True, "source": "runbook", "display": "service nginx start",
+         "pids": [], "effects": ["starts unit nginx.service"]},
     ],
 }
 
@@ -50,7 +52,8 @@ def test_show_and_prefix_lookup(approvals_dir: Path) -> None:
     plan = a.find_pending(approvals_dir, "59a3")
     text = a.render_show(plan)
     assert "diagnosis  A broken snippet" in text
-    assert "1. [approval] mv" in text and "(from llm)" in text
+    assert "1. [approval] mv" in text and "(from llm, as root)" in text
+    assert "effect: moves to /tmp/x" in text
     assert "sentinel-remediate approvals approve 59a32ea8ba4a" in text
     assert "_path" not in a.public(plan)
 

@@ -44,7 +44,8 @@ def test_no_llm_configured_plans_from_runbook_and_says_so(run_plan):
     result = run_plan({**{k: case[k] for k in ("service", "error", "evidence", "host_tools")}})
     assert result["source"] == "runbook" == result["backend_used"]
     assert commands_of(result) == ["kill 4242", "service nginx start"]
-    assert all(set(c) == {"command", "verdict", "reasons", "argv", "display", "source"} for c in result["commands"])
+    assert all(set(c) == {"command", "verdict", "reasons", "argv", "display", "become", "pids", "effects", "source"}
+               for c in result["commands"])
     assert all(c["source"] == "runbook" and c["verdict"] in ("allow", "approval") for c in result["commands"])
     assert result["llm"]["configured"] is False and result["llm"]["calls"] == 0
     assert "No LLM configured" in result["msg"]

