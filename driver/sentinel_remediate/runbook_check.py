@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -78,8 +79,20 @@ def _plain_stop(service: str) -> dict:
                          "processes": f"no process named or running {service}"}}
 
 
-def _starts_only(steps: Sequence[Mapping]) -> bool:
-    return all(any(word in f" {s['command']} " for word in (" start ", " restart ")) for s in steps)
+_BENIGN_EFFECT = re.compile(r"^(?:reads|tests|checks|lists|shows|queries|starts|restarts|reloads)\b")
+
+
+def _starts_only(steps: Sequence[Mapping], verdicts: Sequence[Mapping]) -> bool:
+    """Whether a runbook's steps only look and (re)start: by the policy's ``effects`` when it
+    gives them (C2), else by the words start/restart."""
+    for step, verdict in zip(steps, verdicts):
+        effects = verdict.get("effects")
+        if isinstance(effects, list):
+            if any(not _BENIGN_EFFECT.match(str(e)) for e in effects):
+                return False
+        elif not any(word in f" {step['command']} " for word in (" start ", " restart ")):
+            return False
+    return True
 
 
 def _matchers(book: Mapping) -> list[str]:
@@ -167,7 +180,7 @@ def _check_book(mods: SimpleNamespace, book: dict, policy: Mapping, bundled: Map
     for service in book["services"] or ["example-service"]:
         plain = _plain_stop(service)
         if rb.match_runbooks([book], plain["service"], plain["error"], plain["evidence"]) and \
-                (book["escalate"] or not _starts_only(book["steps"])):
+                (book["escalate"] or not _starts_only(book["steps"], verdicts)):
             entry["warnings"].append(
                 f"it fits a {service} that shows only 'not running', yet its steps do more than start it: "
                 "match on the evidence specific to its fault (facts such as port_held_by_other, stale_pid_file, "
