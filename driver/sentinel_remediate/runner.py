@@ -243,14 +243,22 @@ class Progress:
                 self._outcome(host, record)
 
     def _health(self, host: str, res: Mapping[str, Any]) -> None:
-        loop_var = res.get("ansible_loop_var") or "item"
-        item = res.get(loop_var)
-        service = (item.get("name") if isinstance(item, Mapping) else None) or res.get("service") or "?"
-        if host not in self.checked:
-            self.checked.add(host)
-        if not res.get("healthy") and (host, service) not in self.failing:
-            self.failing[(host, service)] = str(res.get("error") or "")
-            self.say(f"{host} {service}: failing: {str(res.get('error') or '')[:200]}")
+        self.checked.add(host)
+        # The monitor checks every service in one call (`services`); a single-service call
+        # (the older form, or a loop over services) reports one.
+        rows = res.get("services") if isinstance(res.get("services"), list) else None
+        if rows is None:
+            loop_var = res.get("ansible_loop_var") or "item"
+            item = res.get(loop_var)
+            rows = [{"name": (item.get("name") if isinstance(item, Mapping) else None) or res.get("service") or "?",
+                     "healthy": res.get("healthy"), "error": res.get("error")}]
+        for row in rows:
+            if not isinstance(row, Mapping):
+                continue
+            service = str(row.get("name") or "?")
+            if not row.get("healthy") and not row.get("skipped") and (host, service) not in self.failing:
+                self.failing[(host, service)] = str(row.get("error") or "")
+                self.say(f"{host} {service}: failing: {str(row.get('error') or '')[:200]}")
 
     def _outcome(self, host: str, record: Any) -> None:
         outcome = reporting.normalise_outcome(host, record)

@@ -40,6 +40,10 @@ _HOSTNAME_VARS = ("inventory_hostname", "inventory_hostname_short", "ansible_hos
                   "ansible_fqdn", "ansible_nodename")
 _SPEC_KEYS = ("type", "required", "default", "choices", "elements", "no_log", "aliases")
 _announced_no_llm = False
+# What the docker daemon answers when a container went away under the connection (a failed
+# module run, not an unreachable host, for the community.docker.docker connection).
+_HOST_GONE = re.compile(r"Error response from daemon: (?:[Cc]ontainer \S+ is (?:not running|paused|restarting)"
+                        r"|No such container)")
 
 
 def argument_spec() -> dict:
@@ -123,6 +127,7 @@ class ActionModule(ActionBase):
         self._pending_changed = False
         self._share = None
         self._index = None
+        self._unreachable = False
         self._run = run_token()
         self._journal = journal_mod.Journal(os.path.join(args["artifacts_dir"], "journal"), self._host)
         self._lease = Lease(os.path.join(args["artifacts_dir"], "leases"), target_key(task_vars),
@@ -172,6 +177,9 @@ class ActionModule(ActionBase):
                 outcomes.append(engine.service_outcome(name, "failed", str(reason)))
                 continue
             interrupted = self._interrupted(name)
+            if self._unreachable and not row.get("healthy"):
+                outcomes.append(engine.service_outcome(name, "unreachable", "host unreachable earlier in this run"))
+                continue
             if row.get("healthy"):
                 reason = ""
                 if interrupted:
@@ -528,9 +536,13 @@ class ActionModule(ActionBase):
                                       host=self._host))
         except journal_mod.JournalError as exc:
             display.warning(f"{_NAME}: {exc}")
-        if result.get("unreachable"):
-            incident.state = "failed"
-            incident.reason = f"host unreachable while running attempt {attempt.number}: {result.get('msg', '')}"
+        gone = _HOST_GONE.search(f"{result.get('msg', '')} {result.get('module_stderr', '')}")
+        if result.get("unreachable") or gone:
+            incident.state = "unreachable"
+            incident.reason = (f"host unreachable while running attempt {attempt.number}: "
+                               f"{gone.group(0) if gone else result.get('msg', '')}; the outcome of its commands "
+                               "is unknown (the journal holds what was sent)")
+            self._unreachable = True
             for command in attempt.commands:
                 command.skipped, command.reason = True, "host unreachable: outcome unknown"
             return evidence

@@ -34,7 +34,7 @@ BACKEND_ORDERS = {
     "runbook": ("memory", "runbook", "fallback"),
     "memory": ("memory",),
 }
-STATES = ("open", "healthy", "healed", "waiting_approval", "escalated", "failed", "dry_run", "busy")
+STATES = ("open", "healthy", "healed", "waiting_approval", "escalated", "failed", "dry_run", "busy", "unreachable")
 GATES = ("execute", "approval", "escalate", "dry_run")
 OUTPUT_TAIL = 600        # characters of a command's stdout/stderr kept in the incident
 HISTORY_TAIL = 300       # characters of each output shown to the model per command
