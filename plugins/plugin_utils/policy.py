@@ -159,7 +159,9 @@ def _compile(policy: dict[str, Any]) -> dict[str, Any]:
         "power_units": re.compile(r"(?:^|[-@])(?:" + "|".join(re.escape(w) for w in policy["power_units"] or ["(?!)"])
                                   + r")(?:[-.@]|$)"),
         "protected_processes": _glob_regex(policy["protected_processes"]),
+        "interpreter_processes": _glob_regex(policy["interpreter_processes"]),
         "protected_names": sorted({g.replace("*", filler) for g in policy["protected_processes"]
+                                   + policy["interpreter_processes"]
                                    for filler in ("", "3", "journald")}),
         "protected_cmdlines": list(policy["protected_cmdlines"]),
         "critical_patterns": [(re.compile(e["pattern"]), REJECT if e["verdict"] == "reject" else APPROVAL,

@@ -387,8 +387,14 @@ def unit(chk: Check, raw: str, verb: str, *, shown_verb: str | None = None) -> N
 
 # ---------------------------------------------------------------- processes
 
-def protected_process(chk: Check, name: str) -> bool:
-    return bool(chk.compiled["protected_processes"].match(name))
+def protected_process(chk: Check, name: str, pid: int | None = None) -> bool:
+    """A process never signalled: the host's own, or an interpreter the evidence does not tie
+    to the incident (an interpreter holding the service's port, or running it, is in scope)."""
+    if chk.compiled["protected_processes"].match(name):
+        return True
+    if chk.compiled["interpreter_processes"].match(name):
+        return not (pid is not None and chk.scope.explicit and pid in chk.scope.pids)
+    return False
 
 
 def signal_pid(chk: Check, signal: str, raw_pid: str) -> None:
@@ -408,9 +414,9 @@ def signal_pid(chk: Check, signal: str, raw_pid: str) -> None:
     chk.become = True
     chk.pids.append(pid)
     chk.effect(f"sends {signal} to PID {pid}{f' ({comm})' if comm else ''}")
-    if comm and protected_process(chk, comm):
+    if comm and protected_process(chk, comm, pid):
         chk.reject(f"PID {pid} is {q(comm)}, a process the host needs (init, login, remote access, the "
-                   "automation itself); refused")
+                   "automation itself) or an interpreter the evidence does not tie to this incident; refused")
         return
     judge_signal(chk, signal, in_scope=(pid in scope.pids) if scope.explicit else None, what=f"PID {pid}")
 
