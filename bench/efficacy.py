@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) sentinel.remediation contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Efficacy benchmark: every fault of the lab catalogue on a host of its own, healed or not?
@@ -111,7 +110,7 @@ def start_llm(opts, work: Path) -> tuple[subprocess.Popen | None, dict]:
     if opts.record:
         argv += ["--record", str(opts.record)]
     proc = subprocess.Popen(argv, cwd=REPO)
-    for _ in range(100):
+    for _attempt in range(100):
         if url_file.exists() and url_file.read_text().strip():
             break
         time.sleep(0.1)
@@ -215,7 +214,7 @@ def markdown(rows: list[dict], summary: dict, mode: str, seconds: float) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--mode", choices=("runbook", "replay", "relay", "upstream"), default="runbook")
     parser.add_argument("--faults", help="comma-separated fault names (default: the whole catalogue)")
     parser.add_argument("--all-kinds", action="store_true", help="each fault on every kind it happens on")

@@ -554,8 +554,8 @@ class ActionModule(ActionBase):
             return evidence
         engine.record_results(attempt, result.get("results") or [], args["output_max"])
         attempt.healthy = bool(verify.get("healthy"))
-        attempt.error_after = "" if attempt.healthy else str(verify.get("error") or verify.get("msg") or
-                                                              "still failing")
+        error = verify.get("error") or verify.get("msg") or "still failing"
+        attempt.error_after = "" if attempt.healthy else str(error)
         new_evidence = result.get("evidence")
         return new_evidence if isinstance(new_evidence, Mapping) and new_evidence else evidence
 

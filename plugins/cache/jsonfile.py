@@ -136,4 +136,3 @@ class CacheModule(BaseFileCacheModule):
                     os.unlink(tmp)
                 except OSError:
                     pass
-

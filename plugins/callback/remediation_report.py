@@ -62,12 +62,7 @@ from collections.abc import Mapping
 from ansible.plugins.callback import CallbackBase
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import report as _report
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.report import (  # noqa: F401 (the report's API)
-    FAILING_STATES,
-    STATES,
-    normalise_outcome,
-    outcome_line,
-)
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.report import outcome_line
 
 # What the docker daemon answers when the container under a connection is gone: the docker
 # connection turns it into a failed task (module_stderr), not into an unreachable host.

@@ -404,7 +404,7 @@ def outcome(incident: Incident) -> dict:
 def service_outcome(service: str, state: str, reason: str = "") -> dict:
     """The outcome of a service that was not remediated (healthy, monitor only, check error)."""
     return {"service": service, "state": state, "attempts": 0, "signature": "", "diagnosis": "",
-            "commands": [], "planned": [], "refused": [], "llm": {"calls": 0, "prompt_tokens": 0,
-                                                                   "completion_tokens": 0},
+            "commands": [], "planned": [], "refused": [],
+            "llm": {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0},
             "llm_error": "", "sources": [], "reason": reason, "approval_id": "", "started": "", "finished": "",
             "timeline": []}

@@ -97,8 +97,9 @@ def interrupted(records: Sequence[Mapping], service: str) -> dict | None:
         kind = record.get("kind")
         if kind == "intent":
             pending = record
-        elif kind in ("result", "closed") and pending is not None and (
-                kind == "closed" or (record.get("run"), record.get("attempt")) == (pending.get("run"),
-                                                                                  pending.get("attempt"))):
+        elif kind == "closed" and pending is not None:
+            pending = None
+        elif kind == "result" and pending is not None and \
+                (record.get("run"), record.get("attempt")) == (pending.get("run"), pending.get("attempt")):
             pending = None
     return pending

@@ -69,7 +69,7 @@ def small_disk(tmp_path):
 
 
 def test_a_full_disk_keeps_the_good_entry_and_the_report_says_memory_was_lost(tmp_path, small_disk):
-    proc, _ = playbook(tmp_path, small_disk, ["good episode"])
+    proc, _report = playbook(tmp_path, small_disk, ["good episode"])
     assert proc.returncode == 0
     good = entry(small_disk).read_bytes()
     filler = small_disk / "filler"

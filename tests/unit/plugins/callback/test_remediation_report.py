@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from ansible_collections.sentinel.remediation.plugins.callback import remediation_report as rr
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import report
 
 HEALED = {"service": "nginx", "state": "healed", "attempts": 2, "signature": "nginx:1",
           "commands": [{"command": "service nginx start", "source": "runbook", "verdict": "allow", "rc": 0},
@@ -104,9 +105,9 @@ def test_unwritable_path_warns(tmp_path):
     assert callback._display.warnings and "cannot write" in callback._display.warnings[0]
 
 
-@pytest.mark.parametrize("state", rr.STATES)
+@pytest.mark.parametrize("state", report.STATES)
 def test_every_state_has_a_line(state):
-    assert rr.outcome_line(rr.normalise_outcome("h", {"service": "s", "state": state}))
+    assert rr.outcome_line(report.normalise_outcome("h", {"service": "s", "state": state}))
 
 
 def _failed_result(host, task, **result):

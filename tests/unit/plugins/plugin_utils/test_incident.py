@@ -75,8 +75,8 @@ def test_a_failed_command_alone_or_first_is_refused():
 
 
 def test_a_command_that_already_ran_does_not_count_as_new():
-    state = incident(attempt(1, "llm", [run("mkdir -p /var/lib/nginx", 0), run("service nginx start", 1)],
-                            healthy=False))
+    first = attempt(1, "llm", [run("mkdir -p /var/lib/nginx", 0), run("service nginx start", 1)], healthy=False)
+    state = incident(first)
     problems = engine.plan_problems(state, ["mkdir -p /var/lib/nginx", "service nginx start", "nginx -t"])
     assert any("nothing new runs before it" in p for p in problems)
 
@@ -149,9 +149,8 @@ def test_results_fill_the_commands_and_unreached_ones_are_marked():
 
 
 def test_history_shows_what_each_attempt_did():
-    state = incident(attempt(1, "runbook", [run("kill 310", 0), run("service nginx start", 1,
-                                                                     stderr="bind() to 0.0.0.0:80 failed")],
-                             healthy=False, error_after="port 80 held by python3"))
+    commands = [run("kill 310", 0), run("service nginx start", 1, stderr="bind() to 0.0.0.0:80 failed")]
+    state = incident(attempt(1, "runbook", commands, healthy=False, error_after="port 80 held by python3"))
     state.attempts[0].refused = [{"command": "iptables -F", "reasons": ["firewall changes are refused"]}]
     (seen,) = engine.history(state)
     assert seen["commands"][0] == {"command": "kill 310", "source": "runbook", "rc": 0}

@@ -77,7 +77,6 @@ def test_lookup_needs_signature():
         memory.lookup([], "")
 
 
-
 def test_corrupt_cache_files(tmp_path):
     (tmp_path / "s1_good").write_text(json.dumps({"__payload__": json.dumps({"sentinel_memory": []})}))
     (tmp_path / "plain").write_text(json.dumps({"ansible_facts": {}}))
