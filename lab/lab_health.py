@@ -162,19 +162,21 @@ def app() -> list[dict]:
 
 
 def journald() -> list[dict]:
-    """journald runs and a message sent to it can be read back from the journal."""
+    """journald runs and a message sent to it reaches the persistent journal (not only the
+    volatile one in /run, where journald keeps messages it cannot write to disk)."""
     token = f"sentinel-lab-probe-{os.getpid()}-{time.time():.0f}"
     checks = [init_status("systemd-journald.service", "systemd-journald")]
     run(["logger", "-t", "sentinel-lab-probe", token])
     found, out = False, ""
     for _ in range(15):
-        _rc, out = run(["journalctl", "--no-pager", "-q", "-o", "cat", "-t", "sentinel-lab-probe", "-n", "20"])
+        _rc, out = run(["journalctl", "--no-pager", "-q", "-D", "/var/log/journal", "-o", "cat",
+                        "-t", "sentinel-lab-probe", "-n", "20"])
         if token in out:
             found = True
             break
         time.sleep(0.2)
     tail = out.splitlines()[-1] if out else "nothing"
-    checks.append(check("journal", found, "probe message read back" if found else f"probe not in the journal; last: {tail}"))
+    checks.append(check("journal", found, "probe reached /var/log/journal" if found else f"probe not in /var/log/journal; last there: {tail}"))
     return checks
 
 

@@ -616,6 +616,13 @@ class Lab:
             raise LabError(f"{host}: `{shlex.join(argv)}` exited {result.rc}: {result.output()}")
         return result
 
+    def clear_failures(self, host: str) -> None:
+        """Forget the failures of earlier faults: on a systemd host, `systemctl reset-failed`
+        (failed states and start-limit counters), so that a fault run after others on a
+        shared host meets the unit as it would on a fresh one. Nothing on SysV hosts."""
+        if self.kind(host) == "systemd":
+            self.exec(host, ["systemctl", "reset-failed"], check=True)
+
     def services(self, host: str) -> tuple[str, ...]:
         """The services a host runs (by its kind)."""
         return SERVICES_OF_KIND[self.kind(host)]

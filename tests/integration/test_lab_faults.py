@@ -60,6 +60,7 @@ def _run_case(lab: Lab, host: str, name: str, kind: str) -> Outcome:
     outcome = Outcome(name, kind, host)
     started = time.monotonic()
     try:
+        lab.clear_failures(host)
         if _broken(lab.health(host)):
             outcome.steps.append("host not healthy before the fault: recreated")
             lab.reset(host)
