@@ -57,14 +57,14 @@ def describe(rows: list[tuple[str, list[tuple[str, int]]]]) -> str:
     if not rows:
         return "nothing listens"
     return "; ".join(
-        "%s by %s" % (addr, ",".join(sorted({n for n, _ in procs})) or "an unknown process") for addr, procs in rows
+        "%s by %s" % (addr, ",".join(sorted({n for n, _pid in procs})) or "an unknown process") for addr, procs in rows
     )
 
 
 def port_owned(port: int, names: set[str]) -> dict:
     """Every listener on the port is one of `names` (and there is one)."""
     rows = listeners(port)
-    owned = bool(rows) and all(procs and all(n in names for n, _ in procs) for _, procs in rows)
+    owned = bool(rows) and all(procs and all(n in names for n, _pid in procs) for _addr, procs in rows)
     return check("port", owned, f":{port} " + describe(rows))
 
 
@@ -135,7 +135,7 @@ def cron() -> list[dict]:
 
 def ssh() -> list[dict]:
     rows = listeners(22)
-    ok = any(n == "sshd" for _, procs in rows for n, _ in procs)
+    ok = any(n == "sshd" for _addr, procs in rows for n, _pid in procs)
     return [check("port", ok, ":22 " + describe(rows))]
 
 
@@ -168,7 +168,7 @@ def journald() -> list[dict]:
     checks = [init_status("systemd-journald.service", "systemd-journald")]
     run(["logger", "-t", "sentinel-lab-probe", token])
     found, out = False, ""
-    for _ in range(15):
+    for _attempt in range(15):
         _rc, out = run(["journalctl", "--no-pager", "-q", "-D", "/var/log/journal", "-o", "cat",
                         "-t", "sentinel-lab-probe", "-n", "20"])
         if token in out:

@@ -102,7 +102,7 @@ def fault_outcomes(request: pytest.FixtureRequest, lab_factory) -> dict[tuple[st
     """Run the selected cases on LANES hosts per kind, in parallel; {(fault, kind): Outcome}."""
     selected = [item.callspec.params["case"] for item in request.session.items
                 if item.module is request.module and hasattr(item, "callspec") and "case" in item.callspec.params]
-    kinds = [k for k in TEST_KINDS if any(kind == k for _, kind in selected)]
+    kinds = [k for k in TEST_KINDS if any(kind == k for _name, kind in selected)]
     if not kinds:
         return {}
     prefix = f"{os.environ.get('SENTINEL_LAB_PREFIX') or 'sentinel-test'}-faults"

@@ -30,6 +30,8 @@ EOF
 # The app's account, configuration, database and directories. The database password is
 # made here, per image: never a secret in the repository.
 useradd --system --home-dir /var/lib/sentinel-app --no-create-home --shell /usr/sbin/nologin sentinel-app
+{ echo '#!/usr/bin/python3'; cat /usr/local/lib/sentinel-app/sentinel_app.py; } > /usr/local/bin/sentinel-app
+chmod 0755 /usr/local/bin/sentinel-app
 password="$(openssl rand -hex 16)"
 single_user() {  # $1: database; SQL on stdin, one statement per line; no server, no socket
   runuser -u postgres -- /usr/lib/postgresql/15/bin/postgres --single -D /var/lib/postgresql/15/main \

@@ -1,4 +1,4 @@
-"""The lab's own app (lab/image/common/rootfs/usr/local/bin/sentinel-app) and the health
+"""The lab's own app (lab/image/common/rootfs/usr/local/lib/sentinel-app/sentinel_app.py) and the health
 check's parsing, outside a container: the app runs for real on a loopback port."""
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-APP = REPO / "lab" / "image" / "common" / "rootfs" / "usr" / "local" / "bin" / "sentinel-app"
+APP = REPO / "lab" / "image" / "common" / "rootfs" / "usr" / "local" / "lib" / "sentinel-app" / "sentinel_app.py"
 sys.path.insert(0, str(REPO / "lab"))
 
 import lab_health  # noqa: E402
@@ -77,7 +77,7 @@ def test_health_says_503_and_why_when_the_database_is_away() -> None:
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
     try:
         body = None
-        for _ in range(100):
+        for _attempt in range(100):
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5)
             except urllib.error.HTTPError as exc:

@@ -1,5 +1,8 @@
-#!/usr/bin/python3
 """sentinel-app: the lab's own small web service.
+
+Installed by common/provision.sh as /usr/local/bin/sentinel-app with a `#!/usr/bin/python3`
+line, so that the process is named after the script (`sentinel-app` in ps, ss and
+/proc/PID/comm), as a service of its own would be.
 
 An HTTP server on the address of its configuration (127.0.0.1:8080), behind nginx at
 /app/, keeping its data in PostgreSQL and its uploads under its storage directory:
@@ -52,7 +55,7 @@ def read_config(path: str) -> dict:
         storage = parser.get("storage", "dir", fallback="/var/lib/sentinel-app")
     except configparser.Error as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    host, _, port = listen.rpartition(":")
+    host, _sep, port = listen.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"{path}: [server] listen must be HOST:PORT, got {listen!r}")
     return {"host": host, "port": int(port), "dsn": dsn, "storage": storage}
@@ -146,6 +149,11 @@ def make_handler(config: dict) -> type:
     return Handler
 
 
+def _stop(_signum: int, _frame: object) -> None:
+    log("stopping (SIGTERM)")
+    os._exit(0)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sentinel-app")
     parser.add_argument("--config", default=DEFAULT_CONFIG)
@@ -174,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         log(f"fatal: cannot listen on {config['host']}:{config['port']}: {exc.strerror}")
         return 1
-    signal.signal(signal.SIGTERM, lambda *_: (log("stopping (SIGTERM)"), os._exit(0)))
+    signal.signal(signal.SIGTERM, _stop)
     log(f"listening on {config['host']}:{config['port']}, storage {config['storage']}")
     problem = check_database(config["dsn"])
     if problem:
