@@ -13,7 +13,7 @@ fix must leave the host healthy. A host left broken by a failure, or changed for
 a `reset_after` fault, is recreated before the next fault. The module fixture runs only
 the cases pytest selected (`-k`), then each test reports its own case.
 
-Environment: SENTINEL_LAB_FAULT_LANES (hosts per kind, default 2), SENTINEL_LAB_KINDS
+Environment: SENTINEL_LAB_FAULT_LANES (hosts per kind, default 3), SENTINEL_LAB_KINDS
 (default "sysv,systemd"), SENTINEL_LAB_PREFIX (containers <prefix>-faults-labNN).
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 CATALOGUE = load_catalogue()
 TEST_KINDS = [k for k in os.environ.get("SENTINEL_LAB_KINDS", ",".join(KINDS)).split(",") if k in KINDS]
-LANES = max(1, int(os.environ.get("SENTINEL_LAB_FAULT_LANES", "2")))
+LANES = max(1, int(os.environ.get("SENTINEL_LAB_FAULT_LANES", "3")))
 CASES = [(name, kind) for name, fault in CATALOGUE.faults.items() for kind in fault.kinds if kind in TEST_KINDS]
 BROKEN_WITHIN = 20  # seconds a fault may take to show in the health check
 
