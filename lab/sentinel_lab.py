@@ -1,5 +1,9 @@
 """The lab: Debian containers running real services, broken on purpose from lab/faults.yml.
 
+Two host kinds, both built from Debian packages by lab/image/build.sh:
+  sysv     the original target: services under /etc/init.d scripts (`service`), no systemd
+  systemd  systemd as PID 1: journald, systemctl, journalctl, unit files and drop-ins
+
 Used three ways: the `lab/lab` command (run this file), a Python API for tests
 (`Lab(prefix=...)` with up/down/exec/inject/fix/health) and the inventory script
 inventories/lab/containers.sh (`Lab().inventory()`).
@@ -27,16 +31,33 @@ from typing import Any
 LAB_DIR = Path(__file__).resolve().parent
 REPO = LAB_DIR.parent
 CATALOGUE_PATH = LAB_DIR / "faults.yml"
+HEALTH_SCRIPT_PATH = LAB_DIR / "lab_health.py"
+RUNBOOKS_DIR = REPO / "runbooks"
+GROUP_VARS_DIR = REPO / "inventories" / "lab" / "group_vars"
 DEFAULT_PREFIX = "sentinel-lab"
-DEFAULT_IMAGE = "sentinel-lab:latest"
 HOST_RE = re.compile(r"^lab\d{2,}$")
 PREFIX_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
-SERVICES = ("nginx", "redis", "cron", "ssh")
-# The size of the redis tmpfs: small, so that the disk-full fault fills it in an instant.
-REDIS_TMPFS = "/var/lib/redis:size=16m"
-FAULT_FIELDS = ("name", "service", "description", "inject", "diagnose", "fix", "healthy", "needs_human")
+
+KINDS = ("sysv", "systemd")
+# What each kind runs; the lab's health check (lab/lab_health.py) knows every one of them.
+SERVICES_OF_KIND = {
+    "sysv": ("nginx", "redis", "cron", "ssh", "postgres", "app"),
+    "systemd": ("nginx", "redis", "cron", "ssh", "postgres", "app", "journald"),
+}
+SERVICES = ("nginx", "redis", "cron", "ssh", "postgres", "app", "journald")
+# Small filesystems of their own, so that the disk-full faults fill them in an instant
+# and never touch the machine's disk.
+TMPFS = ("/var/lib/redis:size=16m", "/var/lib/sentinel-app:size=16m")
+JOURNAL_TMPFS = "/var/log/journal:size=48m"
+
+FAULT_FIELDS = ("name", "service", "kinds", "description", "inject", "diagnose", "fix", "healthy", "needs_human")
+OPTIONAL_FAULT_FIELDS = {"contract": False, "novel": False, "reset_after": False}
+SERVICE_FIELDS = ("init", "kinds", "checks")
 PLACEHOLDER_RE = re.compile(r"\{([a-z_]+):([^{}]+)\}")
-PLACEHOLDERS = {"port_owner_pid": "the PID of the process listening on TCP port N (the lowest when several)"}
+PLACEHOLDERS = {
+    "port_owner_pid": "the PID of the process listening on TCP port N (the lowest when several)",
+    "zombie_parent_pid": "the PID of the parent of the zombie process named NAME (the process that never reaped it)",
+}
 
 
 class LabError(Exception):
@@ -44,43 +65,93 @@ class LabError(Exception):
 
 
 class LabUsageError(LabError):
-    """The caller named something that does not exist (a fault, a host)."""
+    """The caller named something that does not exist (a fault, a host, a kind)."""
+
+
+def default_image(kind: str) -> str:
+    """The image of a host kind: env SENTINEL_LAB_IMAGE (sysv) / SENTINEL_LAB_SYSTEMD_IMAGE,
+    else <LAB_IMAGE_REPO>[-systemd]:latest as lab/image/build.sh tags it."""
+    repo = os.environ.get("LAB_IMAGE_REPO") or "sentinel-lab"
+    if kind == "sysv":
+        return os.environ.get("SENTINEL_LAB_IMAGE") or f"{repo}:latest"
+    return os.environ.get("SENTINEL_LAB_SYSTEMD_IMAGE") or f"{repo}-{kind}:latest"
+
+
+def kinds_for(count: int, kind: str) -> list[str]:
+    """The kind of lab01..labNN: one kind for all, or `mixed` (sysv, systemd, sysv, ...)."""
+    if kind == "mixed":
+        return [KINDS[i % len(KINDS)] for i in range(count)]
+    if kind not in KINDS:
+        raise LabUsageError(f"unknown host kind {kind!r}; known: {', '.join(KINDS)}, mixed")
+    return [kind] * count
 
 
 # ---------------------------------------------------------------------------------------
 # The fault catalogue
 
 
+def _per_kind(value: Any, kinds: Sequence[str]) -> dict[str, Any]:
+    """A field given once for every kind (a list), or per kind ({kind: list})."""
+    if isinstance(value, Mapping):
+        return {k: value[k] for k in kinds}
+    return {k: value for k in kinds}
+
+
 @dataclass(frozen=True)
 class Fault:
     name: str
     service: str
+    kinds: tuple[str, ...]
     description: str
-    inject: tuple[str, ...]
-    diagnose: tuple[Mapping[str, str], ...]
-    fix: tuple[str, ...]
+    inject: Mapping[str, tuple[str, ...]]
+    diagnose: Mapping[str, tuple[Mapping[str, str], ...]]
+    fix: Mapping[str, tuple[str, ...]]
     healthy: str
     needs_human: bool
-    contract: bool = True
+    contract: bool = False
+    novel: bool = False
+    reset_after: bool = False
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Fault:
+        kinds = tuple(data["kinds"])
         return cls(
             name=data["name"],
             service=data["service"],
+            kinds=kinds,
             description=" ".join(str(data["description"]).split()),
-            inject=tuple(str(c) for c in data["inject"]),
-            diagnose=tuple(dict(d) for d in data["diagnose"]),
-            fix=tuple(str(c) for c in data["fix"]),
+            inject={k: tuple(str(c) for c in v) for k, v in _per_kind(data["inject"], kinds).items()},
+            diagnose={k: tuple(dict(d) for d in v) for k, v in _per_kind(data["diagnose"], kinds).items()},
+            fix={k: tuple(str(c) for c in v) for k, v in _per_kind(data["fix"], kinds).items()},
             healthy=" ".join(str(data["healthy"]).split()),
             needs_human=bool(data["needs_human"]),
-            contract=bool(data.get("contract", True)),
+            contract=bool(data.get("contract", False)),
+            novel=bool(data.get("novel", False)),
+            reset_after=bool(data.get("reset_after", False)),
         )
+
+    def steps(self, what: str, kind: str) -> tuple[Any, ...]:
+        """The inject, diagnose or fix steps of this fault on a host of `kind`."""
+        if kind not in self.kinds:
+            raise LabUsageError(
+                f"fault {self.name} happens on {'/'.join(self.kinds)} hosts, not on a {kind} host"
+            )
+        return getattr(self, what)[kind]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "service": self.service, "kinds": list(self.kinds), "description": self.description,
+            "inject": {k: list(v) for k, v in self.inject.items()},
+            "diagnose": {k: [dict(d) for d in v] for k, v in self.diagnose.items()},
+            "fix": {k: list(v) for k, v in self.fix.items()},
+            "healthy": self.healthy, "needs_human": self.needs_human, "contract": self.contract,
+            "novel": self.novel, "reset_after": self.reset_after,
+        }
 
 
 @dataclass(frozen=True)
 class Catalogue:
-    services: Mapping[str, Mapping[str, str]]
+    services: Mapping[str, Mapping[str, Any]]
     faults: Mapping[str, Fault]
 
     def get(self, name: str) -> Fault:
@@ -89,8 +160,15 @@ class Catalogue:
         except KeyError:
             raise LabUsageError(f"unknown fault {name!r}; known: {', '.join(self.faults)}") from None
 
-    def names(self) -> list[str]:
-        return list(self.faults)
+    def names(self, kind: str | None = None) -> list[str]:
+        return [n for n, f in self.faults.items() if kind is None or kind in f.kinds]
+
+    def depends_on(self, service: str) -> list[str]:
+        return list(self.services.get(service, {}).get("depends_on", []))
+
+    def scope(self, service: str) -> set[str]:
+        """A service with what it needs and what needs it: a fault of one may break the others."""
+        return {service, *self.depends_on(service), *(s for s in self.services if service in self.depends_on(s))}
 
 
 def read_catalogue_document(path: Path | str = CATALOGUE_PATH) -> Any:
@@ -100,67 +178,106 @@ def read_catalogue_document(path: Path | str = CATALOGUE_PATH) -> Any:
         return yaml.safe_load(handle)
 
 
-def catalogue_problems(document: Any) -> list[str]:
-    """Everything wrong with a catalogue document (empty when it is valid)."""
-    problems: list[str] = []
-    if not isinstance(document, Mapping):
-        return ["the catalogue must be a mapping with `services` and `faults`"]
-    services = document.get("services")
+def _is_commands(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(c, str) and c.strip() for c in value)
+
+
+def _is_diagnose(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(d, Mapping) and set(d) == {"command", "shows"} and all(isinstance(v, str) and v for v in d.values())
+        for d in value
+    )
+
+
+def _service_problems(services: Any) -> list[str]:
     if not isinstance(services, Mapping) or not services:
-        problems.append("`services` must be a non-empty mapping")
-        services = {}
+        return ["`services` must be a non-empty mapping"]
+    problems = []
     for svc, spec in services.items():
         if svc not in SERVICES:
             problems.append(f"service {svc!r} is not one the lab checks ({', '.join(SERVICES)})")
-        if not isinstance(spec, Mapping) or not spec.get("init") or not spec.get("checks"):
-            problems.append(f"service {svc!r} needs `init` and `checks`")
+            continue
+        if not isinstance(spec, Mapping) or any(not spec.get(key) for key in SERVICE_FIELDS):
+            problems.append(f"service {svc!r} needs {', '.join(f'`{k}`' for k in SERVICE_FIELDS)}")
+            continue
+        expected = [k for k in KINDS if svc in SERVICES_OF_KIND[k]]
+        if list(spec["kinds"]) != expected:
+            problems.append(f"service {svc!r}: `kinds` must be {expected} (what the lab's hosts run)")
+        for dep in spec.get("depends_on", []) or []:
+            if dep not in services:
+                problems.append(f"service {svc!r} depends on {dep!r}, which is not in `services`")
+    return problems
+
+
+def catalogue_problems(document: Any) -> list[str]:
+    """Everything wrong with a catalogue document (empty when it is valid)."""
+    if not isinstance(document, Mapping):
+        return ["the catalogue must be a mapping with `services` and `faults`"]
+    problems = _service_problems(document.get("services"))
+    services = document.get("services") if isinstance(document.get("services"), Mapping) else {}
     faults = document.get("faults")
     if not isinstance(faults, list) or not faults:
         return problems + ["`faults` must be a non-empty list"]
     seen: set[str] = set()
     for index, fault in enumerate(faults):
-        where = f"faults[{index}]"
         if not isinstance(fault, Mapping):
-            problems.append(f"{where} is not a mapping")
+            problems.append(f"faults[{index}] is not a mapping")
             continue
         name = fault.get("name")
-        where = f"fault {name!r}" if name else where
-        missing = [key for key in FAULT_FIELDS if key not in fault]
-        if missing:
-            problems.append(f"{where} lacks {', '.join(missing)}")
-            continue
-        unknown = sorted(set(fault) - set(FAULT_FIELDS) - {"contract"})
-        if unknown:
-            problems.append(f"{where} has unknown keys {', '.join(unknown)}")
-        if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name):
-            problems.append(f"{where}: name must be snake_case")
-        elif name in seen:
-            problems.append(f"{where} is defined twice")
+        problems.extend(_fault_problems(fault, f"fault {name!r}" if name else f"faults[{index}]", services, seen))
         seen.add(str(name))
-        if fault["service"] not in services:
-            problems.append(f"{where}: service {fault['service']!r} is not in `services`")
-        elif not str(fault["service"] or "") or not name.startswith(str(fault["service"])):
-            problems.append(f"{where}: the name should start with its service {fault['service']!r}")
-        for key in ("description", "healthy"):
-            if not isinstance(fault[key], str) or not fault[key].strip():
-                problems.append(f"{where}: `{key}` must be a non-empty string")
-        for key in ("inject", "fix"):
-            value = fault[key]
-            if not isinstance(value, list) or not value or not all(isinstance(c, str) and c.strip() for c in value):
-                problems.append(f"{where}: `{key}` must be a non-empty list of command strings")
-        if isinstance(fault["fix"], list):
-            for command in fault["fix"]:
-                problems.extend(f"{where}: fix {command!r}: {p}" for p in _fix_command_problems(str(command)))
-        diagnose = fault["diagnose"]
-        if not isinstance(diagnose, list) or not diagnose or not all(
-            isinstance(d, Mapping) and set(d) == {"command", "shows"} and all(isinstance(v, str) and v for v in d.values())
-            for d in diagnose
-        ):
-            problems.append(f"{where}: `diagnose` must be a non-empty list of {{command, shows}}")
-        if not isinstance(fault["needs_human"], bool):
-            problems.append(f"{where}: `needs_human` must be true or false")
-        if "contract" in fault and not isinstance(fault["contract"], bool):
-            problems.append(f"{where}: `contract` must be true or false")
+    return problems
+
+
+def _fault_problems(fault: Mapping[str, Any], where: str, services: Mapping[str, Any], seen: set[str]) -> list[str]:
+    missing = [key for key in FAULT_FIELDS if key not in fault]
+    if missing:
+        return [f"{where} lacks {', '.join(missing)}"]
+    problems = []
+    name, service = fault["name"], fault["service"]
+    unknown = sorted(set(fault) - set(FAULT_FIELDS) - set(OPTIONAL_FAULT_FIELDS))
+    if unknown:
+        problems.append(f"{where} has unknown keys {', '.join(unknown)}")
+    if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        problems.append(f"{where}: name must be snake_case")
+    elif name in seen:
+        problems.append(f"{where} is defined twice")
+    if service not in services:
+        problems.append(f"{where}: service {service!r} is not in `services`")
+    elif not str(name).startswith(str(service)):
+        problems.append(f"{where}: the name should start with its service {service!r}")
+    kinds = fault["kinds"]
+    if not isinstance(kinds, list) or not kinds or any(k not in KINDS for k in kinds) or len(set(kinds)) != len(kinds):
+        problems.append(f"{where}: `kinds` must be a non-empty list of {', '.join(KINDS)} without repeats")
+        return problems
+    if service in services:
+        missing_kinds = [k for k in kinds if k not in (services[service].get("kinds") or [])]
+        if missing_kinds:
+            problems.append(f"{where}: {service} does not run on {', '.join(missing_kinds)} hosts")
+    for key in ("description", "healthy"):
+        if not isinstance(fault[key], str) or not fault[key].strip():
+            problems.append(f"{where}: `{key}` must be a non-empty string")
+    for key, valid, shape in (("inject", _is_commands, "a non-empty list of command strings"),
+                              ("fix", _is_commands, "a non-empty list of command strings"),
+                              ("diagnose", _is_diagnose, "a non-empty list of {command, shows}")):
+        value = fault[key]
+        if isinstance(value, Mapping):
+            if sorted(value) != sorted(kinds):
+                problems.append(f"{where}: `{key}` per kind must name exactly the fault's kinds ({', '.join(kinds)})")
+                continue
+            bad = [k for k in kinds if not valid(value[k])]
+            problems.extend(f"{where}: `{key}` for {k} must be {shape}" for k in bad)
+        elif not valid(value):
+            problems.append(f"{where}: `{key}` must be {shape} (or one such per kind)")
+    fixes = fault["fix"].values() if isinstance(fault["fix"], Mapping) else [fault["fix"]]
+    for commands in fixes:
+        for command in commands if isinstance(commands, list) else []:
+            problems.extend(f"{where}: fix {command!r}: {p}" for p in _fix_command_problems(str(command)))
+    if not isinstance(fault["needs_human"], bool):
+        problems.append(f"{where}: `needs_human` must be true or false")
+    for key in OPTIONAL_FAULT_FIELDS:
+        if key in fault and not isinstance(fault[key], bool):
+            problems.append(f"{where}: `{key}` must be true or false")
     return problems
 
 
@@ -191,6 +308,21 @@ def load_catalogue(path: Path | str = CATALOGUE_PATH) -> Catalogue:
     return Catalogue(services={k: dict(v) for k, v in document["services"].items()}, faults=faults)
 
 
+def runbook_faults(directory: Path = RUNBOOKS_DIR) -> dict[str, list[str]]:
+    """{fault name: [runbook ids]} from the `faults:` lists of runbooks/*.yml."""
+    import yaml
+
+    found: dict[str, list[str]] = {}
+    for path in sorted(directory.glob("*.yml")):
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        for fault in data.get("faults", []) if isinstance(data, Mapping) else []:
+            found.setdefault(str(fault), []).append(str(data.get("id", path.stem)))
+    return found
+
+
 DOC_BEGIN = "<!-- BEGIN fault catalogue: generated by `lab faults --markdown`, do not edit -->"
 DOC_END = "<!-- END fault catalogue -->"
 
@@ -203,93 +335,44 @@ def _cell_text(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def _per_kind_cell(fault: Fault, what: str, render: Any) -> str:
+    values = getattr(fault, what)
+    first = values[fault.kinds[0]]
+    if all(values[k] == first for k in fault.kinds):
+        return render(first)
+    return "<br>".join(f"*{k}:* {render(values[k])}" for k in fault.kinds)
+
+
 def render_catalogue_markdown(catalogue: Catalogue) -> str:
     """The catalogue as the Markdown table in docs/lab.md (between DOC_BEGIN and DOC_END)."""
     lines = [
         DOC_BEGIN,
         "",
-        "| fault | service | what happens, how injected | how diagnosed | fix | healthy means | needs human |",
-        "|---|---|---|---|---|---|---|",
+        "| fault | kinds | service | what happens, how injected | how diagnosed | fix | healthy means | needs human |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+
+    def diagnose(items: Iterable[Mapping[str, str]]) -> str:
+        return "<br>".join(f"`{_cell_text(d['command'])}` shows {_cell_text(d['shows'])}" for d in items)
+
     for f in catalogue.faults.values():
-        name = f"`{f.name}`" + ("" if f.contract else " (extra)")
-        diagnose = "<br>".join(f"`{_cell_text(d['command'])}` shows {_cell_text(d['shows'])}" for d in f.diagnose)
+        tags = [t for t, on in (("contract", f.contract), ("novel", f.novel)) if on]
+        name = f"`{f.name}`" + (f" ({', '.join(tags)})" if tags else "")
         lines.append(
-            f"| {name} | {f.service} | {_cell_text(f.description)}<br>{_cell_code(f.inject)} | {diagnose} "
-            f"| {_cell_code(f.fix)} | {_cell_text(f.healthy)} | {'**yes**' if f.needs_human else 'no'} |"
+            f"| {name} | {', '.join(f.kinds)} | {f.service} | {_cell_text(f.description)}<br>"
+            f"{_per_kind_cell(f, 'inject', _cell_code)} | {_per_kind_cell(f, 'diagnose', diagnose)} "
+            f"| {_per_kind_cell(f, 'fix', _cell_code)} | {_cell_text(f.healthy)} | {'**yes**' if f.needs_human else 'no'} |"
         )
     lines += ["", "Health checks of the lab (the referee, independent of the collection):", ""]
-    lines += [f"- **{svc}** (`service {spec['init']}`): {_cell_text(spec['checks'])}" for svc, spec in catalogue.services.items()]
+    for svc, spec in catalogue.services.items():
+        needs = f"; needs {', '.join(spec['depends_on'])}" if spec.get("depends_on") else ""
+        lines.append(f"- **{svc}** ({', '.join(spec['kinds'])}; `{spec['init']}`{needs}): {_cell_text(spec['checks'])}")
     lines += ["", DOC_END]
     return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------------------
-# The lab's own health check, run inside a container by python3 (stdlib only). Independent
-# of the collection on purpose: it is the referee the product is judged by.
-
-HEALTH_SCRIPT = r'''
-import json, re, subprocess, sys, urllib.error, urllib.request
-
-def run(argv, timeout=5):
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    except Exception as exc:
-        return 127, str(exc)
-    return p.returncode, (p.stdout + p.stderr).strip()
-
-def listeners(port):
-    rc, out = run(["ss", "-ltnpH", "sport = :%d" % port])
-    rows = [line for line in out.splitlines() if "LISTEN" in line]
-    return [(row.split()[3], re.findall(r'\("([^"]+)",pid=(\d+)', row)) for row in rows]
-
-def check(name, ok, detail):
-    return {"name": name, "ok": bool(ok), "detail": detail[:300]}
-
-def describe(rows):
-    if not rows:
-        return "nothing listens"
-    return "; ".join("%s by %s" % (addr, ",".join(sorted({n for n, _ in procs})) or "an unknown process")
-                     for addr, procs in rows)
-
-def nginx():
-    rc, out = run(["service", "nginx", "status"])
-    checks = [check("service", rc == 0, "exit %d: %s" % (rc, out or "(no output)"))]
-    rows = listeners(80)
-    owned = bool(rows) and all(procs and all(n == "nginx" for n, _ in procs) for _, procs in rows)
-    checks.append(check("port", owned, ":80 " + describe(rows)))
-    try:
-        status = urllib.request.urlopen("http://127.0.0.1/", timeout=3).status
-        detail = "GET / -> %d" % status
-    except urllib.error.HTTPError as exc:
-        status, detail = exc.code, "GET / -> %d" % exc.code
-    except Exception as exc:
-        status, detail = 0, "GET / failed: %s" % getattr(exc, "reason", exc)
-    checks.append(check("http", status == 200, detail))
-    return checks
-
-def redis():
-    rc, out = run(["redis-cli", "ping"])
-    checks = [check("ping", out == "PONG", out or "exit %d" % rc)]
-    rc, out = run(["redis-cli", "set", "sentinel:probe", "1"])
-    checks.append(check("write", out == "OK", out or "exit %d" % rc))
-    return checks
-
-def cron():
-    rc, out = run(["pgrep", "-x", "cron"])
-    return [check("process", rc == 0, "cron pid " + out.replace("\n", ",") if rc == 0 else "no cron process")]
-
-def ssh():
-    rows = listeners(22)
-    ok = any(n == "sshd" for _, procs in rows for n, _ in procs)
-    return [check("port", ok, ":22 " + describe(rows))]
-
-result = {}
-for name in sys.argv[1:] or ["nginx", "redis", "cron", "ssh"]:
-    checks = globals()[name]()
-    result[name] = {"healthy": all(c["ok"] for c in checks), "checks": checks}
-print(json.dumps(result))
-'''
+# Results
 
 
 @dataclass
@@ -339,7 +422,7 @@ def docker_available(docker: str = "docker") -> str | None:
 
 
 class Lab:
-    """One set of lab containers, `<prefix>-lab01` ... `<prefix>-labNN`."""
+    """One set of lab containers, `<prefix>-lab01` ... `<prefix>-labNN`, of either kind."""
 
     def __init__(
         self,
@@ -347,13 +430,20 @@ class Lab:
         image: str | None = None,
         catalogue: Catalogue | None = None,
         docker: str = "docker",
+        systemd_image: str | None = None,
     ) -> None:
         self.prefix = prefix or os.environ.get("SENTINEL_LAB_PREFIX") or DEFAULT_PREFIX
         if not PREFIX_RE.match(self.prefix):
             raise LabUsageError(f"bad lab prefix {self.prefix!r}: use letters, digits, '.', '_' or '-'")
-        self.image = image or os.environ.get("SENTINEL_LAB_IMAGE") or DEFAULT_IMAGE
+        self.images = {"sysv": image or default_image("sysv"), "systemd": systemd_image or default_image("systemd")}
         self.docker = docker
         self._catalogue = catalogue
+        self._kinds: dict[str, str] = {}
+
+    @property
+    def image(self) -> str:
+        """The SysV kind's image (the original target)."""
+        return self.images["sysv"]
 
     # -- naming --------------------------------------------------------------------------
 
@@ -383,23 +473,33 @@ class Lab:
         return ExecResult(argv, proc.returncode, proc.stdout, proc.stderr)
 
     def containers(self) -> dict[str, dict[str, str]]:
-        """This prefix's containers by host: {host: {container, state, image}}."""
+        """This prefix's containers by host: {host: {container, state, image, kind}}."""
         result = self._docker(
             "ps", "-a", "--filter", f"label=sentinel.lab.prefix={self.prefix}",
-            "--format", '{{.Label "sentinel.lab.host"}}\t{{.Names}}\t{{.State}}\t{{.Image}}',
+            "--format",
+            '{{.Label "sentinel.lab.host"}}\t{{.Names}}\t{{.State}}\t{{.Image}}\t{{.Label "sentinel.lab.kind"}}',
         )
         if not result.ok:
             raise LabError(f"cannot list containers: {result.output()}")
         found = {}
         for line in result.stdout.splitlines():
-            host, name, state, image = (line.split("\t") + ["", "", "", ""])[:4]
+            host, name, state, image, kind = (line.split("\t") + [""] * 5)[:5]
             if host:
-                found[host] = {"container": name, "state": state, "image": image}
+                found[host] = {"container": name, "state": state, "image": image, "kind": kind or "sysv"}
         return dict(sorted(found.items()))
 
-    def hosts(self) -> list[str]:
-        """The hosts whose containers run."""
-        return [h for h, c in self.containers().items() if c["state"] == "running"]
+    def hosts(self, kind: str | None = None) -> list[str]:
+        """The hosts whose containers run (of one kind, when given)."""
+        return [h for h, c in self.containers().items() if c["state"] == "running" and kind in (None, c["kind"])]
+
+    def kind(self, host: str) -> str:
+        """The kind of a running host (sysv or systemd), from its container's label."""
+        if host not in self._kinds:
+            self._require_host(host)
+            result = self._docker("inspect", "--format", '{{index .Config.Labels "sentinel.lab.kind"}}',
+                                  self.container(host))
+            self._kinds[host] = result.stdout.strip() if result.ok and result.stdout.strip() in KINDS else "sysv"
+        return self._kinds[host]
 
     def _require_host(self, host: str) -> str:
         if not HOST_RE.match(host):
@@ -410,68 +510,91 @@ class Lab:
             raise LabUsageError(f"no running lab host {host!r} (prefix {self.prefix}); running: {running}")
         return self.container(host)
 
-    def _run_container(self, host: str) -> None:
-        result = self._docker(
-            "run", "-d", "--init", "--network", "none",
+    def run_argv(self, host: str, kind: str) -> list[str]:
+        """The `docker run` arguments of a lab host of `kind` (without the docker CLI)."""
+        argv = [
+            "run", "-d", "--network", "none",
             # Root sees every process's sockets (`ss -p`), as on a real host; Docker's
             # default capabilities hide those of other users' processes.
             "--cap-add", "SYS_PTRACE",
             "--hostname", host, "--name", self.container(host),
-            "--tmpfs", REDIS_TMPFS,
             "--label", f"sentinel.lab.host={host}", "--label", f"sentinel.lab.prefix={self.prefix}",
-            self.image,
-        )
-        if not result.ok:
-            raise LabError(f"cannot start {self.container(host)}: {result.output()}")
+            "--label", f"sentinel.lab.kind={kind}",
+        ]
+        for mount in TMPFS:
+            argv += ["--tmpfs", mount]
+        if kind == "systemd":
+            # systemd as PID 1 without --privileged: the host's cgroups (read-only), its own
+            # /run and /run/lock, and `container=docker` so it knows where it runs.
+            argv += ["--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro", "--tmpfs", "/run",
+                     "--tmpfs", "/run/lock", "--tmpfs", JOURNAL_TMPFS, "-e", "container=docker",
+                     "--stop-signal", "SIGRTMIN+3"]
+        else:
+            argv += ["--init"]
+        return argv + [self.images[kind]]
 
-    def image_problem(self) -> str | None:
+    def _run_container(self, host: str, kind: str) -> None:
+        self._kinds.pop(host, None)
+        result = self._docker(*self.run_argv(host, kind))
+        if not result.ok:
+            raise LabError(f"cannot start {self.container(host)} ({kind}): {result.output()}")
+        self._kinds[host] = kind
+
+    def image_problem(self, kinds: Iterable[str] = ("sysv",)) -> str | None:
         problem = docker_available(self.docker)
         if problem:
             return problem
-        if not self._docker("image", "inspect", self.image).ok:
-            return f"the lab image {self.image} is missing; run scripts/setup (or bash lab/image/build.sh)"
+        for kind in kinds:
+            if not self._docker("image", "inspect", self.images[kind]).ok:
+                return (f"the lab image {self.images[kind]} ({kind}) is missing; run scripts/setup "
+                        f"(or bash lab/image/build.sh {kind})")
         return None
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def up(self, count: int, timeout: float = 90) -> list[str]:
-        """Make lab01..labNN run with healthy services; existing running hosts are kept."""
+    def up(self, count: int, kind: str = "sysv", timeout: float = 120) -> list[str]:
+        """Make lab01..labNN run with healthy services; `kind` is sysv, systemd or mixed
+        (odd hosts sysv, even hosts systemd). Running hosts of the right kind are kept."""
         if count < 1:
             raise LabUsageError("lab up needs a count of at least 1")
-        problem = self.image_problem()
+        wanted = {self.host_name(i + 1): k for i, k in enumerate(kinds_for(count, kind))}
+        problem = self.image_problem(sorted(set(wanted.values())))
         if problem:
             raise LabError(problem)
-        wanted = [self.host_name(i) for i in range(1, count + 1)]
         existing = self.containers()
 
         def ensure(host: str) -> None:
-            state = existing.get(host, {}).get("state")
-            if state == "running":
+            info = existing.get(host, {})
+            if info.get("state") == "running" and info.get("kind") == wanted[host]:
+                self._kinds[host] = wanted[host]
                 return
-            if state is not None:  # created, exited, dead: start afresh rather than revive
-                self._docker("rm", "-f", self.container(host))
-            self._run_container(host)
+            if info:  # created, exited, dead or of the other kind: start afresh rather than revive
+                self._docker("rm", "-f", "-v", self.container(host))
+            self._run_container(host, wanted[host])
 
         with ThreadPoolExecutor(max_workers=min(8, count)) as pool:
             list(pool.map(ensure, wanted))
             list(pool.map(lambda h: self.wait_health(h, timeout=timeout), wanted))
-        return wanted
+        return list(wanted)
 
     def down(self) -> list[str]:
-        """Remove every container of this prefix."""
+        """Remove every container of this prefix (and their anonymous volumes)."""
         names = [c["container"] for c in self.containers().values()]
         if names:
-            result = self._docker("rm", "-f", *names)
+            result = self._docker("rm", "-f", "-v", *names)
             if not result.ok:
                 raise LabError(f"cannot remove {', '.join(names)}: {result.output()}")
+        self._kinds.clear()
         return names
 
-    def reset(self, host: str, timeout: float = 90) -> None:
-        """Recreate one host from the image: every fault gone."""
+    def reset(self, host: str, timeout: float = 120, kind: str | None = None) -> None:
+        """Recreate one host from its image (same kind unless told): every fault gone."""
         if not HOST_RE.match(host):
             raise LabUsageError(f"bad host name {host!r}: lab hosts are lab01, lab02, ...")
-        self._docker("rm", "-f", self.container(host))
-        self._run_container(host)
+        if kind is None:
+            kind = self.containers().get(host, {}).get("kind") or "sysv"
+        self._docker("rm", "-f", "-v", self.container(host))
+        self._run_container(host, kind)
         self.wait_health(host, timeout=timeout)
 
     # -- inside a host -------------------------------------------------------------------
@@ -493,22 +616,42 @@ class Lab:
             raise LabError(f"{host}: `{shlex.join(argv)}` exited {result.rc}: {result.output()}")
         return result
 
+    def clear_failures(self, host: str) -> None:
+        """Forget the failures of earlier faults: on a systemd host, `systemctl reset-failed`
+        (failed states and start-limit counters), so that a fault run after others on a
+        shared host meets the unit as it would on a fresh one. Nothing on SysV hosts."""
+        if self.kind(host) == "systemd":
+            self.exec(host, ["systemctl", "reset-failed"], check=True)
+
+    def services(self, host: str) -> tuple[str, ...]:
+        """The services a host runs (by its kind)."""
+        return SERVICES_OF_KIND[self.kind(host)]
+
     def health(self, host: str, services: Iterable[str] | None = None) -> dict[str, ServiceHealth]:
-        services = list(services or SERVICES)
+        """The lab's own health check of a host's services (all that its kind runs by default)."""
+        runs = self.services(host)
+        services = list(services or runs)
         unknown = [s for s in services if s not in SERVICES]
         if unknown:
             raise LabUsageError(f"unknown service {unknown[0]!r}; known: {', '.join(SERVICES)}")
-        result = self.exec(host, ["python3", "-", *services], stdin=HEALTH_SCRIPT, timeout=30)
+        absent = [s for s in services if s not in runs]
+        if absent:
+            raise LabUsageError(f"{host} is a {self.kind(host)} host and runs no {absent[0]} ({', '.join(runs)})")
+        script = HEALTH_SCRIPT_PATH.read_text(encoding="utf-8")
+        result = self.exec(host, ["python3", "-", *services], stdin=script, timeout=90)
         if not result.ok:
             raise LabError(f"{host}: the health check failed to run: {result.output()}")
-        data = json.loads(result.stdout)
+        try:
+            data = json.loads(result.stdout)
+        except ValueError:
+            raise LabError(f"{host}: the health check printed no JSON: {result.output()[:300]}") from None
         return {name: ServiceHealth(name, item["healthy"], item["checks"]) for name, item in data.items()}
 
     def wait_health(
         self, host: str, services: Iterable[str] | None = None, healthy: bool = True, timeout: float = 20
     ) -> dict[str, ServiceHealth]:
         """Poll until every service is healthy (or, with healthy=False, until one is broken)."""
-        services = list(services or SERVICES)
+        services = list(services or self.services(host))
         deadline = time.monotonic() + timeout
         while True:
             report = self.health(host, services)
@@ -517,42 +660,48 @@ class Lab:
                 return report
             if time.monotonic() > deadline:
                 state = "healthy" if healthy else "broken"
-                detail = "; ".join(f"{s}: {h.summary()}" for s, h in report.items())
+                detail = "; ".join(f"{s}: {h.summary()}" for s, h in report.items() if h.healthy != healthy)
                 raise LabError(f"{host}: not {state} after {timeout:g} s ({detail})")
-            time.sleep(0.3)
+            time.sleep(0.5)
 
     # -- faults --------------------------------------------------------------------------
 
     def inject(self, host: str, fault: str) -> Fault:
-        """Break a host the way the catalogue says; raise if a step fails."""
+        """Break a host the way the catalogue says for its kind; raise if a step fails."""
         spec = self.catalogue.get(fault)
         self._require_host(host)
-        for step in spec.inject:
-            result = self.exec(host, step, timeout=60)
+        for step in spec.steps("inject", self.kind(host)):
+            result = self.exec(host, step, timeout=90)
             if not result.ok:
                 raise LabError(f"{host}: injecting {fault}: `{step}` exited {result.rc}: {result.output()}")
         return spec
 
     def fix_commands(self, host: str, fault: str) -> list[list[str]]:
-        """The catalogue fix of a fault as argv lists, placeholders resolved on the host."""
+        """The catalogue fix of a fault on this host as argv lists, placeholders resolved."""
         spec = self.catalogue.get(fault)
-        return [[self._resolve(host, word) for word in shlex.split(command)] for command in spec.fix]
+        steps = spec.steps("fix", self.kind(host))
+        return [[self._resolve(host, word) for word in shlex.split(command)] for command in steps]
 
-    def fix(self, host: str, fault: str, timeout: float = 20) -> dict[str, ServiceHealth]:
-        """Apply the catalogue's fix (as root, no shell) and wait until the service is healthy."""
+    def fix(self, host: str, fault: str, timeout: float = 30) -> dict[str, ServiceHealth]:
+        """Apply the catalogue's fix (as root, no shell; a placeholder is resolved just before
+        its command runs) and wait until the services in the fault's scope are healthy."""
         spec = self.catalogue.get(fault)
         self._require_host(host)
-        for argv in self.fix_commands(host, fault):
-            result = self.exec(host, argv, timeout=60)
+        for command in spec.steps("fix", self.kind(host)):
+            argv = [self._resolve(host, word) for word in shlex.split(command)]
+            result = self.exec(host, argv, timeout=90)
             if not result.ok:
                 raise LabError(f"{host}: fixing {fault}: `{shlex.join(argv)}` exited {result.rc}: {result.output()}")
-        return self.wait_health(host, [spec.service], timeout=timeout)
+        scope = [s for s in self.services(host) if s in self.catalogue.scope(spec.service)]
+        return self.wait_health(host, scope, timeout=timeout)
 
     def _resolve(self, host: str, word: str) -> str:
         def replace(match: re.Match[str]) -> str:
             kind, arg = match.groups()
             if kind == "port_owner_pid":
                 return self.port_owner_pid(host, int(arg))
+            if kind == "zombie_parent_pid":
+                return self.zombie_parent_pid(host, arg)
             raise LabError(f"unknown placeholder {match.group(0)}; known: {', '.join(PLACEHOLDERS)}")
 
         return PLACEHOLDER_RE.sub(replace, word)
@@ -563,6 +712,15 @@ class Lab:
         if not pids:
             raise LabError(f"{host}: no process listens on TCP :{port}")
         return str(pids[0])
+
+    def zombie_parent_pid(self, host: str, comm: str) -> str:
+        out = self.exec(host, ["ps", "-e", "-o", "stat=,ppid=,comm="], check=True).stdout
+        parents = sorted({int(ppid) for stat, ppid, name in (line.split(None, 2) for line in out.splitlines()
+                                                             if len(line.split(None, 2)) == 3)
+                          if stat.startswith("Z") and name.strip() == comm})
+        if not parents:
+            raise LabError(f"{host}: no zombie process named {comm}")
+        return str(parents[0])
 
     # -- reporting -----------------------------------------------------------------------
 
@@ -576,15 +734,21 @@ class Lab:
         return rows
 
     def inventory(self) -> dict[str, Any]:
-        """An Ansible inventory (script JSON format) of this prefix's running hosts."""
+        """An Ansible inventory (script JSON format) of this prefix's running hosts: group
+        `lab` with the children `lab_sysv` and `lab_systemd`."""
         hostvars = {}
+        by_kind: dict[str, list[str]] = {k: [] for k in KINDS}
         for host, info in self.containers().items():
             if info["state"] != "running":
                 continue
             labels = self._labels(info["container"])
+            kind = labels.get("sentinel.lab.kind") if labels.get("sentinel.lab.kind") in KINDS else "sysv"
+            by_kind[kind].append(host)
             hostvars[host] = {
                 "ansible_host": info["container"],
                 "sentinel_lab_container": info["container"],
+                "sentinel_lab_kind": kind,
+                "sentinel_init": kind,
                 "sentinel_lab_tools_present": _split_labels(labels.get("sentinel.lab.tools_present")),
                 "sentinel_lab_tools_absent": _split_labels(labels.get("sentinel.lab.tools_absent")),
             }
@@ -596,11 +760,25 @@ class Lab:
             "ansible_python_interpreter": "/usr/bin/python3",
             "sentinel_lab_prefix": self.prefix,
         }
-        return {"lab": {"hosts": list(hostvars), "vars": group_vars}, "_meta": {"hostvars": hostvars}}
+        data: dict[str, Any] = {
+            "lab": {"hosts": list(hostvars), "children": [f"lab_{k}" for k in KINDS], "vars": group_vars},
+            "_meta": {"hostvars": hostvars},
+        }
+        for kind in KINDS:
+            data[f"lab_{kind}"] = {"hosts": by_kind[kind], "vars": {"sentinel_init": kind}}
+        return data
 
-    def write_inventory(self, path: Path | str) -> Path:
-        """A static YAML inventory of this prefix (for tests running their own lab)."""
+    def write_inventory(self, path: Path | str, services: bool = False) -> Path:
+        """A static inventory of this prefix (for tests running their own lab): group `lab`
+        with children `lab_sysv` / `lab_systemd`. With `services`, each kind's group also
+        carries the variables of inventories/lab/group_vars/lab_<kind>.yml (remediate_services)."""
         data = self.inventory()
+        children: dict[str, Any] = {}
+        for kind in KINDS:
+            group_vars = dict(data[f"lab_{kind}"]["vars"])
+            if services:
+                group_vars.update(kind_group_vars(kind))
+            children[f"lab_{kind}"] = {"hosts": {h: {} for h in data[f"lab_{kind}"]["hosts"]}, "vars": group_vars}
         group = {
             "hosts": data["_meta"]["hostvars"],
             "vars": {
@@ -608,6 +786,7 @@ class Lab:
                 # As inventories/lab/group_vars/lab.yml says for the default lab.
                 "remediation_policy": {"absent_tools": "{{ sentinel_lab_tools_absent }}"},
             },
+            "children": children,
         }
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -621,6 +800,17 @@ class Lab:
         return json.loads(result.stdout or "null") or {}
 
 
+def kind_group_vars(kind: str) -> dict[str, Any]:
+    """The variables of inventories/lab/group_vars/lab_<kind>.yml (needs PyYAML)."""
+    import yaml
+
+    path = GROUP_VARS_DIR / f"lab_{kind}.yml"
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise LabError(f"cannot read the group variables of lab_{kind}: {exc}") from None
+
+
 def _split_labels(value: str | None) -> list[str]:
     return [item for item in (value or "").split(",") if item]
 
@@ -632,13 +822,17 @@ def _split_labels(value: str | None) -> list[str]:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lab",
-        description="Lab of Debian containers with real services and a catalogue of real faults.",
+        description="Lab of Debian containers (SysV and systemd hosts) with real services and real faults.",
     )
     parser.add_argument("--prefix", help=f"container name prefix (env SENTINEL_LAB_PREFIX, default {DEFAULT_PREFIX})")
-    parser.add_argument("--image", help=f"image (env SENTINEL_LAB_IMAGE, default {DEFAULT_IMAGE})")
+    parser.add_argument("--image", help="image of the sysv kind (env SENTINEL_LAB_IMAGE, default sentinel-lab:latest)")
+    parser.add_argument("--systemd-image",
+                        help="image of the systemd kind (env SENTINEL_LAB_SYSTEMD_IMAGE, default sentinel-lab-systemd:latest)")
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = sub.add_parser("up", help="start lab01..labNN and wait until their services are healthy")
     p.add_argument("count", type=int, nargs="?", default=3)
+    p.add_argument("--kind", choices=[*KINDS, "mixed"], default="mixed",
+                   help="host kind; mixed (default): odd hosts sysv, even hosts systemd")
     sub.add_parser("down", help="remove every container of the prefix")
     sub.add_parser("status", help="containers and the health of their services")
     for name, text in (("inject", "break HOST with FAULT"), ("fix", "apply the catalogue's fix of FAULT on HOST")):
@@ -650,13 +844,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--service", action="append", choices=SERVICES)
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("faults", help="list the fault catalogue")
+    p.add_argument("--kind", choices=KINDS, help="only the faults of this host kind")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--json", action="store_true")
     group.add_argument("--markdown", action="store_true", help="the table of docs/lab.md")
-    p = sub.add_parser("reset", help="recreate HOST from the image")
+    p = sub.add_parser("reset", help="recreate HOST from its image")
     p.add_argument("host")
     p = sub.add_parser("inventory", help="print (or write to PATH) an Ansible inventory of the running hosts")
     p.add_argument("path", nargs="?")
+    p.add_argument("--services", action="store_true",
+                   help="with PATH: put each kind's remediate_services (inventories/lab/group_vars) in the file")
     return parser
 
 
@@ -674,12 +871,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _print_health(lab: Lab, hosts: list[str], services: list[str] | None, as_json: bool) -> int:
+    for host in hosts:
+        lab._require_host(host)
+    report = {h: lab.health(h, [s for s in services if s in lab.services(h)] if services else None) for h in hosts}
+    broken = any(not s.healthy for r in report.values() for s in r.values())
+    if as_json:
+        print(json.dumps({h: {s: vars(v) for s, v in r.items()} for h, r in report.items()}, indent=2))
+        return 1 if broken else 0
+    if not hosts:
+        print(f"no running lab hosts (prefix {lab.prefix})")
+    for host, health in report.items():
+        for service, item in health.items():
+            print(f"{host}  {lab.kind(host):<7} {service:<8} {'ok    ' if item.healthy else 'BROKEN'}  {item.summary()}")
+    return 1 if broken else 0
+
+
 def _dispatch(args: argparse.Namespace) -> int:
-    lab = Lab(prefix=args.prefix, image=args.image)
+    lab = Lab(prefix=args.prefix, image=args.image, systemd_image=args.systemd_image)
     if args.action == "up":
         start = time.monotonic()
-        hosts = lab.up(args.count)
-        print(f"lab up: {', '.join(hosts)} healthy in {time.monotonic() - start:.1f} s (prefix {lab.prefix})")
+        hosts = lab.up(args.count, kind=args.kind)
+        kinds = ", ".join(f"{h} ({lab.kind(h)})" for h in hosts)
+        print(f"lab up: {kinds} healthy in {time.monotonic() - start:.1f} s (prefix {lab.prefix})")
     elif args.action == "down":
         names = lab.down()
         print(f"lab down: removed {', '.join(names)}" if names else f"lab down: nothing to remove (prefix {lab.prefix})")
@@ -688,47 +902,36 @@ def _dispatch(args: argparse.Namespace) -> int:
         if not rows:
             print(f"no lab containers (prefix {lab.prefix}); start some with `lab up N`")
         for row in rows:
-            print(f"{row['host']}  {row['container']}  {row['state']}")
+            print(f"{row['host']}  {row['kind']:<7} {row['container']}  {row['state']}")
             for service, summary in row["health"].items():
-                print(f"    {service:<6} {summary}")
+                print(f"    {service:<8} {summary}")
     elif args.action == "inject":
         fault = lab.inject(args.host, args.fault)
-        print(f"{args.host}: injected {fault.name} ({fault.service})")
+        print(f"{args.host}: injected {fault.name} ({fault.service}, {lab.kind(args.host)})")
     elif args.action == "fix":
         fault = lab.catalogue.get(args.fault)
         lab.fix(args.host, args.fault)
         print(f"{args.host}: fixed {fault.name}; {fault.service} healthy")
     elif args.action == "health":
-        hosts = [args.host] if args.host else lab.hosts()
-        for host in hosts:
-            lab._require_host(host)
-        report = {h: lab.health(h, args.service) for h in hosts}
-        broken = any(not s.healthy for r in report.values() for s in r.values())
-        if args.json:
-            print(json.dumps({h: {s: vars(v) for s, v in r.items()} for h, r in report.items()}, indent=2))
-        else:
-            if not hosts:
-                print(f"no running lab hosts (prefix {lab.prefix})")
-            for host, services in report.items():
-                for service, health in services.items():
-                    print(f"{host}  {service:<6} {'ok    ' if health.healthy else 'BROKEN'}  {health.summary()}")
-        return 1 if broken else 0
+        return _print_health(lab, [args.host] if args.host else lab.hosts(), args.service, args.json)
     elif args.action == "faults":
-        faults = lab.catalogue.faults.values()
+        faults = [f for f in lab.catalogue.faults.values() if args.kind in (None, *f.kinds)]
         if args.json:
-            print(json.dumps([vars(f) for f in faults], indent=2, default=list))
+            print(json.dumps([f.as_dict() for f in faults], indent=2))
         elif args.markdown:
             print(render_catalogue_markdown(lab.catalogue), end="")
         else:
+            with_runbook = runbook_faults()
             for f in faults:
-                flag = "needs human" if f.needs_human else ""
-                print(f"{f.name:<28} {f.service:<6} {flag:<12} {f.description[:90]}")
+                flags = ", ".join(flag for flag, on in (("needs human", f.needs_human), ("novel", f.novel),
+                                                        ("runbook", f.name in with_runbook)) if on)
+                print(f"{f.name:<32} {'/'.join(f.kinds):<13} {f.service:<8} {flags:<20} {f.description[:70]}")
     elif args.action == "reset":
         lab.reset(args.host)
         print(f"{args.host}: recreated, healthy")
     elif args.action == "inventory":
         if args.path:
-            print(lab.write_inventory(args.path))
+            print(lab.write_inventory(args.path, services=args.services))
         else:
             print(json.dumps(lab.inventory(), indent=2))
     return 0

@@ -1,10 +1,11 @@
 """Fixtures for tests against the lab's real containers (see docs/lab.md).
 
 `lab` is one session lab of three hosts for any test that needs hosts to break and heal;
-`lab_factory(prefix, count)` makes a lab of one's own (its own container prefix) when a
-test must not share hosts. Every lab made here is removed when the session ends, unless
-SENTINEL_LAB_KEEP=1. Without Docker or the lab image the tests are skipped with the
-reason, except under CI=true, where a missing lab is a failure.
+`lab_factory(prefix, count, kind="sysv")` makes a lab of one's own (its own container
+prefix; `kind` sysv, systemd or mixed) when a test must not share hosts. Every lab made
+here is removed when the session ends, unless SENTINEL_LAB_KEEP=1. Without Docker or the
+lab image the tests are skipped with the reason, except under CI=true, where a missing lab
+is a failure.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ LAB_DIR = Path(__file__).resolve().parents[2] / "lab"
 if str(LAB_DIR) not in sys.path:
     sys.path.insert(0, str(LAB_DIR))
 
-from sentinel_lab import Lab  # noqa: E402
+from sentinel_lab import Lab, kinds_for  # noqa: E402
 
 SESSION_PREFIX = "sentinel-test"
 
@@ -32,22 +33,23 @@ def _unavailable(reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def lab_factory() -> Iterator[Callable[[str, int], Lab]]:
+def lab_factory() -> Iterator[Callable[..., Lab]]:
     made: dict[str, Lab] = {}
     problem: list[str] = []
 
-    def make(prefix: str, count: int = 3) -> Lab:
+    def make(prefix: str, count: int = 3, kind: str = "sysv") -> Lab:
         if problem:
             _unavailable(problem[0])
-        if prefix not in made:
-            lab = Lab(prefix=prefix)
-            reason = lab.image_problem()
-            if reason:
+        kinds = sorted(set(kinds_for(count, kind)))
+        lab = made.get(prefix) or Lab(prefix=prefix)
+        reason = lab.image_problem(kinds)
+        if reason:
+            if kinds == ["sysv"]:
                 problem.append(reason)
-                _unavailable(reason)
-            made[prefix] = lab
-        made[prefix].up(count)
-        return made[prefix]
+            _unavailable(reason)
+        made[prefix] = lab
+        lab.up(count, kind=kind)
+        return lab
 
     yield make
     if os.environ.get("SENTINEL_LAB_KEEP") != "1":
@@ -56,7 +58,7 @@ def lab_factory() -> Iterator[Callable[[str, int], Lab]]:
 
 
 @pytest.fixture(scope="session")
-def lab(lab_factory: Callable[[str, int], Lab]) -> Lab:
+def lab(lab_factory: Callable[..., Lab]) -> Lab:
     """Three running hosts (lab01..lab03, prefix sentinel-test) with healthy services."""
     return lab_factory(SESSION_PREFIX, 3)
 

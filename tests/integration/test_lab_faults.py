@@ -1,50 +1,135 @@
-"""Every fault of lab/faults.yml really breaks its service and its catalogue fix really heals it.
+"""Every fault of lab/faults.yml, on every host kind it names, really breaks its service
+and its catalogue fix really heals it.
 
-Judged by the lab's own health check (lab/sentinel_lab.py), never by the collection.
-One host per service group, so the faults of one service run one after another on the
-same host: each fix must leave the host as healthy as it found it. A host left broken by
-a failure is recreated before the next fault.
+Judged by the lab's own health check (lab/lab_health.py), never by the collection. Per
+fault and kind: the host is healthy, the fault is injected, the health check says the
+fault's service is broken while the services outside its scope (the service, what it
+needs and what needs it) stay healthy, the catalogue's fix runs, and every service of the
+host is healthy again.
+
+Fast on purpose: the faults share a few containers per kind (lanes) and the lanes run in
+parallel threads; the faults of one lane run one after another on the same host, so each
+fix must leave the host healthy. A host left broken by a failure, or changed for good by
+a `reset_after` fault, is recreated before the next fault. The module fixture runs only
+the cases pytest selected (`-k`), then each test reports its own case.
+
+Environment: SENTINEL_LAB_FAULT_LANES (hosts per kind, default 3), SENTINEL_LAB_KINDS
+(default "sysv,systemd"), SENTINEL_LAB_PREFIX (containers <prefix>-faults-labNN).
 """
 from __future__ import annotations
 
+import os
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
 import pytest
-from sentinel_lab import Lab, load_catalogue
+from sentinel_lab import KINDS, Lab, LabError, load_catalogue
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 CATALOGUE = load_catalogue()
-HOST_OF_SERVICE = {"nginx": "lab01", "redis": "lab02", "cron": "lab03", "ssh": "lab03"}
+TEST_KINDS = [k for k in os.environ.get("SENTINEL_LAB_KINDS", ",".join(KINDS)).split(",") if k in KINDS]
+LANES = max(1, int(os.environ.get("SENTINEL_LAB_FAULT_LANES", "3")))
+CASES = [(name, kind) for name, fault in CATALOGUE.faults.items() for kind in fault.kinds if kind in TEST_KINDS]
+BROKEN_WITHIN = 20  # seconds a fault may take to show in the health check
 
 
-@pytest.fixture(scope="module")
-def fault_lab(lab_factory) -> Lab:
-    return lab_factory("sentinel-test-faults", 3)
+def case_id(name: str, kind: str) -> str:
+    return f"{kind}-{name}"
+
+
+@dataclass
+class Outcome:
+    name: str
+    kind: str
+    host: str = ""
+    ok: bool = False
+    steps: list[str] = field(default_factory=list)
+    error: str = ""
+    seconds: float = 0.0
 
 
 def _broken(report) -> list[str]:
     return [f"{name}: {health.summary()}" for name, health in report.items() if not health.healthy]
 
 
-@pytest.mark.parametrize("name", CATALOGUE.names())
-def test_fault_breaks_and_catalogue_fix_heals(fault_lab: Lab, name: str) -> None:
+def _run_case(lab: Lab, host: str, name: str, kind: str) -> Outcome:
     fault = CATALOGUE.get(name)
-    host = HOST_OF_SERVICE[fault.service]
-    if _broken(fault_lab.health(host)):
-        fault_lab.reset(host)
-    assert not _broken(fault_lab.health(host)), f"{host} is not healthy before {name}"
-
-    fault_lab.inject(host, name)
+    outcome = Outcome(name, kind, host)
+    started = time.monotonic()
     try:
-        after_inject = fault_lab.health(host)
-        assert not after_inject[fault.service].healthy, (
-            f"{name} did not break {fault.service}: {after_inject[fault.service].checks}"
-        )
-        others = {s: h for s, h in after_inject.items() if s != fault.service}
-        assert not _broken(others), f"{name} broke more than {fault.service}"
+        lab.clear_failures(host)
+        if _broken(lab.health(host)):
+            outcome.steps.append("host not healthy before the fault: recreated")
+            lab.reset(host)
+        before = lab.health(host)
+        assert not _broken(before), f"{host} is not healthy before {name}: {_broken(before)}"
 
-        fault_lab.fix(host, name)  # raises LabError unless the service is healthy again
-        after_fix = fault_lab.health(host)
+        lab.inject(host, name)
+        lab.wait_health(host, [fault.service], healthy=False, timeout=BROKEN_WITHIN)
+        after_inject = lab.health(host)
+        assert not after_inject[fault.service].healthy, f"{name} did not break {fault.service}"
+        outcome.steps.append(f"broken: {after_inject[fault.service].summary()}")
+        scope = CATALOGUE.scope(fault.service)
+        outside = {s: h for s, h in after_inject.items() if s not in scope}
+        assert not _broken(outside), f"{name} broke services outside {sorted(scope)}: {_broken(outside)}"
+
+        lab.fix(host, name)  # raises LabError unless the fault's scope is healthy again
+        after_fix = lab.health(host)
         assert not _broken(after_fix), f"after the fix of {name}: {_broken(after_fix)}"
-    except BaseException:
-        fault_lab.reset(host)
-        raise
+        outcome.steps.append("fixed: every service healthy")
+        outcome.ok = True
+        if fault.reset_after:
+            lab.reset(host)
+            outcome.steps.append("recreated (the fix leaves the host changed for good)")
+    except (AssertionError, LabError) as exc:
+        outcome.error = str(exc)
+    except Exception:  # report it on this case and keep the lane going
+        outcome.error = traceback.format_exc()
+    if not outcome.ok:
+        try:
+            lab.reset(host)
+        except LabError as exc:
+            outcome.error += f"\n(and recreating {host} failed: {exc})"
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+@pytest.fixture(scope="module")
+def fault_outcomes(request: pytest.FixtureRequest, lab_factory) -> dict[tuple[str, str], Outcome]:
+    """Run the selected cases on LANES hosts per kind, in parallel; {(fault, kind): Outcome}."""
+    selected = [item.callspec.params["case"] for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec") and "case" in item.callspec.params]
+    kinds = [k for k in TEST_KINDS if any(kind == k for _name, kind in selected)]
+    if not kinds:
+        return {}
+    prefix = f"{os.environ.get('SENTINEL_LAB_PREFIX') or 'sentinel-test'}-faults"
+    if kinds == list(KINDS):
+        lab = lab_factory(prefix, LANES * len(KINDS), kind="mixed")
+    else:
+        lab = lab_factory(prefix, LANES, kind=kinds[0])
+    lanes: dict[str, list[tuple[str, str]]] = {h: [] for h in lab.hosts()}
+    hosts_of_kind = {k: [h for h in lanes if lab.kind(h) == k] for k in kinds}
+    # Longest-first would balance better, but the catalogue order keeps each lane's story readable.
+    for index, (name, kind) in enumerate(sorted(selected, key=lambda c: (c[1], list(CATALOGUE.faults).index(c[0])))):
+        hosts = hosts_of_kind[kind]
+        lanes[hosts[index % len(hosts)]].append((name, kind))
+
+    def run_lane(host: str) -> list[Outcome]:
+        return [_run_case(lab, host, name, kind) for name, kind in lanes[host]]
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
+        results = [o for lane in pool.map(run_lane, lanes) for o in lane]
+    elapsed = time.monotonic() - started
+    print(f"\nlab faults: {len(results)} cases on {len(lanes)} hosts in {elapsed:.0f} s; slowest: "
+          + ", ".join(f"{o.kind}/{o.name} {o.seconds:.0f}s" for o in sorted(results, key=lambda o: -o.seconds)[:5]))
+    return {(o.name, o.kind): o for o in results}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case_id(n, k) for n, k in CASES])
+def test_fault_breaks_and_catalogue_fix_heals(fault_outcomes: dict[tuple[str, str], Outcome], case) -> None:
+    outcome = fault_outcomes[case]
+    assert outcome.ok, f"{case_id(*case)} on {outcome.host}: {outcome.error}\nsteps: {outcome.steps}"

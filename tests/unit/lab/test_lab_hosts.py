@@ -1,0 +1,182 @@
+"""The lab's two host kinds without Docker: how containers are started, the inventory the
+kinds make, and the service definitions of inventories/lab/group_vars.
+
+A stand-in `docker` CLI (a script in tmp_path) answers `ps` and `inspect` from a JSON
+file and records every call, so what the lab would run is asserted from outside.
+"""
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO / "lab"))
+
+from sentinel_lab import (  # noqa: E402
+    KINDS,
+    Lab,
+    LabUsageError,
+    default_image,
+    kinds_for,
+    load_catalogue,
+)
+
+FAKE_DOCKER = r'''#!/usr/bin/env python3
+import json, os, sys
+state = json.load(open(os.environ["FAKE_DOCKER_STATE"]))
+with open(os.environ["FAKE_DOCKER_LOG"], "a") as log:
+    log.write(json.dumps(sys.argv[1:]) + "\n")
+args = sys.argv[1:]
+if args[0] == "ps":
+    for host, c in state.items():
+        print("\t".join([host, c["name"], c["state"], c["image"], c["kind"]]))
+elif args[0] == "inspect":
+    c = next(c for c in state.values() if c["name"] == args[-1])
+    labels = {"sentinel.lab.kind": c["kind"], "sentinel.lab.tools_present": "ps,ss",
+              "sentinel.lab.tools_absent": c["absent"]}
+    print(json.dumps(labels) if "json" in args[2] else c["kind"])
+'''
+
+
+@pytest.fixture()
+def fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    script = tmp_path / "docker"
+    script.write_text(FAKE_DOCKER, encoding="utf-8")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    state = {
+        "lab01": {"name": "t-lab01", "state": "running", "image": "sentinel-lab:latest", "kind": "sysv",
+                  "absent": "systemctl,lsof"},
+        "lab02": {"name": "t-lab02", "state": "running", "image": "sentinel-lab-systemd:latest", "kind": "systemd",
+                  "absent": "curl"},
+        "lab03": {"name": "t-lab03", "state": "exited", "image": "sentinel-lab:latest", "kind": "sysv", "absent": ""},
+    }
+    (tmp_path / "state.json").write_text(json.dumps(state), encoding="utf-8")
+    monkeypatch.setenv("FAKE_DOCKER_STATE", str(tmp_path / "state.json"))
+    monkeypatch.setenv("FAKE_DOCKER_LOG", str(tmp_path / "calls.log"))
+
+    def calls() -> list[list[str]]:
+        log = tmp_path / "calls.log"
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    return Lab(prefix="t", docker=str(script)), calls
+
+
+def test_mixed_alternates_the_kinds() -> None:
+    assert kinds_for(4, "mixed") == ["sysv", "systemd", "sysv", "systemd"]
+    assert kinds_for(2, "systemd") == ["systemd", "systemd"]
+    with pytest.raises(LabUsageError, match="unknown host kind 'upstart'"):
+        kinds_for(1, "upstart")
+
+
+def test_images_follow_the_build_script(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("SENTINEL_LAB_IMAGE", "SENTINEL_LAB_SYSTEMD_IMAGE", "LAB_IMAGE_REPO"):
+        monkeypatch.delenv(name, raising=False)
+    assert default_image("sysv") == "sentinel-lab:latest"
+    assert default_image("systemd") == "sentinel-lab-systemd:latest"
+    monkeypatch.setenv("LAB_IMAGE_REPO", "mine")
+    assert default_image("systemd") == "mine-systemd:latest"
+    monkeypatch.setenv("SENTINEL_LAB_SYSTEMD_IMAGE", "x:1")
+    assert default_image("systemd") == "x:1"
+
+
+def test_a_systemd_host_boots_init_without_privileges() -> None:
+    argv = Lab(prefix="t", systemd_image="sd:1").run_argv("lab02", "systemd")
+    joined = " ".join(argv)
+    assert "--privileged" not in argv and "--init" not in argv
+    for part in ("--cgroupns=host", "-v /sys/fs/cgroup:/sys/fs/cgroup:ro", "--tmpfs /run ", "--tmpfs /run/lock",
+                 "-e container=docker", "--network none", "--label sentinel.lab.kind=systemd"):
+        assert part in joined + " ", part
+    assert argv[-1] == "sd:1"
+
+
+def test_a_sysv_host_runs_lab_boot_under_docker_init() -> None:
+    argv = Lab(prefix="t", image="sv:1").run_argv("lab01", "sysv")
+    assert "--init" in argv and "--cgroupns=host" not in argv and argv[-1] == "sv:1"
+    assert "/var/lib/redis:size=16m" in argv and "/var/lib/sentinel-app:size=16m" in argv
+
+
+def test_inventory_groups_hosts_by_kind(fake_docker) -> None:
+    lab, _calls = fake_docker
+    data = lab.inventory()
+    assert data["lab"]["hosts"] == ["lab01", "lab02"]  # lab03 is not running
+    assert data["lab"]["children"] == ["lab_sysv", "lab_systemd"]
+    assert data["lab_sysv"] == {"hosts": ["lab01"], "vars": {"sentinel_init": "sysv"}}
+    assert data["lab_systemd"] == {"hosts": ["lab02"], "vars": {"sentinel_init": "systemd"}}
+    assert data["_meta"]["hostvars"]["lab02"]["sentinel_init"] == "systemd"
+    assert data["_meta"]["hostvars"]["lab01"]["sentinel_lab_tools_absent"] == ["systemctl", "lsof"]
+
+
+def test_static_inventory_can_carry_each_kinds_services(fake_docker, tmp_path: Path) -> None:
+    lab, _calls = fake_docker
+    plain = json.loads(lab.write_inventory(tmp_path / "plain.json").read_text())
+    lab_group = plain["all"]["children"]["lab"]
+    assert "remediate_services" not in lab_group["children"]["lab_systemd"]["vars"]
+    assert lab_group["children"]["lab_sysv"]["hosts"] == {"lab01": {}}
+    full = json.loads(lab.write_inventory(tmp_path / "full.json", services=True).read_text())
+    systemd_vars = full["all"]["children"]["lab"]["children"]["lab_systemd"]["vars"]
+    assert systemd_vars["sentinel_init"] == "systemd"
+    assert "systemd-journald" in [s["name"] for s in systemd_vars["remediate_services"]]
+
+
+def test_health_of_a_service_the_kind_does_not_run_is_refused(fake_docker) -> None:
+    lab, calls = fake_docker
+    with pytest.raises(LabUsageError, match="lab01 is a sysv host and runs no journald"):
+        lab.health("lab01", ["journald"])
+    assert not any(c[0] == "exec" for c in calls())
+
+
+def test_injecting_a_fault_of_the_other_kind_runs_nothing(fake_docker) -> None:
+    lab, calls = fake_docker
+    with pytest.raises(LabUsageError, match="nginx_unit_masked happens on systemd hosts, not on a sysv host"):
+        lab.inject("lab01", "nginx_unit_masked")
+    assert not any(c[0] == "exec" for c in calls())
+
+
+# ------------------------------------------------------------ service definitions (C1)
+
+C1_LISTS = ("processes", "config_paths", "data_paths", "runtime_paths", "logs", "ports", "pid_files",
+            "config_test", "paths", "depends_on")
+
+
+def _definitions(kind: str) -> list[dict]:
+    path = REPO / "inventories" / "lab" / "group_vars" / f"lab_{kind}.yml"
+    return yaml.safe_load(path.read_text(encoding="utf-8"))["remediate_services"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_kind_defines_every_service_it_runs(kind: str) -> None:
+    catalogue = load_catalogue()
+    names = [d["name"] for d in _definitions(kind)]
+    expected = [catalogue.services[s]["init"] for s in catalogue.services if kind in catalogue.services[s]["kinds"]]
+    assert sorted(names) == sorted(expected)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_service_definitions_follow_the_contract(kind: str) -> None:
+    definitions = _definitions(kind)
+    names = {d["name"] for d in definitions}
+    for d in definitions:
+        assert d["checks"] and all(c["type"] in {"service", "process", "port", "http", "command"} for c in d["checks"])
+        assert isinstance(d["user"], str) and d["user"]
+        for key in C1_LISTS:
+            assert isinstance(d[key], list), (d["name"], key)
+        assert all(isinstance(p, int) for p in d["ports"])
+        assert set(d["depends_on"]) <= names - {d["name"]}
+        for key in ("config_paths", "data_paths", "runtime_paths", "logs", "pid_files", "paths"):
+            assert all(os.path.isabs(p) for p in d[key]), (d["name"], key)
+        if kind == "systemd":
+            assert d["units"] and all(u.endswith(".service") for u in d["units"]), d["name"]
+        else:
+            assert "units" not in d, "SysV services are their init scripts (`name`)"
+
+
+def test_postgres_on_systemd_is_judged_by_its_cluster_not_the_umbrella_unit() -> None:
+    postgres = next(d for d in _definitions("systemd") if d["name"] == "postgresql")
+    assert postgres["units"] == ["postgresql@15-main.service"]
+    assert {"type": "service"} not in postgres["checks"]
