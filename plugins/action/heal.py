@@ -15,7 +15,6 @@ import re
 import socket
 from collections.abc import Mapping
 
-import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
@@ -23,6 +22,7 @@ from ansible.utils.display import Display
 from ansible_collections.sentinel.remediation.plugins.action.plan import argument_spec as plan_argument_spec
 from ansible_collections.sentinel.remediation.plugins.modules.heal import DOCUMENTATION
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
+from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec import from_documentation
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import memory as memory_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
@@ -38,7 +38,6 @@ display = Display()
 _NAME = "sentinel.remediation.heal"
 _HOSTNAME_VARS = ("inventory_hostname", "inventory_hostname_short", "ansible_host", "ansible_hostname",
                   "ansible_fqdn", "ansible_nodename")
-_SPEC_KEYS = ("type", "required", "default", "choices", "elements", "no_log", "aliases")
 _announced_no_llm = False
 # What the docker daemon answers when a container went away under the connection (a failed
 # module run, not an unreachable host, for the community.docker.docker connection).
@@ -47,14 +46,7 @@ _HOST_GONE = re.compile(r"Error response from daemon: (?:[Cc]ontainer \S+ is (?:
 
 
 def argument_spec() -> dict:
-    options = yaml.safe_load(DOCUMENTATION)["options"]
-    spec = {}
-    for name, doc in options.items():
-        entry = {key: doc[key] for key in _SPEC_KEYS if key in doc}
-        if "suboptions" in doc:
-            entry["options"] = {sub: {key: d[key] for key in _SPEC_KEYS if key in d}
-                                for sub, d in doc["suboptions"].items()}
-        spec[name] = entry
+    spec = from_documentation(DOCUMENTATION)
     spec["llm"] = plan_argument_spec()["llm"]
     return spec
 

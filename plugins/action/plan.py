@@ -3,12 +3,12 @@
 """Action plugin sentinel.remediation.plan: thin edge around plugin_utils.planner."""
 from __future__ import annotations
 
-import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.sentinel.remediation.plugins.modules.plan import DOCUMENTATION
+from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec import from_documentation
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client import LLMError, resolve_settings
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner, PlannerError
 
@@ -16,19 +16,11 @@ display = Display()
 _NAME = "sentinel.remediation.plan"
 _HOSTNAME_VARS = ("inventory_hostname", "inventory_hostname_short", "ansible_host", "ansible_hostname",
                   "ansible_fqdn", "ansible_nodename")
-_SPEC_KEYS = ("type", "required", "default", "choices", "elements", "no_log", "aliases")
 _announced_no_llm = False
 
 
 def argument_spec() -> dict:
-    options = yaml.safe_load(DOCUMENTATION)["options"]
-    spec = {}
-    for name, doc in options.items():
-        entry = {key: doc[key] for key in _SPEC_KEYS if key in doc}
-        if "suboptions" in doc:
-            entry["options"] = {sub: {key: d[key] for key in _SPEC_KEYS if key in d}
-                                for sub, d in doc["suboptions"].items()}
-        spec[name] = entry
+    spec = from_documentation(DOCUMENTATION)
     spec["llm"]["options"]["api_key"]["no_log"] = True
     return spec
 

@@ -1,0 +1,21 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The argument spec of a controller-side action, read from its docs-only module stub, so the
+documentation ansible-doc prints and the checks the action applies can never drift apart."""
+from __future__ import annotations
+
+import yaml
+
+_SPEC_KEYS = ("type", "required", "default", "choices", "elements", "no_log", "aliases")
+
+
+def _entry(doc: dict) -> dict:
+    entry = {key: doc[key] for key in _SPEC_KEYS if key in doc}
+    if "suboptions" in doc:
+        entry["options"] = {name: _entry(sub) for name, sub in doc["suboptions"].items()}
+    return entry
+
+
+def from_documentation(documentation: str) -> dict:
+    """``validate_argument_spec``'s spec for the options of a DOCUMENTATION string."""
+    return {name: _entry(doc) for name, doc in yaml.safe_load(documentation)["options"].items()}
