@@ -545,7 +545,15 @@ def described_paths(defn: dict) -> dict:
         for path in defn[key]:
             if path not in ordered:
                 ordered.append(path)
-    return dict((p, host_probe.describe_path(p) + host_probe.user_access_text(p, defn["user"])) for p in ordered)
+    return dict((p, _with_access(host_probe.describe_path(p), host_probe.user_access_text(p, defn["user"])))
+                for p in ordered)
+
+
+def _with_access(description, access):
+    """The account's access goes on the description's first line: the lines after it (the
+    largest files of a full filesystem) stay one file per line."""
+    first, sep, rest = description.partition("\n")
+    return first + access + sep + rest
 
 
 def tool_candidates(defn: dict) -> list:

@@ -333,3 +333,19 @@ def test_many_workers_are_described_up_to_a_bound_keeping_the_unusual(tmp_path: 
     assert pids == sorted(p.pid for p in procs)
     assert [p["pid"] for p in described] == sorted([procs[0].pid, procs[1].pid, procs[4].pid])
     assert described[-1]["state"] == "stopped"
+
+
+def test_access_note_keeps_the_largest_files_one_per_line():
+    # Regression: "; user redis may rwx" appended after the file list made the redis disk-full
+    # runbook miss its file ({largest_file:/var/lib/redis}).
+    from ansible_collections.sentinel.remediation.plugins.module_utils import service_evidence
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils.runbooks import resolve_placeholders
+
+    text = service_evidence._with_access(
+        "directory, owner redis:redis, mode 0750; filesystem at /var/lib/redis: 100% used, 0 B free\n"
+        "largest files:\n  16M /var/lib/redis/ballast.bin", "; user redis may rwx")
+    assert text.splitlines()[0].endswith("0 B free; user redis may rwx")
+    assert text.splitlines()[-1] == "  16M /var/lib/redis/ballast.bin"
+    evidence = {"paths": {"/var/lib/redis": text}}
+    assert resolve_placeholders("rm -f {largest_file:/var/lib/redis}", evidence, "redis-server") == \
+        "rm -f /var/lib/redis/ballast.bin"
