@@ -73,7 +73,13 @@ def clip_text(text, limit, keep="tail"):
         tail = data[len(data) - (room - room // 2):].decode("utf-8", "ignore")
         result = head + ("\n" + mark + "\n" if mark else "") + tail
     else:
-        result = (mark + "\n" if mark else "") + data[len(data) - room:].decode("utf-8", "ignore")
+        kept = data[len(data) - room:]
+        # Whole lines only: a log line cut at its start reads as another message.
+        newline = kept.find(b"\n")
+        if 0 <= newline < len(kept.rstrip(b"\n")) - 1:
+            kept = kept[newline + 1:]
+            mark = (_TRUNCATION_MARK % (len(data) - len(kept))) if mark else ""
+        result = (mark + "\n" if mark else "") + kept.decode("utf-8", "ignore")
     # Dropping a split multi-byte character can only shorten the text; this is a guard.
     while byte_len(result) > limit:
         result = result[1:] if keep == "tail" else result[:-1]

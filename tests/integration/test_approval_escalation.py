@@ -33,7 +33,7 @@ RULES = [
      "reply": {"plan": {"diagnosis": "ESCALATE: the nginx binary is gone; reinstalling is a human's call",
                         "commands": [], "rationale": "needs a package reinstall"}}},
     # Useless for a stopped nginx: the retry loop must give up after remediate_max_retries.
-    {"match": r"Service: nginx\b", "reply": {"plan": {"diagnosis": "guess", "commands": ["service cron restart"],
+    {"match": r"Service: nginx\b", "reply": {"plan": {"diagnosis": "guess", "commands": ["nginx -t"],
                                                       "rationale": "guess"}}},
 ]
 
@@ -166,7 +166,7 @@ def test_exhausted_retries_and_needs_human_escalate(env, tmp_path):
         learned = run.outcomes()[("lab01", "nginx")]
         assert learned["state"] == "healed" and learned["attempts"] == 2, learned
         ran = [c["command"] for c in learned["commands"] if c["rc"] is not None]
-        assert ran.count("service cron restart") == 1 and ran[-1] == "service nginx start", ran
+        assert ran.count("nginx -t") == 1 and ran[-1] == "service nginx start", ran
         assert learned["sources"] == ["llm", "runbook"]
         assert lab.health("lab01")["nginx"].healthy
         human = run.outcomes()[("lab02", "nginx")]
