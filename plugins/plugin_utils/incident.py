@@ -381,7 +381,7 @@ def outcome(incident: Incident) -> dict:
     return {
         "service": incident.service,
         "state": incident.state,
-        "attempts": len([a for a in incident.attempts if a.ran]),
+        "attempts": len(incident.attempts),
         "signature": incident.signature,
         "diagnosis": last.diagnosis if last else "",
         "commands": commands,

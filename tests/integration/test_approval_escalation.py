@@ -171,7 +171,7 @@ def test_exhausted_retries_and_needs_human_escalate(env, tmp_path):
         assert lab.health("lab01")["nginx"].healthy
         human = run.outcomes()[("lab02", "nginx")]
         assert human["state"] == "escalated", human
-        assert human["commands"] == [] and human["attempts"] == 0
+        assert human["commands"] == [] and human["attempts"] == 1
         assert {b["alerts"][0]["labels"]["instance"] for b in hook.bodies} == {"lab02"}
         junit = (work.root / f"runner-{work.count}" / "junit.xml").read_text()
         assert junit.count("<failure") == 1
