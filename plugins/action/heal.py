@@ -213,8 +213,9 @@ class ActionModule(ActionBase):
                 attempt.diagnosis = incident.attempts[-1].diagnosis if incident.attempts else ""
                 approved = None
             else:
-                planned = self._plan(incident, attempt, definition, error, evidence, tools)
-                checked = self._check_here(planned, definition, evidence, tools)
+                scope = self._scope(definition, evidence)
+                planned = self._plan(incident, attempt, definition, error, evidence, tools, scope)
+                checked = self._check_here(planned, tools, scope)
                 attempt.refused = list(planned.get("dropped") or []) + [c for c in checked if c["verdict"] == "reject"]
                 attempt.source = planned.get("source") or "none"
                 attempt.diagnosis = planned.get("diagnosis") or ""
@@ -332,7 +333,7 @@ class ActionModule(ActionBase):
             self._share.prune()
         return self._share
 
-    def _plan(self, incident, attempt, definition, error, evidence, tools) -> dict:
+    def _plan(self, incident, attempt, definition, error, evidence, tools, scope) -> dict:
         args = self._args
         known = self._memory_index().get(attempt.signature) or {}
         # Episodes written during this run by this host are not in the run's index yet.
@@ -344,7 +345,6 @@ class ActionModule(ActionBase):
         failed = list(dict.fromkeys(list(known.get("failed_commands") or []) + list(own.get("failed_commands") or [])))
         history = [(a.signature, list(a.key), [c.rc for c in a.commands], a.healthy) for a in incident.attempts]
         key = share_key(attempt.signature, history, args["backend"])
-        scope = self._scope(definition, evidence)
 
         def make() -> dict:
             planner = Planner(
@@ -376,22 +376,20 @@ class ActionModule(ActionBase):
         policy["absent_tools"] = sorted(set(absent))
         return policy
 
-    def _scope(self, definition: Mapping, evidence: Mapping) -> dict | None:
-        if not hasattr(policy_mod, "scope_from_service"):
-            return None
+    def _scope(self, definition: Mapping, evidence: Mapping) -> dict:
+        """The incident's scope for the policy: the service definition and the PIDs the
+        evidence ties to it (computed once per attempt, for planning and the final check)."""
         pids = evidence.get("service_pids") if isinstance(evidence, Mapping) else None
         return policy_mod.scope_from_service(definition, pids or (), evidence)
 
-    def _check_here(self, planned: Mapping, definition, evidence, tools) -> list[dict]:
+    def _check_here(self, planned: Mapping, tools: Mapping, scope: Mapping) -> list[dict]:
         """The plan classified again for this host and incident (the policy is the last word)."""
         commands = list(planned.get("commands") or [])
         if not commands:
             return []
         loaded = policy_mod.load_policy(self._host_policy(tools))
-        scope = self._scope(definition, evidence)
         texts = [str(c.get("command")) for c in commands]
-        verdicts = (policy_mod.classify_many(texts, loaded, scope=scope) if scope is not None
-                    else policy_mod.classify_many(texts, loaded))
+        verdicts = policy_mod.classify_many(texts, loaded, scope=scope)
         out = []
         for item, verdict in zip(commands, verdicts):
             if item.get("verdict") == "reject":  # e.g. a value that could not be localized

@@ -59,8 +59,6 @@ display = Display()
 _NAME = "sentinel.remediation.jsonfile"
 # Failed writes of this process, read by the remediation report callback: [{host, file, error}].
 WRITE_FAILURES: list[dict] = []
-# Corrupt entries moved aside by this process: [{host, file, copy}].
-MOVED_ASIDE: list[dict] = []
 
 
 def _host_of(key: str) -> str:
@@ -106,7 +104,6 @@ class CacheModule(BaseFileCacheModule):
                 display.warning(f"{_NAME}: the cache entry {cachefile} is unreadable ({exc}) and could not be "
                                 f"moved aside ({move_error}); {key} starts with no cached facts")
             else:
-                MOVED_ASIDE.append({"host": _host_of(key), "file": cachefile, "copy": copy})
                 display.warning(f"{_NAME}: the cache entry {cachefile} was corrupt ({exc}); kept as {copy}, "
                                 f"{_host_of(key)} starts with no cached facts")
             raise FileNotFoundError(cachefile) from exc

@@ -27,15 +27,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SOURCES = ("memory", "runbook", "llm", "fallback")
 BACKEND_ORDERS = {
     "auto": ("memory", "runbook", "llm", "fallback"),
     "llm": ("memory", "llm", "runbook", "fallback"),
     "runbook": ("memory", "runbook", "fallback"),
     "memory": ("memory",),
 }
-STATES = ("open", "healthy", "healed", "waiting_approval", "escalated", "failed", "dry_run", "busy", "unreachable")
-GATES = ("execute", "approval", "escalate", "dry_run")
 OUTPUT_TAIL = 600        # characters of a command's stdout/stderr kept in the incident
 HISTORY_TAIL = 300       # characters of each output shown to the model per command
 _SUDO = re.compile(r"^sudo(?:\s+-[nSEH]+)*\s+")

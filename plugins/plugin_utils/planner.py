@@ -265,7 +265,7 @@ class Planner:
         self.llm["used"] = True
         remembered = [c for fix in self.fixes for c in _fix_commands(fix)[0]]
         scope_lines = []
-        if self.scope is not None and hasattr(_policy(), "describe_scope"):
+        if self.scope is not None:
             scope_lines = _policy().describe_scope(self.scope)
         messages = prompt_mod.build_messages(
             service=self.service, error=self.error, evidence=self.evidence, max_commands=self.max_commands,
