@@ -18,7 +18,7 @@ Every fact has a class:
   ``config_invalid``, ``path_missing``, ``unit_masked``...), and ``log_error``: an
   error in the recent log that no specific fact explains (an unknown cause);
 * ``weak``: a sign that something is wrong that any cause would also show (the unit
-  is in the failed state);
+  is in the failed state, systemd's start limit was hit);
 * ``info``: context that changes no plan by itself (``killed``: an OOM or SIGKILL).
 
 ``runbooks.match_runbooks`` uses the classes: a runbook must explain every cause the
@@ -66,7 +66,10 @@ FACTS: dict[str, FactKind] = {
     "process_zombie": FactKind(CAUSE, ("pid", "process"), "a process of the service is a zombie"),
     "unit_masked": FactKind(CAUSE, ("unit",), "the systemd unit is masked"),
     "unit_not_found": FactKind(CAUSE, ("unit",), "systemd has no such unit"),
-    "start_limit_hit": FactKind(CAUSE, ("unit",), "systemd refuses to start the unit: start limit hit"),
+    # Weak: systemd says so of any unit that failed too often, whatever made it fail; a
+    # runbook for that cause still applies (a start after StartLimitIntervalSec, or after
+    # `systemctl reset-failed`, is accepted again).
+    "start_limit_hit": FactKind(WEAK, ("unit",), "systemd refuses to start the unit: start limit hit"),
     "unit_changed_on_disk": FactKind(CAUSE, ("unit",), "the unit file changed on disk; systemd needs daemon-reload"),
     "unit_failed": FactKind(WEAK, ("unit", "result"), "the unit is in the failed state"),
     "log_error": FactKind(CAUSE, ("line",), "a recent log or journal line reports an error that no other fact explains"),
@@ -343,11 +346,22 @@ def parse_path_state(path: str, state) -> PathState:
     return item
 
 
+def volatile(path: str) -> bool:
+    """A path on the runtime filesystem (``/run``, ``/var/run``): emptied at every boot, so
+    whatever a service needs there its start creates (systemd's ``RuntimeDirectory=``, an
+    init script's ``mkdir``), and a stop may remove it."""
+    return re.match(r"^(?:/var)?/run/.", path) is not None
+
+
 def created_at_start(state: PathState) -> bool:
-    """A missing file (a name with an extension: a PID file, a socket, a log) in a directory
-    that exists: the service creates it when it starts, so its absence is no fault."""
+    """A missing path the service's start creates, so its absence while the service is down
+    is no fault: a file (a name with an extension: a PID file, a socket, a log) in a
+    directory that exists, or anything on the runtime filesystem (see ``volatile``). When
+    the start does fail for want of it, the error line naming it is still a fact."""
     name = state.path.rstrip("/").rsplit("/", 1)[-1]
     parent = state.path.rstrip("/").rsplit("/", 1)[0] or "/"
+    if state.missing and volatile(state.path):
+        return True
     return state.missing and bool(re.search(r"\.[A-Za-z0-9]{1,8}$", name)) and state.existing_parent == parent
 
 
@@ -630,6 +644,12 @@ def _line_facts(facts, sections, names) -> None:
                 continue
             if section.kind == "config" and _CONFIG_OK.search(line):
                 continue
+            if section.kind == "config" and _runtime_only(line, facts.result.paths):
+                # A config test run outside the start procedure misses what the start
+                # creates (sshd -t: "Missing privilege separation directory: /run/sshd").
+                facts.used.add((section.key, index))
+                produced = True
+                continue
             if _line_fact(facts, section, line, names):
                 facts.used.add((section.key, index))
                 produced = True
@@ -647,6 +667,13 @@ def _line_facts(facts, sections, names) -> None:
             _config_exit(facts, section, names)
 
 
+def _runtime_only(line: str, states: Mapping[str, PathState]) -> bool:
+    """Whether every path ``line`` names is a runtime path that is missing now (or was not
+    probed), and it names at least one."""
+    paths = _paths_in(line)
+    return bool(paths) and all(volatile(p) and (p not in states or states[p].missing) for p in paths)
+
+
 def _config_exit(facts, section, names) -> None:
     """A config test that failed without a line any rule knows: its exit code decides."""
     rc = next((int(m.group(1)) for m in (re.match(r"^\s*rc (-?\d+)", x) for x in section.lines) if m), 0)
@@ -661,6 +688,32 @@ def _config_exit(facts, section, names) -> None:
     if rc != 0 and output:
         errors = [x for x in output if _ERROR_LINE.search(x)] or output
         facts.add("config_invalid", source=section.kind, evidence=errors[0], message=errors[0].strip())
+
+
+_EMITTER = re.compile(r"^\S+\s+\S+\s+(?P<who>[\w.@-]+\[\d+\]):")
+
+
+def _context_paths(section, line: str, back: int = 3) -> list[str]:
+    """Paths named by the lines just before ``line`` that belong to the same message: a
+    daemon that reports an error over several lines (redis: ``>>> 'dir /var/lib/redis'``
+    then ``Permission denied``). In a journal only lines of the same process count."""
+    try:
+        index = section.lines.index(line)
+    except ValueError:
+        return []
+    who = _EMITTER.match(line)
+    found: list[str] = []
+    for previous in reversed(section.lines[max(0, index - back):index]):
+        if who:
+            other = _EMITTER.match(previous)
+            if not other or other.group("who") != who.group("who"):
+                break
+        if _EACCES.search(previous) or _ENOENT.search(previous):
+            break    # an earlier, separate error
+        found.extend(p for p in _PATH.findall(previous) if len(p) > 1)
+        if found:
+            break
+    return [p.rstrip(".,:;)'\"") for p in found]
 
 
 def _line_fact(facts, section, line: str, names) -> bool:
@@ -695,7 +748,7 @@ def _line_fact(facts, section, line: str, names) -> bool:
             return True
     error_line = _ERROR_LINE.search(line) or kind == "config"
     if _EACCES.search(line):
-        for path in _paths_in(line)[:2] or [None]:
+        for path in _paths_in(line)[:2] or _context_paths(section, line)[:1] or [None]:
             facts.add("permission_denied", source=section.kind, evidence=line, path=path)
         return True
     if _ENOENT.search(line) and error_line:

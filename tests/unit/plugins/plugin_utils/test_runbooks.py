@@ -413,9 +413,21 @@ def test_a_missing_file_the_service_creates_at_start_is_no_fault() -> None:
                                           "mode 0755)",
                          "/run/sshd": "directory, owner root:root, mode 0755"}}
     assert matched_ids({"service": "ssh", "error": "port 22 is not listening", "evidence": stopped}) == ["ssh_stopped"]
-    # a missing directory is a fault, and so is a missing file whose directory is missing too
+    # the runtime filesystem is emptied at boot and the start fills it (systemd removes a
+    # unit's RuntimeDirectory at stop): a missing /run directory alone is no fault ...
     gone = dict(stopped, paths={"/run/sshd": "missing (nearest existing parent /run: directory)"})
-    assert matched_ids({"service": "ssh", "error": "port 22 is not listening", "evidence": gone}) == []
+    assert matched_ids({"service": "ssh", "error": "port 22 is not listening", "evidence": gone}) == ["ssh_stopped"]
+    # ... nor is a config test run outside the start that misses it (sshd -t on systemd)
+    tested = dict(gone, config_test="$ sshd -t\nrc 255\nMissing privilege separation directory: /run/sshd")
+    assert matched_ids({"service": "ssh", "error": "port 22 is not listening", "evidence": tested}) == ["ssh_stopped"]
+    # ... but a start that failed for want of it says so, and that is a fault
+    failed = dict(gone, journal="2026-11-23T10:00:00+0000 h sshd[9]: fatal: chdir(\"/run/sshd\"): "
+                                "No such file or directory")
+    assert extract_facts("ssh", "", failed).of("path_missing")[0]["path"] == "/run/sshd"
+    assert matched_ids({"service": "ssh", "error": "port 22 is not listening", "evidence": failed}) == []
+    # a missing directory elsewhere is a fault, and so is a missing file whose directory is missing too
+    away = dict(stopped, paths={"/etc/ssh": "missing (nearest existing parent /etc: directory)"})
+    assert matched_ids({"service": "ssh", "error": "port 22 is not listening", "evidence": away}) == []
     named = {"/var/log/app/app.log": {"type": "missing", "existing_parent": "/var/log"}}
     deep = extract_facts("app", "", {"named_paths": named})
     assert deep.of("path_missing")[0]["path"] == "/var/log/app/app.log"
@@ -597,3 +609,33 @@ def test_operator_runbooks_for_services_the_collection_does_not_know() -> None:
 def test_the_bundled_runbooks_hold_no_literal_pid_and_only_known_placeholders() -> None:
     books, problems = collect_runbooks(bundled=True)
     assert problems == [] and len(books) == len(list(DEFAULT_DIR.glob("*.yml")))
+
+
+def test_a_multi_line_error_names_its_path_on_an_earlier_line() -> None:
+    """redis reports a config error over several lines; the path is on the line before
+    "Permission denied", and systemd's start limit that the crash loop hit does not hide
+    the cause from its runbook."""
+    journal = "\n".join([
+        "2026-11-23T22:41:08+0000 h redis-server[204]: *** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***",
+        "2026-11-23T22:41:08+0000 h redis-server[204]: Reading the configuration file, at line 504",
+        "2026-11-23T22:41:08+0000 h redis-server[204]: >>> 'dir /var/lib/redis'",
+        "2026-11-23T22:41:08+0000 h redis-server[204]: Permission denied",
+        "2026-11-23T22:41:08+0000 h systemd[1]: redis-server.service: Start request repeated too quickly.",
+    ])
+    evidence = {"journal": journal, "unit": {"Id": "redis-server.service", "ActiveState": "failed",
+                                             "Result": "start-limit-hit"}}
+    found = extract_facts("redis-server", "redis-server.service is failed", evidence)
+    assert [f.get("path") for f in found.of("permission_denied")] == ["/var/lib/redis"]
+    assert found.has("start_limit_hit")
+    assert matched_ids({"service": "redis-server", "error": "redis-server.service is failed",
+                        "evidence": evidence}) == ["redis_bad_dir_permissions"]
+    # another process's line in between is a separate message: no path borrowed from it
+    other = journal.replace(">>> 'dir /var/lib/redis'", ">>> 'dir /var/lib/redis'\n"
+                            "2026-11-23T22:41:08+0000 h cron[7]: opened /etc/crontab")
+    found = extract_facts("redis-server", "", {"journal": other})
+    assert [f.get("path") for f in found.of("permission_denied")] == [None]
+    # the start limit alone (with the failed state) is what its own runbook handles
+    alone = {"unit": {"Id": "redis-server.service", "ActiveState": "failed", "Result": "start-limit-hit"},
+             "processes": []}
+    assert matched_ids({"service": "redis-server", "error": "redis-server.service is failed",
+                        "evidence": alone}) == ["systemd_start_limit_hit"]
