@@ -32,12 +32,10 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client im
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import PlanShare, run_token, share_key
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner, PlannerError
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import load_knowledge
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import failure_signature, key_facts
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import failure_signature, hostnames_of, key_facts
 
 display = Display()
 _NAME = "sentinel.remediation.heal"
-_HOSTNAME_VARS = ("inventory_hostname", "inventory_hostname_short", "ansible_host", "ansible_hostname",
-                  "ansible_fqdn", "ansible_nodename")
 _announced_no_llm = False
 # What the docker daemon answers when a container went away under the connection (a failed
 # module run, not an unreachable host, for the community.docker.docker connection).
@@ -77,8 +75,7 @@ class ActionModule(ActionBase):
         self._args = args
         self._vars = task_vars
         self._host = str(task_vars.get("inventory_hostname") or "host")
-        names = [task_vars.get(n) for n in _HOSTNAME_VARS]
-        self._hostnames = [h for h in dict.fromkeys(names) if isinstance(h, str) and h and "{{" not in h]
+        self._hostnames = hostnames_of(task_vars)
         self._check_mode = bool(self._task.check_mode)
         for name in ("max_attempts", "max_commands", "memory_max"):
             if args[name] < 1:

@@ -11,11 +11,10 @@ from ansible_collections.sentinel.remediation.plugins.modules.plan import DOCUME
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec import from_documentation
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client import LLMError, resolve_settings
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner, PlannerError
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import hostnames_of
 
 display = Display()
 _NAME = "sentinel.remediation.plan"
-_HOSTNAME_VARS = ("inventory_hostname", "inventory_hostname_short", "ansible_host", "ansible_hostname",
-                  "ansible_fqdn", "ansible_nodename")
 _announced_no_llm = False
 
 
@@ -43,8 +42,7 @@ class ActionModule(ActionBase):
             settings = resolve_settings(args["llm"])
         except LLMError as exc:
             raise AnsibleActionFail(f"{_NAME}: {exc}") from exc
-        hostnames = [task_vars.get(name) for name in _HOSTNAME_VARS]
-        hostnames = [h for h in hostnames if isinstance(h, str) and h and "{{" not in h]
+        hostnames = hostnames_of(task_vars)
         try:
             planner = Planner(
                 service=args["service"], error=args["error"], evidence=args["evidence"],

@@ -76,6 +76,18 @@ _HELD_LINE = re.compile(
 _HOLDER = re.compile(r"(?P<name>[\w.:@/+-]+) \(pid (?P<pids>[\d, .]+)\)")
 
 
+# The variables that hold a host's names, which a signature must not depend on.
+HOSTNAME_VARS = ("inventory_hostname", "inventory_hostname_short", "ansible_host", "ansible_hostname",
+                 "ansible_fqdn", "ansible_nodename")
+
+
+def hostnames_of(host_vars: Mapping) -> list[str]:
+    """The names a host goes by (its inventory name, address, facts), each once; values that
+    are still templates are left out."""
+    names = [host_vars.get(name) for name in HOSTNAME_VARS]
+    return [h for h in dict.fromkeys(names) if isinstance(h, str) and h and "{{" not in h]
+
+
 def normalise_error(text: str | None, hostnames: Iterable[str] = ()) -> str:
     """Error text without timestamps, PIDs, host names, ids and counters.
 

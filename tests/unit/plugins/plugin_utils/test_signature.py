@@ -7,6 +7,7 @@ import re
 import pytest
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import (
+    hostnames_of,
     failure_signature,
     key_facts,
     listeners,
@@ -64,3 +65,11 @@ def test_listeners_from_ss_and_from_the_evidence_module():
     found = listeners({"a": ss, "b": held})
     assert {(i["port"], i["process"], i["pid"]) for i in found} == {(80, "python3", 77), (6379, "redis-server", 5),
                                                                     (6379, "redis-server", 6)}
+
+
+def test_a_hosts_names_are_taken_once_and_templates_left_out() -> None:
+    names = hostnames_of({"inventory_hostname": "web1", "ansible_host": "web1", "ansible_hostname": "ip-10-0-0-7",
+                          "ansible_fqdn": "{{ lookup('env', 'X') }}", "ansible_nodename": None})
+    assert names == ["web1", "ip-10-0-0-7"]
+    assert failure_signature("nginx", "nginx on web1 is down", "", names) == \
+        failure_signature("nginx", "nginx on web2 is down", "", hostnames_of({"inventory_hostname": "web2"}))
