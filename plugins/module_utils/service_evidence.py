@@ -620,12 +620,12 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     if found:
         evidence["named_paths"] = budget.take_mapping(found, cap)
     if defn["pid_files"]:
-        evidence["pid_files"] = budget.take_all(dict((p, pid_file_text(p)) for p in defn["pid_files"]), cap)
+        evidence["pid_files"] = budget.take_all(dict((p, pid_file_text(p)) for p in defn["pid_files"]), cap, keep="head")
     declared = described_paths(defn)
     if declared:
-        evidence["paths"] = budget.take_all(declared, cap)
+        evidence["paths"] = budget.take_all(declared, cap, keep="head")
     if defn["depends_on"]:
-        evidence["dependencies"] = budget.take_all(dependency_states(defn, init, timeout), cap)
+        evidence["dependencies"] = budget.take_all(dependency_states(defn, init, timeout), cap, keep="head")
     if journal:
         evidence["journal"] = budget.take(journal, cap)
     evidence["oom"] = budget.take(oom_text(timeout), cap // 2)

@@ -16,13 +16,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import passage_label, passages_header
 
-EVIDENCE_BUDGET = 3000      # characters of evidence in one prompt
-EVIDENCE_ITEM_BUDGET = 1200  # characters of one evidence item
+EVIDENCE_BUDGET = 6000      # characters of evidence in one prompt (about 1,500 tokens)
+EVIDENCE_ITEM_BUDGET = 1600  # characters of one evidence item
 ERROR_BUDGET = 400
 PASSAGE_BUDGET = 450        # characters of one runbook passage
 # Evidence keys worth reading first (the rest follow in name order).
-_KEY_ORDER = ("config_test", "config_context", "unit", "status", "processes", "listeners", "ports", "pid_files",
-              "named_paths", "paths", "journal", "logs", "disk", "oom")
+# Most telling first: what the service said (config test, status, its journal and logs), what
+# runs and listens, the paths errors name; then the unit's settings and the declared paths.
+_KEY_ORDER = ("config_test", "config_context", "status", "processes", "listeners", "journal", "logs",
+              "named_paths", "unit", "pid_files", "paths", "dependencies", "ports", "disk", "oom")
 HISTORY_BUDGET = 2500       # characters of incident history in one prompt
 _PROCESS_COLUMNS = ("pid", "ppid", "user", "state", "started", "ports", "cmdline")
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")

@@ -223,6 +223,18 @@ def test_collect_bounds_redacts_and_keeps_the_sections(service_tree, tmp_path: P
         result["tools"]["present"] + result["tools"]["absent"])
 
 
+def test_a_cut_path_state_keeps_what_the_path_is_and_its_owner(service_tree, tmp_path: Path, no_systemd) -> None:
+    """Path and PID-file states are one line each, most telling first: when the budget cuts
+    them, their end goes (filesystem usage), never their start (type, owner, mode)."""
+    conf = _config_dir(tmp_path)
+    defn = service_spec.resolve({"name": service_tree["name"], "pid_files": [service_tree["pidfile"]],
+                                 "config_paths": [str(conf)], "data_paths": [str(tmp_path)], "user": "nobody"})
+    ev = service_evidence.collect(defn, max_bytes=1000, log_lines=10, timeout=10, error="")["evidence"]
+    cut = [text for text in ev["paths"].values() if "bytes cut" in text]
+    assert cut, ev["paths"]
+    assert all(text.startswith("directory, owner ") for text in cut), cut
+
+
 def budget_bytes(evidence: dict) -> int:
     """What the budget counts: texts as UTF-8, structured sections as JSON."""
     total = 0
