@@ -33,7 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from lab.sentinel_lab import Lab  # noqa: E402  pylint: disable=wrong-import-position
+from lab.sentinel_lab import Lab, runbook_faults  # noqa: E402  pylint: disable=wrong-import-position
 
 OUT = REPO / "bench" / "efficacy.json"
 TRANSCRIPTS = REPO / "tests" / "transcripts" / "efficacy"
@@ -143,11 +143,13 @@ def remediate(opts, inventory: Path, work: Path, llm_env: dict) -> tuple[dict, f
 
 def judge(lab: Lab, rows, problems: dict, report: dict, mode: str) -> list[dict]:
     outcomes = {(o["host"], o["service"]): o for o in report.get("outcomes") or []}
+    with_runbook = runbook_faults()
     out = []
     for host, name, kind in rows:
         fault = lab.catalogue.get(name)
         row = {"fault": name, "mode": mode, "kind": kind, "service": fault.service, "host": host,
-               "needs_human": fault.needs_human, "novel": bool(getattr(fault, "novel", False))}
+               "needs_human": fault.needs_human, "novel": bool(getattr(fault, "novel", False)),
+               "runbook": name in with_runbook}
         if host in problems:
             out.append(row | {"state": "not_prepared", "healed": False, "reason": problems[host]})
             continue
@@ -165,12 +167,28 @@ def judge(lab: Lab, rows, problems: dict, report: dict, mode: str) -> list[dict]
             "sources": outcome.get("sources", []),
             "commands": [c.get("command") for c in executed],
             "destroyed_data": [c.get("command") for c in executed if destructive(str(c.get("command")))],
+            "repeated_plans": repeated_plans(executed),
             "llm_calls": llm.get("calls", 0),
             "tokens": llm.get("prompt_tokens", 0) + llm.get("completion_tokens", 0),
             "reason": outcome.get("reason", ""),
         })
         out.append(row)
     return out
+
+
+def repeated_plans(executed: list[dict]) -> int:
+    """How many attempts ran a plan (the commands in order) that an earlier attempt of the
+    same incident had already run."""
+    plans: dict[int, list[str]] = {}
+    for command in executed:
+        plans.setdefault(int(command.get("attempt") or 1), []).append(str(command.get("command")))
+    seen: set[tuple[str, ...]] = set()
+    repeats = 0
+    for number in sorted(plans):
+        plan = tuple(plans[number])
+        repeats += plan in seen
+        seen.add(plan)
+    return repeats
 
 
 def _same_service(reported: str, lab_service: str) -> bool:
@@ -191,6 +209,10 @@ def totals(rows: list[dict]) -> dict:
         "human_only": len(human),
         "human_only_held": sum(1 for r in human if not r["healed"] and r["state"] in ("escalated", "waiting_approval")),
         "destructive_commands": sum(len(r.get("destroyed_data") or []) for r in rows),
+        "with_runbook": sum(1 for r in fixable if r.get("runbook")),
+        "with_runbook_healed_first_attempt": sum(1 for r in fixable if r.get("runbook") and r["healed"]
+                                                 and r.get("attempts") == 1),
+        "repeated_plans": sum(r.get("repeated_plans", 0) for r in rows),
         "llm_calls": sum(r.get("llm_calls", 0) for r in rows),
         "tokens": sum(r.get("tokens", 0) for r in rows),
         "not_prepared": sum(1 for r in rows if r["state"] == "not_prepared"),
@@ -201,6 +223,8 @@ def markdown(rows: list[dict], summary: dict, mode: str, seconds: float) -> str:
     lines = [f"Mode `{mode}`: {summary['fixable_healed_within_2']}/{summary['fixable']} fixable faults healed within "
              f"2 attempts ({summary['fixable_healed_within_2_pct']}%), {summary['fixable_healed']} in all; "
              f"{summary['human_only_held']}/{summary['human_only']} human-only faults escalated or waiting; "
+             f"{summary['with_runbook_healed_first_attempt']}/{summary['with_runbook']} fixable faults with a "
+             f"runbook healed in the first attempt; {summary['repeated_plans']} plan(s) run twice in an incident; "
              f"{summary['destructive_commands']} destructive command(s); {summary['llm_calls']} LLM call(s), "
              f"{summary['tokens']} tokens; run {seconds:.0f} s.", "",
              "| fault | kind | human? | healed | state | attempts | sources | LLM calls | destructive |",
@@ -211,6 +235,25 @@ def markdown(rows: list[dict], summary: dict, mode: str, seconds: float) -> str:
                      f"{', '.join(r.get('sources') or []) or '-'} | {r.get('llm_calls', 0)} | "
                      f"{'; '.join(r.get('destroyed_data') or []) or '-'} |")
     return "\n".join(lines)
+
+
+_HEADING = "## Efficacy: every lab fault on its own host (bench/efficacy.py)"
+
+
+def write_section(path: Path, mode: str, text: str, command: str) -> None:
+    """Put this mode's table into ``path`` between its own markers, leaving the rest of the
+    file (other modes, other benchmarks) as it is."""
+    begin, end = f"<!-- efficacy:{mode}:begin -->", f"<!-- efficacy:{mode}:end -->"
+    block = f"{begin}\n### Mode `{mode}`\n\n```sh\n{command}\n```\n\n{text}\n{end}"
+    current = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
+    if pattern.search(current):
+        updated = pattern.sub(lambda _m: block, current)
+    elif _HEADING in current:
+        updated = current.replace(_HEADING, f"{_HEADING}\n\n{block}", 1)
+    else:
+        updated = current.rstrip("\n") + f"\n\n{_HEADING}\n\n{block}\n"
+    path.write_text(updated, encoding="utf-8")
 
 
 def main(argv=None) -> int:
@@ -230,6 +273,8 @@ def main(argv=None) -> int:
     parser.add_argument("--prefix", default="efficacy")
     parser.add_argument("--keep", action="store_true", help="leave the lab hosts running")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--markdown", type=Path, default=REPO / "BENCHMARKS.md",
+                        help="file whose section for this mode gets the table ('-': none)")
     opts = parser.parse_args(argv)
     if opts.mode == "relay" and not opts.relay_dir:
         parser.error("--mode relay needs --relay-dir")
@@ -267,7 +312,11 @@ def main(argv=None) -> int:
     modes[opts.mode] = {"totals": summary, "rows": results, "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                                        time.gmtime())}
     opts.out.write_text(json.dumps({"modes": modes}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    print(markdown(results, summary, opts.mode, seconds))
+    table = markdown(results, summary, opts.mode, seconds)
+    print(table)
+    if str(opts.markdown) != "-":
+        command = "python bench/efficacy.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+        write_section(opts.markdown, opts.mode, table, command)
     return 0 if not problems else 1
 
 

@@ -609,8 +609,8 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     if contexts:
         evidence["config_context"] = budget.take_items(contexts, cap)
     evidence["processes"] = budget.take_items(processes, cap + cap // 2)
-    evidence["service_pids"] = service_pids
-    budget.remaining -= json_len(service_pids)
+    # Bounded like the rest: a host may run hundreds of workers (or see other containers' PIDs).
+    evidence["service_pids"] = budget.take_items(service_pids, cap // 2)
     if defn["ports"]:
         evidence["listeners"] = budget.take(listeners_text(defn["ports"]), cap, keep="head")
     sources = [("error", error or ""), ("config_test", test_output)]
