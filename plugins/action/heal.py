@@ -56,6 +56,15 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _lease_dir(configured: str | None) -> str:
+    """One lease directory per controller user, unless set: runs with different artifacts
+    directories (the playbook's, the driver's) must still see each other's leases."""
+    if configured:
+        return configured
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "sentinel-remediation", "leases")
+
+
 def _run_process() -> tuple[int, str] | None:
     """The ansible-playbook process this worker belongs to (pid, start ticks), the lease's owner."""
     parent = os.getppid()
@@ -130,7 +139,7 @@ class ActionModule(ActionBase):
         self._unreachable = False
         self._run = run_token()
         self._journal = journal_mod.Journal(os.path.join(args["artifacts_dir"], "journal"), self._host)
-        self._lease = Lease(os.path.join(args["artifacts_dir"], "leases"), target_key(task_vars),
+        self._lease = Lease(_lease_dir(args["lease_dir"]), target_key(task_vars),
                             owner=f"{self._run}@{socket.gethostname()} ({self._host})",
                             ttl=args["max_attempts"] * (args["plan_wait"] + args["command_timeout"] * 3 + 60),
                             process=_run_process())
