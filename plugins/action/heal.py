@@ -129,8 +129,11 @@ class ActionModule(ActionBase):
                 f"{_NAME}: {self._host}'s memory held {len(stored)} episodes; kept the newest {args['memory_max']} "
                 "(remediate_memory_max)")
             stored = stored[-args["memory_max"]:]
+            cut = True
+        else:
+            cut = False
         self._memory = memory_mod.normalise_memory(stored)
-        self._memory_changed = False
+        self._memory_changed = cut  # the cut entry is written back: the next run does not pay for it again
         pending = facts.get("sentinel_pending")
         self._pending = dict(pending) if isinstance(pending, Mapping) else {}
         self._pending_changed = False
