@@ -392,9 +392,9 @@ def test_concurrent_playbook_and_driver_runs_remediate_each_target_once(lab, tmp
     slow = plan("service nginx start", delay=8)
     with LLMServer(rules=[{"match": r"Service: nginx\b", "reply": slow}], model=MODEL) as server:
         variables = llm_vars(server.url, timeout=20)
-        runs = {"playbook": Run(tmp_path / "playbook", inventory(lab, {"lab01": "lab01", "lab02": "lab02"},
-                                                                  tmp_path / "p.json"),
-                                cache=cache, artifacts=tmp_path / "playbook-artifacts", variables=variables)}
+        plain = inventory(lab, {"lab01": "lab01", "lab02": "lab02"}, tmp_path / "p.json")
+        runs = {"playbook": Run(tmp_path / "playbook", plain, cache=cache, artifacts=tmp_path / "playbook-artifacts",
+                                variables=variables)}
         for name, names in (("driver", {"lab01": "lab01", "lab02": "lab02"}),
                             ("aliased", {"web-a": "lab01", "web-b": "lab02"})):
             inv = inventory(lab, names, tmp_path / f"{name}.json")
@@ -423,14 +423,14 @@ def test_concurrent_playbook_and_driver_runs_remediate_each_target_once(lab, tmp
             if o["service"] == "nginx":
                 by_target.setdefault(alias.get(o["host"], o["host"]), []).append((name, o))
     for host, seen in by_target.items():
-        states = sorted(o["state"] for _, o in seen)
+        states = sorted(o["state"] for _run, o in seen)
         assert len(seen) == 3 and states.count("healed") == 1, (host, seen)
         for name, o in seen:
             if o["state"] == "busy":
                 assert "being remediated by" in o["reason"], o
             else:
                 assert o["state"] in ("healed", "healthy"), (name, o)
-    assert any(o["state"] == "busy" for seen in by_target.values() for _, o in seen), by_target
+    assert any(o["state"] == "busy" for seen in by_target.values() for _run, o in seen), by_target
 
 
 # ------------------------------------------------------------------------------- LLM deadlines

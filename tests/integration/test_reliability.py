@@ -349,8 +349,12 @@ def test_llm_faults_end_in_a_recorded_state(hosts, tmp_path, case):
     for host, faults in spec["faults"].items():
         for fault in faults:
             o = assert_recorded(run, host, services[fault])
-            # The LLM gave nothing usable: whatever ran came from the runbooks or the fallback.
+            # The LLM gave nothing usable: whatever ran came from the runbooks or the fallback,
+            # and every one of these faults has a runbook, so the host is really healed.
             assert {c["source"] for c in o["commands"]} <= {"runbook", "fallback", "memory"}, o
+            assert o["state"] == "healed", o
+            lab_name = {"redis-server": "redis"}.get(services[fault], services[fault])
+            assert hosts.health(host, [lab_name])[lab_name].healthy, f"{host} {lab_name} reported healed, is not"
     assert_canary_absent(hosts)
     if server:
         # Each service's bad answer was really served (else the case tests nothing).
