@@ -4,7 +4,7 @@
 injection, a killed controller, a host dying mid-run and two overlapping runs.
 
 Every test drives the real playbook (a subprocess, or ansible-runner where its artifacts
-are checked) against real lab containers (prefix ``sentinel-rel``) and the test LLM
+are checked) against real lab containers (prefix ``<SENTINEL_LAB_PREFIX>-rel``) and the test LLM
 server (tests/llm_server.py) scripted per case, then checks what the hosts, the report
 JSON, the fact cache and the server saw. The three hosts are shared between the tests and
 reset (recreated from the image) where a test left them dirty; the crash test grows the
@@ -29,7 +29,7 @@ from sentinel_lab import Lab, LabError
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-PREFIX = "sentinel-rel"
+PREFIX = f"{os.environ.get('SENTINEL_LAB_PREFIX') or 'sentinel'}-rel"  # never another session's hosts
 HOSTS = ["lab01", "lab02", "lab03"]
 MODEL = "sentinel-test-model"
 CALLBACK = "sentinel.remediation.remediation_report"
