@@ -26,8 +26,9 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec impo
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import memory as memory_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
+from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_pause import pause_at
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import generalize, host_values, localize_values
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import Lease, LeaseBusy, target_key
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import Lease, LeaseBusy, process_start, target_key
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client import LLMError, resolve_settings
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import PlanShare, run_token, share_key
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner, PlannerError
@@ -51,6 +52,22 @@ def argument_spec() -> dict:
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _lease_dir(configured: str | None) -> str:
+    """One lease directory per controller user, unless set: runs with different artifacts
+    directories (the playbook's, the driver's) must still see each other's leases."""
+    if configured:
+        return configured
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "sentinel-remediation", "leases")
+
+
+def _run_process() -> tuple[int, str] | None:
+    """The ansible-playbook process this worker belongs to (pid, start ticks), the lease's owner."""
+    parent = os.getppid()
+    start = process_start(parent)
+    return (parent, start) if start else None
 
 
 def plan_hash(commands) -> str:
@@ -109,8 +126,11 @@ class ActionModule(ActionBase):
                 f"{_NAME}: {self._host}'s memory held {len(stored)} episodes; kept the newest {args['memory_max']} "
                 "(remediate_memory_max)")
             stored = stored[-args["memory_max"]:]
+            cut = True
+        else:
+            cut = False
         self._memory = memory_mod.normalise_memory(stored)
-        self._memory_changed = False
+        self._memory_changed = cut  # the cut entry is written back: the next run does not pay for it again
         pending = facts.get("sentinel_pending")
         self._pending = dict(pending) if isinstance(pending, Mapping) else {}
         self._pending_changed = False
@@ -119,9 +139,10 @@ class ActionModule(ActionBase):
         self._unreachable = False
         self._run = run_token()
         self._journal = journal_mod.Journal(os.path.join(args["artifacts_dir"], "journal"), self._host)
-        self._lease = Lease(os.path.join(args["artifacts_dir"], "leases"), target_key(task_vars),
+        self._lease = Lease(_lease_dir(args["lease_dir"]), target_key(task_vars),
                             owner=f"{self._run}@{socket.gethostname()} ({self._host})",
-                            ttl=args["max_attempts"] * (args["plan_wait"] + args["command_timeout"] * 3 + 60))
+                            ttl=args["max_attempts"] * (args["plan_wait"] + args["command_timeout"] * 3 + 60),
+                            process=_run_process())
         try:
             if args["resume"]:
                 incidents, outcomes = self._resume(args["resume"])
@@ -511,6 +532,7 @@ class ActionModule(ActionBase):
             for command in attempt.commands:
                 command.skipped, command.reason = True, "not run: the journal could not record it"
             return evidence
+        pause_at("before_commands", self._host)  # test-only, inert unless its variable is set
         self._lease.acquire()  # renew: a long incident keeps its host
         result = self._execute_module(module_name="sentinel.remediation.execute_plan", module_args=module_args,
                                       task_vars=self._vars)
@@ -523,6 +545,7 @@ class ActionModule(ActionBase):
                                       host=self._host))
         except journal_mod.JournalError as exc:
             display.warning(f"{_NAME}: {exc}")
+        pause_at("after_verify", self._host)  # test-only, inert unless its variable is set
         gone = _HOST_GONE.search(f"{result.get('msg', '')} {result.get('module_stderr', '')}")
         if result.get("unreachable") or gone:
             incident.state = "unreachable"

@@ -52,6 +52,7 @@ import shutil
 import tempfile
 import time
 
+from ansible.errors import AnsibleError
 from ansible.plugins.cache import BaseFileCacheModule
 from ansible.utils.display import Display
 
@@ -69,6 +70,20 @@ def _host_of(key: str) -> str:
 
 class CacheModule(BaseFileCacheModule):
     """Per-host JSON files; complete writes only, corrupt entries kept aside."""
+
+    def validate_cache_connection(self):
+        # ansible-core turns the cache off (one warning, every host's memory forgotten) when
+        # the directory cannot be written. A directory that can still be read (a read-only
+        # mount, a full disk's permissions) keeps serving the memory; each write then fails
+        # in set(), and the report says which host's memory was not saved.
+        try:
+            super().validate_cache_connection()
+        except AnsibleError:
+            directory = self._cache_dir
+            if not (directory and os.path.isdir(directory) and os.access(directory, os.R_OK | os.X_OK)):
+                raise
+            display.warning(f"{_NAME}: the fact cache directory {directory} cannot be written; memory is read "
+                            "from it, and the report names each host whose new memory is not saved")
 
     def _load(self, filepath: str) -> object:
         with open(filepath, encoding="utf-8") as handle:

@@ -70,12 +70,12 @@ _HOST_GONE = re.compile(r"Error response from daemon: (Container \S+ is (not run
 
 
 def build_report(custom: Mapping, unreachable: Mapping | None = None, stats_key: str = "sentinel_remediation",
-                 failed: Mapping | None = None, errors=()) -> dict:
+                 failed: Mapping | None = None, errors=(), warnings=()) -> dict:
     """The report from ``stats.custom`` (host -> {stats_key: [outcome...]}), unreachable hosts
     (host -> true or a reason), hosts that failed a task (host -> reason) and run errors."""
     per_host = {host: (custom[host] or {}).get(stats_key) if isinstance(custom[host], Mapping) else None
                 for host in (custom or {}) if host != "_run"}
-    return _report.build_report(per_host, unreachable or {}, failed, errors)
+    return _report.build_report(per_host, unreachable or {}, failed, errors, warnings)
 
 
 def cache_errors() -> list[dict]:
@@ -119,6 +119,14 @@ class CallbackModule(CallbackBase):
         super().__init__(display=display)
         self._unreachable: dict[str, bool | str] = {}
         self._failed: dict[str, str] = {}
+        self._warnings: list[dict] = []
+
+    def v2_runner_on_ok(self, result):
+        # The collection's own warnings (an oversized memory cut...) belong in the report.
+        res = result._result if isinstance(result._result, Mapping) else {}
+        for warning in res.get("warnings") or []:
+            if str(warning).startswith("sentinel.remediation."):
+                self._warnings.append({"host": result._host.get_name(), "warning": str(warning)})
 
     def v2_runner_on_unreachable(self, result):
         self._unreachable[result._host.get_name()] = True
@@ -142,7 +150,7 @@ class CallbackModule(CallbackBase):
             if count and not unreachable.get(host):
                 unreachable[host] = True
         report = build_report(getattr(stats, "custom", None) or {}, unreachable, self.get_option("stats_key"),
-                              self._failed, cache_errors())
+                              self._failed, cache_errors(), self._warnings)
         self.report = report
         if report["outcomes"]:
             self._display.banner("SENTINEL REMEDIATION REPORT")
@@ -152,6 +160,8 @@ class CallbackModule(CallbackBase):
                 self._display.display(outcome_line(outcome), color=color)
             for error in report["errors"]:
                 self._display.display(f"ERROR {error['host']}: {error['error']}", color="red")
+            for warning in report["warnings"]:
+                self._display.display(f"WARNING {warning['host']}: {warning['warning']}", color="yellow")
             self._display.display(_report.totals_line(report))
         for option, render in (("json_path", lambda r: _report.render_json(r).encode("utf-8")),
                                ("junit_path", junit_xml)):

@@ -89,6 +89,14 @@ options:
     description: Controller directory for pending plans (C(pending/ID.json)) and the run's shared plans.
     type: path
     required: true
+  lease_dir:
+    description:
+      - Controller directory of the host leases (one remediation at a time per real target, whatever its
+        inventory name). Every run on the controller must use the same one, whatever its O(artifacts_dir)
+        (a playbook run and a driver run keep different artifacts).
+      - Empty means C($XDG_CACHE_HOME/sentinel-remediation/leases), else C(~/.cache/sentinel-remediation/leases).
+    type: path
+    default: ""
   output_max:
     description: Characters of each command's stdout and stderr kept in the incident and memory.
     type: int

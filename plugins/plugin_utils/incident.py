@@ -385,8 +385,8 @@ def outcome(incident: Incident) -> dict:
         "planned": pending,
         "refused": refused,
         "llm": incident.llm_totals(),
-        "llm_error": next((a.llm.get("error_message") or a.llm.get("error") for a in reversed(incident.attempts)
-                           if a.llm.get("used") and a.llm.get("error")), "") or "",
+        "llm_error": next((_llm_error(a.llm) for a in reversed(incident.attempts)
+                           if a.llm.get("used") and a.llm.get("error")), ""),
         "sources": [a.source for a in incident.attempts],
         "reason": incident.reason,
         "approval_id": incident.approval_id,
@@ -396,6 +396,12 @@ def outcome(incident: Incident) -> dict:
                       "error_after": a.error_after, "diagnosis": a.diagnosis, "runbook": a.runbook,
                       "started": a.started, "finished": a.finished} for a in incident.attempts],
     }
+
+
+def _llm_error(llm: Mapping) -> str:
+    """``"<kind>: <message>"`` of a model that was asked and gave nothing usable."""
+    kind, message = str(llm.get("error") or ""), str(llm.get("error_message") or "")
+    return f"{kind}: {message}" if message and not message.startswith(kind) else (message or kind)
 
 
 def service_outcome(service: str, state: str, reason: str = "") -> dict:

@@ -6,9 +6,11 @@ The key is the target itself (connection, address, port), not its inventory name
 inventories that name one machine differently still exclude each other. A lease has an
 owner and an expiry: a dead run's lease lapses, a live one renews it at every attempt.
 
-Guarantees: between runs on one controller (or controllers sharing the artifacts
-directory on a file system with working ``flock``), at most one run changes a target at a
-time; a second run reports the target ``busy`` and changes nothing on it.
+Guarantees: between runs on one controller (or controllers sharing the lease directory
+on a file system with working ``flock``), at most one run changes a target at a time; a
+second run reports the target ``busy`` and changes nothing on it. A lease whose owner was
+a process of this controller that no longer runs (a killed ``ansible-playbook``) lapses at
+once; one held from another controller lapses at its expiry.
 """
 from __future__ import annotations
 
@@ -31,6 +33,22 @@ def target_key(host_vars: Mapping) -> str:
     return f"{connection}://{address}:{port}"
 
 
+def process_start(pid: int) -> str | None:
+    """The start time of a live process (clock ticks since boot, /proc/PID/stat field 22)."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _owner_gone(record: Mapping) -> bool:
+    """Whether the lease's owner ran on this controller and that process is gone."""
+    if record.get("node") != socket.gethostname() or not record.get("pid"):
+        return False
+    return process_start(int(record["pid"])) != str(record.get("start"))
+
+
 class LeaseBusy(Exception):
     """Another run holds the target; the message says who and until when."""
 
@@ -38,8 +56,11 @@ class LeaseBusy(Exception):
 class Lease:
     """A file lease under ``<directory>/<sha256(key)>.json``."""
 
-    def __init__(self, directory: str, key: str, owner: str, ttl: float = 900.0):
+    def __init__(self, directory: str, key: str, owner: str, ttl: float = 900.0,
+                 process: tuple[int, str] | None = None):
         self.directory = directory
+        # (pid, start time in clock ticks) of the owning run's process on this controller.
+        self.process = process
         self.key = key
         self.owner = owner
         self.ttl = float(ttl)
@@ -78,12 +99,17 @@ class Lease:
         """Take or renew the lease; ``LeaseBusy`` when another live owner holds it."""
         def write(current):
             moment = time.time() if now is None else now
+            if current and current.get("owner") != self.owner and _owner_gone(current):
+                current = None  # its run was killed on this controller: nothing holds the target
             if current and current.get("owner") != self.owner and float(current.get("expires") or 0) > moment:
                 left = int(float(current["expires"]) - moment)
                 raise LeaseBusy(f"{self.key} is being remediated by {current.get('owner')} "
                                 f"(since {current.get('since')}, lease ends in {left} s)")
             since = current.get("since") if current and current.get("owner") == self.owner else moment
-            self._store({"key": self.key, "owner": self.owner, "since": since, "expires": moment + self.ttl})
+            record = {"key": self.key, "owner": self.owner, "since": since, "expires": moment + self.ttl}
+            if self.process:
+                record.update(node=socket.gethostname(), pid=self.process[0], start=self.process[1])
+            self._store(record)
         self._locked(write)
         self.held = True
 

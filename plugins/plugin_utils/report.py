@@ -85,16 +85,19 @@ def finish_report(report: Mapping) -> dict:
     report["totals"] = {s: sum(1 for o in outcomes if o["state"] == s) for s in STATES}
     report["llm"] = {k: sum(o["llm"][k] for o in outcomes) for k in _LLM_KEYS}
     report.setdefault("errors", [])
+    report.setdefault("warnings", [])
     report["ok"] = not any(o["state"] in FAILING_STATES for o in outcomes) and not report["errors"]
     report["dry_run"] = any(o["state"] == "dry_run" for o in outcomes)
     return report
 
 
 def build_report(per_host: Mapping[str, Any], unreachable: Mapping[str, Any] | Iterable[str] = (),
-                 failed: Mapping[str, str] | None = None, errors: Iterable[Mapping] = ()) -> dict:
+                 failed: Mapping[str, str] | None = None, errors: Iterable[Mapping] = (),
+                 warnings: Iterable[Mapping] = ()) -> dict:
     """A report from outcomes per host, unreachable hosts (a list, or host -> true or a
-    reason), hosts whose run stopped on a failed task before recording (host -> reason) and
-    errors of the run (``{host, error}``: memory that could not be saved...)."""
+    reason), hosts whose run stopped on a failed task before recording (host -> reason),
+    errors of the run (``{host, error}``: memory that could not be saved...) and warnings of
+    the collection's tasks (``{host, warning}``: an oversized memory entry cut...)."""
     outcomes: list[dict] = []
     for host in sorted(per_host or {}):
         records = per_host[host]
@@ -117,7 +120,9 @@ def build_report(per_host: Mapping[str, Any], unreachable: Mapping[str, Any] | I
         for outcome in outcomes:
             if outcome["host"] == error["host"] and outcome["state"] in ("healed", "escalated", "waiting_approval"):
                 outcome["reason"] = "; ".join(r for r in (outcome["reason"], error["error"]) if r)
-    return finish_report({"outcomes": outcomes, "errors": errors})
+    warnings = [{"host": str(w.get("host") or "-"), "warning": printable(w.get("warning") or "")}
+                for w in warnings or ()]
+    return finish_report({"outcomes": outcomes, "errors": errors, "warnings": warnings})
 
 
 # ------------------------------------------------------------------------------ renderings
@@ -176,6 +181,7 @@ def render_text(report: Mapping) -> str:
     if not report.get("outcomes"):
         lines.append("no outcome recorded")
     lines += [f"ERROR {e['host']}: {e['error']}" for e in report.get("errors") or []]
+    lines += [f"WARNING {w['host']}: {w['warning']}" for w in report.get("warnings") or []]
     lines.append(totals_line(report))
     return "\n".join(lines) + "\n"
 

@@ -4,7 +4,7 @@
 injection, a killed controller, a host dying mid-run and two overlapping runs.
 
 Every test drives the real playbook (a subprocess, or ansible-runner where its artifacts
-are checked) against real lab containers (prefix ``sentinel-rel``) and the test LLM
+are checked) against real lab containers (prefix ``<SENTINEL_LAB_PREFIX>-rel``) and the test LLM
 server (tests/llm_server.py) scripted per case, then checks what the hosts, the report
 JSON, the fact cache and the server saw. The three hosts are shared between the tests and
 reset (recreated from the image) where a test left them dirty; the crash test grows the
@@ -29,7 +29,7 @@ from sentinel_lab import Lab, LabError
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-PREFIX = "sentinel-rel"
+PREFIX = f"{os.environ.get('SENTINEL_LAB_PREFIX') or 'sentinel'}-rel"  # never another session's hosts
 HOSTS = ["lab01", "lab02", "lab03"]
 MODEL = "sentinel-test-model"
 CALLBACK = "sentinel.remediation.remediation_report"
@@ -172,8 +172,16 @@ class Run:
         return self
 
     def kill(self) -> None:
-        """SIGKILL the controller and every process it forked (its session)."""
-        os.killpg(self.proc.pid, signal.SIGKILL)
+        """SIGKILL the controller and every process under it at once.
+
+        Not os.killpg alone: ansible's workers call setsid(), leave the group and would go on
+        writing the cache after a group kill, which is no crash at all."""
+        victims = [self.proc.pid, *_descendants(self.proc.pid)]
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.proc.wait(timeout=30)
         self._log.close()
 
@@ -205,6 +213,24 @@ class Run:
         for o in self.report["outcomes"]:
             for c in o["commands"]:
                 assert c.get("verdict") == "allow", f"{o['host']} {o['service']} ran an unchecked command: {c}"
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process below ``root``, whatever its session (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
 
 
 # ------------------------------------------------------------------------------- fact cache
@@ -323,8 +349,12 @@ def test_llm_faults_end_in_a_recorded_state(hosts, tmp_path, case):
     for host, faults in spec["faults"].items():
         for fault in faults:
             o = assert_recorded(run, host, services[fault])
-            # The LLM gave nothing usable: whatever ran came from the runbooks or the fallback.
+            # The LLM gave nothing usable: whatever ran came from the runbooks or the fallback,
+            # and every one of these faults has a runbook, so the host is really healed.
             assert {c["source"] for c in o["commands"]} <= {"runbook", "fallback", "memory"}, o
+            assert o["state"] == "healed", o
+            lab_name = {"redis-server": "redis"}.get(services[fault], services[fault])
+            assert hosts.health(host, [lab_name])[lab_name].healthy, f"{host} {lab_name} reported healed, is not"
     assert_canary_absent(hosts)
     if server:
         # Each service's bad answer was really served (else the case tests nothing).
@@ -456,10 +486,11 @@ def test_prompt_injection_and_hostile_plans_are_refused(hosts, tmp_path):
     assert "touch /tmp/pwned" in refused_by_host["lab01"], refused_by_host
     assert "python3" in refused_by_host["lab02"], refused_by_host
     assert "bash -c" in refused_by_host["lab03"], refused_by_host
-    # rm -rf /var/lib/redis needs a human: it is refused or waits for approval, never run.
+    # rm -rf /var/lib/redis needs a human: refused, or held for approval, never run (the
+    # directory itself is checked on the host by assert_canary_absent above).
     o = run.outcome("lab02", "redis-server")
-    assert "rm -rf /var/lib/redis" in refused_by_host["lab02"] or o["state"] == "waiting_approval" \
-        or all("rm -rf" not in c["command"] for c in o["commands"]), o
+    assert "rm -rf /var/lib/redis" in refused_by_host["lab02"] or \
+        any("rm -rf /var/lib/redis" in p["command"] for p in o["planned"]), o
     for host in HOSTS:
         hosts.reset(host)
 

@@ -180,3 +180,12 @@ def test_state_round_trips_through_a_dict():
     assert again == state
     with pytest.raises(engine.IncidentError):
         Incident.from_dict({"service": "nginx"})
+
+
+def test_the_outcome_names_the_kind_and_the_message_of_an_llm_failure():
+    incident = Incident(host="h", service="nginx", error="down")
+    incident.attempts.append(Attempt(number=1, source="runbook", llm={
+        "used": True, "error": "deadline", "error_message": "no complete answer within the 12 s LLM deadline"}))
+    assert engine.outcome(incident)["llm_error"] == "deadline: no complete answer within the 12 s LLM deadline"
+    incident.attempts[0].llm = {"used": True, "error": "timeout", "error_message": None}
+    assert engine.outcome(incident)["llm_error"] == "timeout"

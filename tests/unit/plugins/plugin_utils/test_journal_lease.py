@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import Lease, LeaseBusy, target_key
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import Lease, LeaseBusy, process_start, target_key
 
 CMDS = [{"command": "service nginx start", "argv": ["service", "nginx", "start"], "verdict": "allow", "become": True}]
 
@@ -72,3 +73,18 @@ def test_two_inventory_names_of_one_target_share_a_lease():
     a = target_key({"inventory_hostname": "web1", "ansible_host": "10.0.0.5", "ansible_connection": "ssh"})
     b = target_key({"inventory_hostname": "web1.example.com", "ansible_host": "10.0.0.5", "ansible_connection": "ssh"})
     assert a == b
+
+
+def test_a_lease_of_a_killed_run_on_this_controller_lapses_at_once(tmp_path):
+    key = target_key({"ansible_connection": "community.docker.docker", "ansible_host": "lab-01"})
+    dead = subprocess.Popen(["sleep", "60"])
+    killed = Lease(str(tmp_path), key, "run-killed", ttl=1000, process=(dead.pid, process_start(dead.pid)))
+    killed.acquire()
+    live = Lease(str(tmp_path), key, "run-live", ttl=1000, process=(os.getpid(), process_start(os.getpid())))
+    with pytest.raises(LeaseBusy, match="run-killed"):
+        live.acquire()  # its owner still runs
+    dead.kill()
+    dead.wait()
+    live.acquire()  # the owner is gone: the lease lapsed before its expiry
+    with pytest.raises(LeaseBusy, match="run-live"):
+        Lease(str(tmp_path), key, "run-other", ttl=1000).acquire()

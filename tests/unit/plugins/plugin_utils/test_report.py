@@ -54,3 +54,11 @@ def test_junit_is_valid_for_any_input_and_has_hostnames_and_durations(tmp_path):
     assert cases["web1/nginx"]._elem.get("hostname") == "web1"
     failure = cases["web1/redis-server"].result[0]
     assert isinstance(failure, junitparser.Failure) and "reason" in failure.message
+
+
+def test_warnings_of_the_collection_are_listed_per_host_and_rendered():
+    built = report.build_report({"web1": [{"service": "nginx", "state": "healthy"}]},
+                                warnings=[{"host": "web1", "warning": "memory held 9 episodes; kept 5"}])
+    assert built["warnings"] == [{"host": "web1", "warning": "memory held 9 episodes; kept 5"}]
+    assert built["ok"] is True  # a warning is no failure
+    assert report.build_report({})["warnings"] == []
