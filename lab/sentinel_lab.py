@@ -406,6 +406,31 @@ class ServiceHealth:
 # The lab
 
 
+# Each systemd (PID 1, path units, journald...) holds several inotify instances, all counted
+# against the host's root user: the kernel default of 128 lets about 20 systemd hosts boot,
+# and the next ones stall in "initializing" ("Failed to create inotify object: Too many open
+# files"). What the lab needs for a few hundred hosts:
+INOTIFY_INSTANCES = 8192
+_INOTIFY_PATH = Path("/proc/sys/fs/inotify/max_user_instances")
+
+
+def ensure_inotify_instances(wanted: int = INOTIFY_INSTANCES, path: Path = _INOTIFY_PATH) -> int:
+    """Raise the host's inotify instance limit to ``wanted`` when it is lower and we may
+    (root); returns the limit in force. Never lowers it."""
+    try:
+        current = int(path.read_text().strip())
+    except (OSError, ValueError):
+        return 0
+    if current < wanted:
+        try:
+            path.write_text(f"{wanted}\n")
+            return wanted
+        except OSError:
+            print(f"lab: fs.inotify.max_user_instances is {current}: more than about {current // 6} systemd "
+                  f"hosts will not boot (raise it to {wanted} as root)", file=sys.stderr)
+    return current
+
+
 def docker_available(docker: str = "docker") -> str | None:
     """None when docker answers, else why not (for skips and error messages)."""
     if not shutil.which(docker):
@@ -535,6 +560,8 @@ class Lab:
 
     def _run_container(self, host: str, kind: str) -> None:
         self._kinds.pop(host, None)
+        if kind == "systemd":
+            ensure_inotify_instances()
         result = self._docker(*self.run_argv(host, kind))
         if not result.ok:
             raise LabError(f"cannot start {self.container(host)} ({kind}): {result.output()}")

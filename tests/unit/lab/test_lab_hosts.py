@@ -180,3 +180,16 @@ def test_postgres_on_systemd_is_judged_by_its_cluster_not_the_umbrella_unit() ->
     postgres = next(d for d in _definitions("systemd") if d["name"] == "postgresql")
     assert postgres["units"] == ["postgresql@15-main.service"]
     assert {"type": "service"} not in postgres["checks"]
+
+
+def test_the_inotify_limit_is_raised_for_systemd_hosts_never_lowered(tmp_path) -> None:
+    from sentinel_lab import ensure_inotify_instances  # pylint: disable=import-outside-toplevel
+
+    limit = tmp_path / "max_user_instances"
+    limit.write_text("128\n")
+    assert ensure_inotify_instances(8192, limit) == 8192
+    assert limit.read_text() == "8192\n"
+    limit.write_text("65536\n")
+    assert ensure_inotify_instances(8192, limit) == 65536
+    assert limit.read_text() == "65536\n"
+    assert ensure_inotify_instances(8192, tmp_path / "absent") == 0
