@@ -71,6 +71,8 @@ FACTS: dict[str, FactKind] = {
     # `systemctl reset-failed`, is accepted again).
     "start_limit_hit": FactKind(WEAK, ("unit",), "systemd refuses to start the unit: start limit hit"),
     "unit_changed_on_disk": FactKind(CAUSE, ("unit",), "the unit file changed on disk; systemd needs daemon-reload"),
+    "unit_bad_setting": FactKind(CAUSE, ("unit", "message"),
+                                 "systemd refuses the unit's settings (its file or a drop-in is invalid)"),
     "unit_failed": FactKind(WEAK, ("unit", "result"), "the unit is in the failed state"),
     "log_error": FactKind(CAUSE, ("line",), "a recent log or journal line reports an error that no other fact explains"),
     "killed": FactKind(INFO, ("pid", "process"), "a process of the service was killed (OOM killer, SIGKILL)"),
@@ -83,7 +85,8 @@ RECENT_LOG_LINES = 10
 _ERROR_LINE = re.compile(
     r"\[(?:emerg|alert|crit|error)\]|\b(?:fatal|error|errors|failed|failure|cannot|can't|could not|unable|"
     r"denied|refused|abort(?:ed|ing)?|panic|segfault|corrupt(?:ed|ion)?|unrecoverable|exception|traceback|"
-    r"bad file format|invalid)\b", re.IGNORECASE)
+    r"bad file format|invalid|bad (?:directive|option|argument|value|setting)|wrong number of arguments|"
+    r"unknown (?:directive|option|setting|keyword))\b", re.IGNORECASE)
 _WARNING_LINE = re.compile(r"\bwarn(?:ing)?\b|\[warn\]", re.IGNORECASE)
 # Error lines this close after a line a specific fact explained are its consequences
 # ("bind() failed" then "still could not bind()"; ENOSPC then "Background saving error").
@@ -613,6 +616,12 @@ def _unit_facts(result, facts, ev, sections, definition) -> None:
             facts.add("unit_masked", f"unit LoadState={load} UnitFileState={file_state}", unit=name)
         if load == "not-found":
             facts.add("unit_not_found", f"unit LoadState={load}", unit=name)
+        if load in ("bad-setting", "error"):
+            # The journal says which setting; daemon-reload and restart cannot help until the
+            # file or drop-in is corrected.
+            why = _journal_refusal(sections)
+            facts.add("unit_bad_setting", f"unit LoadState={load}" + (f": {why}" if why else ""), unit=name,
+                      message=why or None)
         if res == "start-limit-hit":
             facts.add("start_limit_hit", f"unit Result={res}", unit=name)
         if props.get("needdaemonreload", "").lower() in ("yes", "true", "1"):
@@ -625,6 +634,46 @@ def _unit_facts(result, facts, ev, sections, definition) -> None:
         units = [str(u) for u in (definition.get("units") or [])]
         name = units[0] if units else None
     result.unit = name
+
+
+_REFUSAL = re.compile(r"Refusing|bad unit file setting|Invalid (?:argument|section|setting)|Unknown (?:key|section)|"
+                      r"has more than one|Failed to parse|is not allowed", re.IGNORECASE)
+
+
+def _journal_refusal(sections) -> str:
+    """The newest journal line where systemd says why it refuses a unit's settings."""
+    for section in sections:
+        if section.kind == "journal":
+            for line in reversed(section.lines):
+                if _REFUSAL.search(line):
+                    return line.split(": ", 1)[-1].strip()[:300] if "]: " in line else line.strip()[:300]
+    return ""
+
+
+def _log_config_error(facts, section, summaries: list[int]) -> None:
+    """A daemon that reports a configuration error over several log lines (a summary such
+    as "*** FATAL CONFIG FILE ERROR ***", then "at line N", the offending line, the reason):
+    one config_invalid fact, with the line number and the reason when they are there."""
+    first = summaries[0]
+    who = _EMITTER.match(section.lines[first])
+    window = []
+    for line in section.lines[first:first + 6]:
+        other = _EMITTER.match(line)
+        if who and (not other or other.group("who") != who.group("who")):
+            break     # in a journal, only the lines of the same process belong to the message
+        window.append(line)
+    if any((section.key, index) in facts.used for index in range(first, first + len(window))
+           if index not in summaries):
+        return    # a line of the message gave a specific fact ("Permission denied" on the path named)
+    said = [line.split("]: ", 1)[-1].strip() for line in window]
+    number = next((int(m.group(1)) for m in (re.search(r"\bline (\d+)", x) for x in said) if m), None)
+    reason = next((x for x in said if x and not _SUMMARY_LINE.search(x)), "")
+    offending = next((x[3:].strip() for x in said if x.startswith(">>>")), "")
+    message = "; ".join(x for x in (reason, f"at line {number}: {offending}" if number and offending else offending) if x)
+    facts.add("config_invalid", source=section.kind, evidence=window[0], line=number,
+              message=message or section.lines[first].strip())
+    for index in range(first, first + len(window)):
+        facts.used.add((section.key, index))
 
 
 def _line_facts(facts, sections, names) -> None:
@@ -655,7 +704,7 @@ def _line_facts(facts, sections, names) -> None:
                 produced = True
             elif section.kind == "config" and _SUMMARY_LINE.search(line):
                 summaries.append(index)
-            elif _SUMMARY_LINE.search(line) and _ERROR_LINE.search(line):
+            elif _SUMMARY_LINE.search(line) and (_ERROR_LINE.search(line) or _CONFIG_WORDS.search(line)):
                 summaries.append(index)
         # A summary ("test failed", "*** FATAL CONFIG FILE ERROR ***") repeats what the lines
         # around it said; alone, it still says the configuration is wrong.
@@ -663,6 +712,9 @@ def _line_facts(facts, sections, names) -> None:
             facts.used.add((section.key, index))
         if section.kind == "config" and summaries and not produced:
             facts.add("config_invalid", source=section.kind, evidence=section.lines[summaries[0]], message=section.lines[summaries[0]].strip())
+        config_summaries = [i for i in summaries if _CONFIG_WORDS.search(section.lines[i])]
+        if section.kind in ("log", "journal") and config_summaries and not facts.result.has("config_invalid"):
+            _log_config_error(facts, section, config_summaries)
         if section.kind == "config" and not produced and not summaries:
             _config_exit(facts, section, names)
 

@@ -639,3 +639,34 @@ def test_a_multi_line_error_names_its_path_on_an_earlier_line() -> None:
              "processes": []}
     assert matched_ids({"service": "redis-server", "error": "redis-server.service is failed",
                         "evidence": alone}) == ["systemd_start_limit_hit"]
+
+
+def test_a_config_error_told_over_several_log_lines_is_a_config_fact() -> None:
+    """redis (and daemons like it) log a config error as a banner, the line number, the line
+    and the reason; systemd's start limit after the crash loop does not make the start-limit
+    runbook fit, since the cause is the configuration."""
+    journal = "\n".join([
+        "2026-11-24T00:16:00+0000 h redis-server[200]: Reading the configuration file, at line 2279",
+        "2026-11-24T00:16:00+0000 h redis-server[200]: >>> 'locale-collate C'",
+        "2026-11-24T00:16:00+0000 h redis-server[200]: Bad directive or wrong number of arguments",
+        "2026-11-24T00:16:00+0000 h systemd[1]: redis-server.service: Failed with result 'exit-code'.",
+        "2026-11-24T00:16:00+0000 h systemd[1]: redis-server.service: Start request repeated too quickly.",
+    ])
+    evidence = {"journal": journal, "unit": {"Id": "redis-server.service", "ActiveState": "failed",
+                                             "Result": "start-limit-hit"}, "processes": []}
+    found = extract_facts("redis-server", "redis-server.service is failed", evidence)
+    config = found.of("config_invalid")
+    assert [(c.get("line"), c["message"]) for c in config] == [
+        (2279, "Bad directive or wrong number of arguments; at line 2279: 'locale-collate C'")]
+    assert matched_ids({"service": "redis-server", "error": "redis-server.service is failed", "evidence": evidence}) == []
+
+
+def test_a_unit_systemd_refuses_is_a_cause_no_reload_fixes() -> None:
+    journal = ("2026-11-24T00:16:00+0000 h systemd[1]: nginx.service: Service has more than one ExecStart= "
+               "setting, which is only allowed for Type=oneshot services. Refusing.")
+    evidence = {"journal": journal, "processes": [],
+                "unit": {"Id": "nginx.service", "LoadState": "bad-setting", "ActiveState": "inactive",
+                         "NeedDaemonReload": "yes"}}
+    found = extract_facts("nginx", "nginx.service is inactive (load state bad-setting)", evidence)
+    assert "more than one ExecStart=" in found.of("unit_bad_setting")[0]["message"]
+    assert matched_ids({"service": "nginx", "error": "nginx.service is inactive", "evidence": evidence}) == []
