@@ -662,7 +662,7 @@ def _log_config_error(facts, section, summaries: list[int]) -> None:
         if who and (not other or other.group("who") != who.group("who")):
             break     # in a journal, only the lines of the same process belong to the message
         window.append(line)
-    if any((section.key, index) in facts.used for index in range(first, first + len(window))
+    if any((section.key, index) in facts.used for index in range(max(0, first - 3), first + len(window))
            if index not in summaries):
         return    # a line of the message gave a specific fact ("Permission denied" on the path named)
     said = [line.split("]: ", 1)[-1].strip() for line in window]
