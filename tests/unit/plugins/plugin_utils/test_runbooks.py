@@ -670,3 +670,21 @@ def test_a_unit_systemd_refuses_is_a_cause_no_reload_fixes() -> None:
     found = extract_facts("nginx", "nginx.service is inactive (load state bad-setting)", evidence)
     assert "more than one ExecStart=" in found.of("unit_bad_setting")[0]["message"]
     assert matched_ids({"service": "nginx", "error": "nginx.service is inactive", "evidence": evidence}) == []
+
+
+def test_a_config_test_banner_after_the_named_cause_adds_no_second_fact() -> None:
+    """systemd's ExecStartPre `nginx -t` logs the specific error, then "test failed": the
+    banner repeats it, it is no configuration error of its own."""
+    journal = "\n".join([
+        '2026-11-24T00:20:00+0000 h nginx[50]: nginx: [emerg] open() "/var/log/nginx/error.log" failed '
+        "(2: No such file or directory)",
+        "2026-11-24T00:20:00+0000 h nginx[50]: nginx: configuration file /etc/nginx/nginx.conf test failed",
+        "2026-11-24T00:20:00+0000 h systemd[1]: nginx.service: Control process exited, code=exited, status=1/FAILURE",
+    ])
+    evidence = {"journal": journal, "processes": [],
+                "unit": {"Id": "nginx.service", "ActiveState": "failed", "Result": "exit-code"},
+                "paths": {"/var/log/nginx": "missing (nearest existing parent /var/log: directory)"}}
+    found = extract_facts("nginx", "nginx.service is failed", evidence)
+    assert not found.has("config_invalid")
+    assert matched_ids({"service": "nginx", "error": "nginx.service is failed", "evidence": evidence}) == \
+        ["nginx_missing_log_dir"]
