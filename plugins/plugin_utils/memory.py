@@ -237,7 +237,7 @@ _FHS_ROLES = (("/etc/", "config"), ("/var/lib/", "data"), ("/srv/", "data"), ("/
               ("/sbin/", "system"), ("/lib/", "system"), ("/opt/", "app"), ("/home/", "home"), ("/var/www/", "web"))
 _SERVICE_ROLES = (("config_paths", "config"), ("data_paths", "data"), ("runtime_paths", "runtime"),
                   ("pid_files", "runtime"), ("log_paths", "log"), ("logs", "log"), ("paths", "path"))
-_PATH_CHARS = r"[\w.+@%=,~-]"
+_PATH_CHARS = r"[\w.+@%=~-]"
 _VALUES = re.compile(
     r"(?P<path>(?<![\w.~/-])/" + _PATH_CHARS + r"+(?:/" + _PATH_CHARS + r"+)*/?)"
     r"|(?P<unit>(?<![\w./-])[\w@-]+(?:\.[\w@-]+)*\.(?:service|socket|timer|mount|target|path)\b)"
@@ -334,8 +334,8 @@ def similarity(facts: Iterable[str], error: str, other_facts: Iterable[str], oth
     message, a missing or denied path, a port held by another program, a full disk...)
     counting twice. 0 when they share no cause fact: a different error class is never
     similar, however much context (status, probed paths) they share."""
-    mine = {s for s, _ in _shapes(facts, error, service, service_def)}
-    theirs = {s for s, _ in _shapes(other_facts, other_error, service, service_def)}
+    mine = {pair[0] for pair in _shapes(facts, error, service, service_def)}
+    theirs = {pair[0] for pair in _shapes(other_facts, other_error, service, service_def)}
     common = mine & theirs
     if not any(_weight(s) > 1.0 for s in common):
         return 0.0
@@ -381,7 +381,7 @@ def value_mapping(facts: Iterable[str], error: str, other_facts: Iterable[str], 
             continue
         mine_values = fact_shape(mine[shape][0], service, service_def)[1]
         their_values = fact_shape(theirs[shape][0], service, service_def)[1]
-        for (kind, old), (_kind, new) in zip(their_values, mine_values):
+        for (kind, old), (_same_kind, new) in zip(their_values, mine_values):
             candidates.setdefault(old, set()).add(new)
             kinds[old] = kind
     mapping: dict[str, str] = {}
@@ -418,7 +418,7 @@ def adapt_command(command: str, mapping: Mapping[str, str], unmapped: Mapping[st
     spans: list[tuple[int, int, str]] = []
     for old in sorted(mapping, key=len, reverse=True):
         for match in _value_pattern(old).finditer(text):
-            if any(start < match.end() and match.start() < end for start, end, _ in spans):
+            if any(start < match.end() and match.start() < end for start, end, _new in spans):
                 continue
             spans.append((match.start(), match.end(), mapping[old]))
     adapted = text
@@ -457,7 +457,7 @@ def recall_index(index_: Mapping[str, Mapping], pool: int = RECALL_POOL) -> dict
         items.sort(key=lambda c: c["finished"], reverse=True)
         kept, seen = [], set()
         for item in items:
-            key = (tuple(sorted(s for s, _ in _shapes(item["facts"], item["error"], service, None))),
+            key = (tuple(sorted(pair[0] for pair in _shapes(item["facts"], item["error"], service, None))),
                    tuple(fact_shape(c, service)[0] for c in item["commands"]))
             if key in seen:
                 continue

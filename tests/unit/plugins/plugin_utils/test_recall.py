@@ -19,7 +19,7 @@ from llm_server import plan_content
 
 OLD_CONF = "/etc/nginx/conf.d/zz-broken.conf"
 NEW_CONF = "/etc/nginx/conf.d/yy-deploy.conf"
-FIX = [f"mv {OLD_CONF} {OLD_CONF}.disabled", "nginx -t", "service nginx start"]
+FIX = (f"mv {OLD_CONF} {OLD_CONF}.disabled", "nginx -t", "service nginx start")
 
 
 def config_case(path: str = OLD_CONF, line: int = 3, host: int = 1) -> dict:
@@ -88,7 +88,7 @@ def test_a_port_that_is_not_the_services_own_is_abstracted_its_own_stays():
 
 def test_the_fix_comes_adapted_to_this_hosts_path_and_the_rest_as_it_was():
     old, new = config_case(), config_case(NEW_CONF, line=7, host=2)
-    (found,) = recall([episode(old, FIX + ["sed -i 3d /etc/nginx/nginx.conf", "true 3"])], new, host="web2")
+    (found,) = recall([episode(old, FIX + ("sed -i 3d /etc/nginx/nginx.conf", "true 3"))], new, host="web2")
     assert found["host"] == "web1" and found["similarity"] == 1.0
     commands = {c["original"]: c for c in found["commands"]}
     assert commands[FIX[0]]["command"] == f"mv {NEW_CONF} {NEW_CONF}.disabled" and commands[FIX[0]]["changed"]
@@ -157,8 +157,8 @@ def settings(server):
 def test_with_a_model_the_similar_fix_goes_into_the_prompt_adapted(llm_server):
     old, new = config_case(), config_case(NEW_CONF, host=2)
     recalled = recall([episode(old)], new, host="web2")
-    llm_server.queue({"content": plan_content("a broken deploy file", [f"mv {NEW_CONF} {NEW_CONF}.off",
-                                                                      "service nginx start"])})
+    answer = plan_content("a broken deploy file", [f"mv {NEW_CONF} {NEW_CONF}.off", "service nginx start"])
+    llm_server.queue({"content": answer})
     result = Planner(service="nginx", error=new["error"], evidence=new["evidence"], host_tools=new["host_tools"],
                      llm_settings=settings(llm_server), backend="llm", recalled=recalled).run()
     prompt = llm_server.chat_requests[0]["messages"][1]["content"]
@@ -184,7 +184,7 @@ def test_without_a_model_it_is_a_hint_and_never_part_of_the_plan():
 def test_an_exact_fix_is_planned_from_memory_and_says_so():
     old = config_case()
     result = Planner(service="nginx", error=old["error"], evidence=old["evidence"], host_tools=old["host_tools"],
-                     successful_fixes=[{"commands": FIX}], backend="memory",
+                     successful_fixes=[{"commands": list(FIX)}], backend="memory",
                      recalled=recall([episode(old)], config_case(NEW_CONF))).run()
     assert result["source"] == "memory" and result["recall"] == "exact" and result["recalled"] == []
 
