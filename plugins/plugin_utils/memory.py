@@ -334,8 +334,11 @@ def similarity(facts: Iterable[str], error: str, other_facts: Iterable[str], oth
     message, a missing or denied path, a port held by another program, a full disk...)
     counting twice. 0 when they share no cause fact: a different error class is never
     similar, however much context (status, probed paths) they share."""
-    mine = {pair[0] for pair in _shapes(facts, error, service, service_def)}
-    theirs = {pair[0] for pair in _shapes(other_facts, other_error, service, service_def)}
+    return _score({pair[0] for pair in _shapes(facts, error, service, service_def)},
+                  {pair[0] for pair in _shapes(other_facts, other_error, service, service_def)})
+
+
+def _score(mine: set[str], theirs: set[str]) -> float:
     common = mine & theirs
     if not any(_weight(s) > 1.0 for s in common):
         return 0.0
@@ -488,13 +491,15 @@ def similar_incidents(candidates: Mapping[str, Sequence[Mapping]] | Sequence[Map
     name = _service_of("", service)
     pool = (candidates.get(name) or []) if isinstance(candidates, Mapping) else (candidates or [])
     bad = {" ".join(str(c).split()) for c in failed_commands or ()}
+    mine = {pair[0] for pair in _shapes(facts, error, name, service_def)}
     scored = []
     for item in pool:
         if not isinstance(item, Mapping) or item.get("signature") == signature:
             continue
         if _service_of(str(item.get("signature") or ""), str(item.get("service") or "")) != name:
             continue
-        score = similarity(facts, error, item.get("facts") or [], str(item.get("error") or ""), name, service_def)
+        score = _score(mine, {pair[0] for pair in _shapes(item.get("facts") or [], str(item.get("error") or ""),
+                                                          name, service_def)})
         if score < threshold:
             continue
         mapping, unmapped = value_mapping(facts, error, item.get("facts") or [], str(item.get("error") or ""),
