@@ -136,6 +136,7 @@ class ActionModule(ActionBase):
         self._pending_changed = False
         self._share = None
         self._index = None
+        self._recall_candidates = None
         self._unreachable = False
         self._run = run_token()
         self._journal = journal_mod.Journal(os.path.join(args["artifacts_dir"], "journal"), self._host)
@@ -240,6 +241,9 @@ class ActionModule(ActionBase):
                 attempt.runbook = (planned.get("runbook") or {}).get("id", "") if planned.get("source") == "runbook" else ""
                 attempt.llm = planned.get("llm_used") or {}
                 attempt.notes = [planned.get("msg") or ""]
+                attempt.recall = planned.get("recall") or ""
+                if planned.get("recalled"):
+                    incident.recalled = list(planned["recalled"])
                 problems = engine.plan_problems(incident, engine.runnable(checked))
                 if problems:
                     attempt.notes.insert(0, "not run: " + "; ".join(problems))
@@ -328,6 +332,27 @@ class ActionModule(ActionBase):
             self._index = self._plans().get_or_make("memory-index", build)[0]
         return self._index
 
+    def _recall_index(self) -> dict:
+        """Recall candidates by service, made once per run from the memory index."""
+        if self._recall_candidates is None:
+            def build():
+                return memory_mod.recall_index(self._memory_index())
+            self._recall_candidates = self._plans().get_or_make("recall-index", build)[0]
+        return self._recall_candidates
+
+    def _recalled(self, incident, signature, error, evidence, definition, failed) -> list[dict]:
+        """Similar incidents healed before (memory.similar_incidents): this host's own
+        episodes first (those of this run are not in the run's index yet), then the fleet's."""
+        service = incident.service
+        own = memory_mod.recall_index(memory_mod.index([self._memory])).get(service, []) if self._memory else []
+        seen = {(c["signature"], tuple(c["commands"])) for c in own}
+        pool = own + [c for c in self._recall_index().get(service, [])
+                      if (c.get("signature"), tuple(c.get("commands") or [])) not in seen]
+        return memory_mod.similar_incidents(
+            pool, service=service, signature=signature, error=error,
+            facts=key_facts(service, error, evidence, self._hostnames), service_def=definition,
+            host=self._host, failed_commands=failed)
+
     def _fleet_memories(self) -> list:
         """Every inventory host's memory, read once per run (the first host builds the index)."""
         hostvars = self._vars.get("hostvars") or {}
@@ -363,6 +388,7 @@ class ActionModule(ActionBase):
         failed = list(dict.fromkeys(list(known.get("failed_commands") or []) + list(own.get("failed_commands") or [])))
         history = [(a.signature, list(a.key), [c.rc for c in a.commands], a.healthy) for a in incident.attempts]
         key = share_key(attempt.signature, history, args["backend"])
+        recalled = self._recalled(incident, attempt.signature, error, evidence, definition, failed)
 
         def make() -> dict:
             planner = Planner(
@@ -370,7 +396,7 @@ class ActionModule(ActionBase):
                 successful_fixes=successes, host_tools=tools, policy=self._host_policy(tools),
                 max_commands=args["max_commands"], backend=args["backend"], hostnames=self._hostnames,
                 llm_settings=self._settings, incident=incident, scope=scope, knowledge=self._knowledge,
-                service_def=definition)
+                service_def=definition, recalled=recalled)
             out = planner.run()
             out["host_values"] = host_values(evidence, incident.service, definition.get("ports") or [])
             out["planned_by"] = self._host

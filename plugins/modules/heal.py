@@ -200,6 +200,11 @@ outcomes:
       V(waiting_approval), V(escalated), V(failed), V(dry_run); the commands that ran with their
       verdict and rc, the refused ones with the reasons, the LLM usage and errors, and a timeline
       of the attempts.
+    - C(recall) says how memory served the plan, V(exact) (a remembered fix of this very failure),
+      V(offered) (the model was shown similar incidents' fixes) or V(hint) (similar incidents were
+      shown to people only, nothing of them ran); C(recalled) lists those similar incidents, each
+      C(signature), C(host), C(similarity) and C(commands) (adapted to this host where the values
+      map one to one, with the C(original) text and a C(note) otherwise).
   type: list
   elements: dict
   returned: always

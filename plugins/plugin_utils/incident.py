@@ -118,6 +118,7 @@ class Attempt:
     notes: list[str] = field(default_factory=list)
     started: str = ""
     finished: str = ""
+    recall: str = ""  # exact | offered | hint | "" (planner.Planner.recall_mode)
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -148,6 +149,8 @@ class Incident:
     approval: str = "none"
     approval_id: str = ""
     attempts: list[Attempt] = field(default_factory=list)
+    # Similar incidents offered to the model or shown as a hint (planner.public_recall).
+    recalled: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -364,9 +367,32 @@ def _previous_error(incident: Incident, attempt: Attempt) -> str:
     return earlier[-1].error_after if earlier else ""
 
 
+def recall_summary(incident: Incident) -> str:
+    """How memory served the incident: ``offered`` when the model saw a similar incident's
+    fix in any attempt, else ``hint`` when one was only shown, else ``exact`` when a plan
+    came from a remembered fix of this very failure, else ``""``."""
+    modes = {a.recall for a in incident.attempts}
+    return next((m for m in ("offered", "hint", "exact") if m in modes), "")
+
+
+def recall_note(recalled: Sequence[Mapping]) -> str:
+    """The hint people read in an escalation: the similar incidents' fixes, not run."""
+    parts = []
+    for item in recalled[:3]:
+        commands = "; ".join(f"`{c.get('command')}`" for c in item.get("commands") or [] if isinstance(c, Mapping))
+        parts.append(f"{item.get('host') or 'another host'} (similarity {float(item.get('similarity') or 0):.2f}) "
+                     f"healed with {commands}")
+    return ("a similar incident (not run here; check it fits): " + " | ".join(parts)) if parts else ""
+
+
 def outcome(incident: Incident) -> dict:
     """The report's record of the incident (docs/contracts.md, "Outcomes for the report")."""
     last = incident.attempts[-1] if incident.attempts else None
+    recall = recall_summary(incident)
+    recalled = [dict(r) for r in incident.recalled] if recall in ("offered", "hint") else []
+    reason = incident.reason
+    if incident.state == "escalated" and recalled and "similar incident" not in reason:
+        reason = "; ".join(r for r in (reason, recall_note(recalled)) if r)
     commands = [{"command": c.command, "source": c.source, "verdict": c.verdict, "rc": c.rc,
                  "become": c.become, "attempt": a.number}
                 | ({"skipped": c.reason} if not c.ran else {})
@@ -388,13 +414,16 @@ def outcome(incident: Incident) -> dict:
         "llm_error": next((_llm_error(a.llm) for a in reversed(incident.attempts)
                            if a.llm.get("used") and a.llm.get("error")), ""),
         "sources": [a.source for a in incident.attempts],
-        "reason": incident.reason,
+        "reason": reason,
+        "recall": recall,
+        "recalled": recalled,
         "approval_id": incident.approval_id,
         "started": incident.started,
         "finished": incident.finished,
         "timeline": [{"attempt": a.number, "source": a.source, "gate": a.gate, "healthy": a.healthy,
                       "error_after": a.error_after, "diagnosis": a.diagnosis, "runbook": a.runbook,
-                      "started": a.started, "finished": a.finished} for a in incident.attempts],
+                      "recall": a.recall, "started": a.started, "finished": a.finished}
+                     for a in incident.attempts],
     }
 
 

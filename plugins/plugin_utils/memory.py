@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import SERVICE_PORTS, normalise_error
 
 DEFAULT_MAX_EPISODES = 50
 APPROVALS = ("none", "auto", "approved", "rejected", "pending")
@@ -163,6 +166,7 @@ def _summarise(signature: str, episodes: list[dict]) -> dict:
         entry = {
             "commands": commands,
             "diagnosis": episode["diagnosis"],
+            "error": episode["error"],
             "host": episode["host"],
             "finished": episode["finished"],
             "sources": sorted({c["source"] for c in episode["commands"]}),
@@ -178,6 +182,7 @@ def _summarise(signature: str, episodes: list[dict]) -> dict:
                 failed.append(text)
     return {
         "signature": signature,
+        "service": episodes[-1]["service"] if episodes else "",
         "episodes": len(episodes),
         "failed_commands": failed,
         "successes": successes,
@@ -188,12 +193,12 @@ def _summarise(signature: str, episodes: list[dict]) -> dict:
 def lookup(memories: Any, signature: str) -> dict:
     """What the fleet's memory knows about ``signature``.
 
-    Returns ``{"signature", "episodes", "failed_commands", "successes", "demoted"}``:
+    Returns ``{"signature", "service", "episodes", "failed_commands", "successes", "demoted"}``:
 
     - ``failed_commands``: command texts that exited non-zero in some episode of the
       signature and never belonged to a successful one (oldest first, unique);
     - ``successes``: the plans that healed it, newest first, unique by commands, each
-      ``{"commands": [text...], "diagnosis", "host", "finished", "sources", "facts"}``;
+      ``{"commands": [text...], "diagnosis", "error", "host", "finished", "sources", "facts"}``;
       only the commands that exited 0 are kept;
     - ``demoted``: plans that healed it once but whose latest run for it did not heal:
       they are not offered again until they heal again.
@@ -212,6 +217,309 @@ def index(memories: Any) -> dict[str, dict]:
         for episode in memory:
             by_signature.setdefault(episode["signature"], []).append(episode)
     return {signature: _summarise(signature, episodes) for signature, episodes in by_signature.items()}
+
+
+# ---------------------------------------------------------------------------- recall
+#
+# Similar-incident recall: a fix that healed a failure of the same service whose key facts
+# have the same shape once host-specific values are abstracted (paths keep their role and
+# name pattern, ports other than the service's own, PIDs, numbers, units and host names
+# become placeholders). It is offered to the model, or shown as a hint; never run as is.
+
+RECALL_THRESHOLD = 0.6  # weighted share of abstract facts two incidents must have in common
+RECALL_LIMIT = 3        # incidents offered per planning step
+RECALL_POOL = 40        # candidates the recall index keeps per service
+_CAUSE_WEIGHT = 2.0     # a cause fact counts twice as much as a context fact
+_CONTEXT_PREFIXES = ("status:", "path ", "error:")
+_FHS_ROLES = (("/etc/", "config"), ("/var/lib/", "data"), ("/srv/", "data"), ("/var/cache/", "cache"),
+              ("/var/spool/", "data"), ("/run/", "runtime"), ("/var/run/", "runtime"), ("/var/log/", "log"),
+              ("/tmp/", "tmp"), ("/var/tmp/", "tmp"), ("/usr/", "system"), ("/bin/", "system"),
+              ("/sbin/", "system"), ("/lib/", "system"), ("/opt/", "app"), ("/home/", "home"), ("/var/www/", "web"))
+_SERVICE_ROLES = (("config_paths", "config"), ("data_paths", "data"), ("runtime_paths", "runtime"),
+                  ("pid_files", "runtime"), ("log_paths", "log"), ("logs", "log"), ("paths", "path"))
+_PATH_CHARS = r"[\w.+@%=~-]"
+_VALUES = re.compile(
+    r"(?P<path>(?<![\w.~/-])/" + _PATH_CHARS + r"+(?:/" + _PATH_CHARS + r"+)*/?)"
+    r"|(?P<unit>(?<![\w./-])[\w@-]+(?:\.[\w@-]+)*\.(?:service|socket|timer|mount|target|path)\b)"
+    r"|(?P<port>(?:(?<=\bport )|(?<=<ip>:)|(?<=\*:)|(?<=\]:))\d{1,5}\b)"
+    r"|(?P<number>(?<![\w<#.{:/-])(?!0[0-7]{3}\b)\d+(?:\.\d+)?(?![\w>}]))"
+    r"|(?P<lineno>(?<=\w:)\d+\b)")
+
+
+def _service_of(signature: str, service: str = "") -> str:
+    name = (service or signature.split(":", 1)[0] or "").strip().lower()
+    return name[:-len(".service")] if name.endswith(".service") else name
+
+
+def _own_ports(service: str, service_def: Mapping | None) -> set[str]:
+    ports = {str(p) for p in SERVICE_PORTS.get(service, ())}
+    for port in (service_def or {}).get("ports") or []:
+        ports.add(str(port))
+    return ports
+
+
+def _service_dirs(service_def: Mapping | None) -> list[tuple[str, str]]:
+    dirs = []
+    for key, role in _SERVICE_ROLES:
+        values = (service_def or {}).get(key) or []
+        for value in [values] if isinstance(values, str) else values:
+            if isinstance(value, str) and value.startswith("/"):
+                dirs.append((value.rstrip("/") or "/", role))
+    return sorted(dirs, key=lambda d: len(d[0]), reverse=True)
+
+
+def path_role(path: str, service_def: Mapping | None = None) -> str:
+    """What a path is for this service: ``own-<role>`` under (or equal to) one of the
+    definition's config/data/runtime/log paths, else the filesystem hierarchy's role
+    (``config`` under /etc, ``data`` under /var/lib or /srv, ...) or ``other``."""
+    for directory, role in _service_dirs(service_def):
+        if path == directory or path.startswith(directory.rstrip("/") + "/"):
+            return f"own-{role}"
+    for prefix, role in _FHS_ROLES:
+        if path.startswith(prefix) or path == prefix.rstrip("/"):
+            return role
+    return "other"
+
+
+def _name_pattern(path: str) -> str:
+    """The basename's pattern: its extensions kept, the name and digits abstracted
+    (``zz-broken.conf`` -> ``*.conf``, ``error.log.1`` -> ``*.log.#``)."""
+    base = path.rstrip("/").rsplit("/", 1)[-1]
+    parts = re.sub(r"\d+", "#", base).split(".")
+    return "*." + ".".join(parts[1:]) if len(parts) > 1 and parts[0] else "*" if len(parts) == 1 else "." + base
+
+
+def fact_shape(fact: str, service: str, service_def: Mapping | None = None) -> tuple[str, list[tuple[str, str]]]:
+    """``(shape, values)``: the fact with its host-specific values abstracted, and those
+    values in order as ``(kind, value)`` (kind ``path``, ``unit``, ``port``, ``number``,
+    ``lineno``). The service's own ports and file modes stay literal."""
+    own = _own_ports(_service_of("", service), service_def)
+    values: list[tuple[str, str]] = []
+
+    def swap(match: re.Match) -> str:
+        kind = match.lastgroup or "number"
+        value = match.group(0)
+        if kind == "path":
+            value = value.rstrip(".") if len(value.rstrip(".")) > 1 else value
+            tail = match.group(0)[len(value):]
+            values.append(("path", value))
+            return f"<path:{path_role(value, service_def)}:{_name_pattern(value)}>" + tail
+        if kind == "port" and value in own:
+            return value
+        values.append((kind, value))
+        return f"<{kind}>"
+
+    return _VALUES.sub(swap, str(fact)), values
+
+
+def _weight(shape: str) -> float:
+    if shape.startswith(_CONTEXT_PREFIXES) or (shape.startswith("pid file ") and shape.endswith(" missing")):
+        return 1.0
+    return _CAUSE_WEIGHT
+
+
+def _shapes(facts: Iterable[str], error: str, service: str, service_def: Mapping | None) -> list[tuple[str, str]]:
+    """(shape, fact) pairs of an incident: its key facts and its health error."""
+    pairs = [(fact_shape(f, service, service_def)[0], f) for f in facts if isinstance(f, str) and f.strip()]
+    if error and error.strip():
+        text = "error: " + normalise_error(error)
+        pairs.append((fact_shape(text, service, service_def)[0], text))
+    return pairs
+
+
+def similarity(facts: Iterable[str], error: str, other_facts: Iterable[str], other_error: str, service: str,
+               service_def: Mapping | None = None) -> float:
+    """How close two incidents of ``service`` are, 0..1: the weighted share of their
+    abstract facts (and health errors) they have in common, cause facts (a config test
+    message, a missing or denied path, a port held by another program, a full disk...)
+    counting twice. 0 when they share no cause fact: a different error class is never
+    similar, however much context (status, probed paths) they share."""
+    return _score({pair[0] for pair in _shapes(facts, error, service, service_def)},
+                  {pair[0] for pair in _shapes(other_facts, other_error, service, service_def)})
+
+
+def _score(mine: set[str], theirs: set[str]) -> float:
+    common = mine & theirs
+    if not any(_weight(s) > 1.0 for s in common):
+        return 0.0
+    union = sum(_weight(s) for s in mine | theirs)
+    return round(sum(_weight(s) for s in common) / union, 3) if union else 0.0
+
+
+def _path_mapping(old: str, new: str) -> tuple[str, str] | None:
+    """The differing directory prefixes of two paths that end alike
+    (``/srv/a/x``, ``/srv/b/x`` -> ``/srv/a``, ``/srv/b``), else None."""
+    old_parts, new_parts = old.rstrip("/").split("/"), new.rstrip("/").split("/")
+    same = 0
+    while same < min(len(old_parts), len(new_parts)) - 1 and old_parts[-1 - same] == new_parts[-1 - same]:
+        same += 1
+    if same == 0:
+        return None
+    old_prefix, new_prefix = "/".join(old_parts[:-same]), "/".join(new_parts[:-same])
+    if not old_prefix.strip("/") or not new_prefix.strip("/"):
+        return None
+    return old_prefix, new_prefix
+
+
+def value_mapping(facts: Iterable[str], error: str, other_facts: Iterable[str], other_error: str, service: str,
+                  service_def: Mapping | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """``(mapping, unmapped)`` from the other incident's values to this one's.
+
+    Facts are paired by shape when the shape occurs once on each side; their values are
+    paired in order. A path, port or unit that differs maps when it maps to one value
+    only; a path that ends like its counterpart also maps its differing directory
+    prefix. ``unmapped``: values that differ but cannot be mapped (numbers, line numbers,
+    a value with two counterparts), each with a short reason.
+    """
+    mine: dict[str, list[str]] = {}
+    theirs: dict[str, list[str]] = {}
+    for shape, fact in _shapes(facts, error, service, service_def):
+        mine.setdefault(shape, []).append(fact)
+    for shape, fact in _shapes(other_facts, other_error, service, service_def):
+        theirs.setdefault(shape, []).append(fact)
+    candidates: dict[str, set[str]] = {}
+    kinds: dict[str, str] = {}
+    for shape in sorted(set(mine) & set(theirs)):
+        if len(mine[shape]) != 1 or len(theirs[shape]) != 1:
+            continue
+        mine_values = fact_shape(mine[shape][0], service, service_def)[1]
+        their_values = fact_shape(theirs[shape][0], service, service_def)[1]
+        for (kind, old), (_same_kind, new) in zip(their_values, mine_values):
+            candidates.setdefault(old, set()).add(new)
+            kinds[old] = kind
+    mapping: dict[str, str] = {}
+    unmapped: dict[str, str] = {}
+    for old, news in candidates.items():
+        if news == {old}:
+            continue
+        if len(news) > 1:
+            unmapped[old] = "differs here, and not in one way: " + ", ".join(sorted(news))
+        elif kinds[old] in ("path", "port", "unit"):
+            mapping[old] = next(iter(news))
+        else:
+            unmapped[old] = f"a {kinds[old]} that is {next(iter(news))} here; check what it stands for"
+    for old, new in list(mapping.items()):
+        if kinds[old] == "path":
+            prefixes = _path_mapping(old, new)
+            if prefixes and prefixes[0] not in mapping and prefixes[0] not in unmapped:
+                mapping[prefixes[0]] = prefixes[1]
+    return mapping, unmapped
+
+
+def _value_pattern(value: str) -> re.Pattern[str]:
+    if value.startswith("/"):
+        # A path, or a path under it, or a name derived from it (x.conf -> x.conf.disabled).
+        return re.compile(r"(?<![\w.~/-])" + re.escape(value) + r"(?![\w~-])")
+    return re.compile(r"(?<![\w.{:/-])" + re.escape(value) + r"(?![\w}-])")
+
+
+def adapt_command(command: str, mapping: Mapping[str, str], unmapped: Mapping[str, str] = ()) -> dict:
+    """``{"command", "original", "changed", "note"}``: ``command`` with the mapped values
+    replaced (longest first, each position once), or as it was with a note naming a
+    value that differs here and could not be mapped."""
+    text = str(command)
+    spans: list[tuple[int, int, str]] = []
+    for old in sorted(mapping, key=len, reverse=True):
+        for match in _value_pattern(old).finditer(text):
+            if any(start < match.end() and match.start() < end for start, end, _new in spans):
+                continue
+            spans.append((match.start(), match.end(), mapping[old]))
+    adapted = text
+    for start, end, new in sorted(spans, reverse=True):
+        adapted = adapted[:start] + new + adapted[end:]
+    notes = [f"{old}: {why}" for old, why in sorted((unmapped or {}).items())
+             if _value_pattern(old).search(text)]
+    return {"command": adapted, "original": text, "changed": adapted != text,
+            "note": ("kept as it was there: " + "; ".join(notes)) if notes else ""}
+
+
+def _candidate(signature: str, summary: Mapping, success: Mapping) -> dict:
+    return {"signature": signature, "service": _service_of(signature, str(summary.get("service") or "")),
+            "host": str(success.get("host") or ""), "error": str(success.get("error") or ""),
+            "facts": [f for f in success.get("facts") or [] if isinstance(f, str)],
+            "commands": [c for c in success.get("commands") or [] if isinstance(c, str)],
+            "diagnosis": str(success.get("diagnosis") or ""), "finished": str(success.get("finished") or "")}
+
+
+def recall_index(index_: Mapping[str, Mapping], pool: int = RECALL_POOL) -> dict[str, list[dict]]:
+    """The candidates for recall, by service: from ``index`` (one pass over its
+    signatures), each remembered plan that healed and was not demoted since, newest
+    first, one per abstract incident and plan (hosts with the same fault at other paths
+    count once), at most ``pool`` per service, so recall costs the same whatever the
+    size of the fleet."""
+    by_service: dict[str, list[dict]] = {}
+    for signature, summary in (index_ or {}).items():
+        if not isinstance(summary, Mapping):
+            continue
+        for success in summary.get("successes") or []:
+            if isinstance(success, Mapping) and success.get("commands"):
+                item = _candidate(str(signature), summary, success)
+                by_service.setdefault(item["service"], []).append(item)
+    out = {}
+    for service, items in by_service.items():
+        items.sort(key=lambda c: c["finished"], reverse=True)
+        kept, seen = [], set()
+        for item in items:
+            key = (tuple(sorted(pair[0] for pair in _shapes(item["facts"], item["error"], service, None))),
+                   tuple(fact_shape(c, service)[0] for c in item["commands"]))
+            if key in seen:
+                continue
+            seen.add(key)
+            kept.append(item)
+            if len(kept) >= pool:
+                break
+        out[service] = kept
+    return out
+
+
+def similar_incidents(candidates: Mapping[str, Sequence[Mapping]] | Sequence[Mapping], *, service: str,
+                      signature: str, error: str, facts: Sequence[str], service_def: Mapping | None = None,
+                      host: str = "", failed_commands: Iterable[str] = (), limit: int = RECALL_LIMIT,
+                      threshold: float = RECALL_THRESHOLD) -> list[dict]:
+    """Remembered fixes of similar (not identical) incidents of ``service``, best first.
+
+    ``candidates``: ``recall_index(...)`` (or one service's list of it). An incident is
+    offered when it is of the same service, its signature differs from ``signature`` (an
+    identical one is memory's exact fix) and ``similarity`` reaches ``threshold``; its
+    commands come adapted to this incident's values (``adapt_command``). A plan holding a
+    command known to fail on this failure is not offered. At most ``limit``; each
+    ``{"signature", "host", "similarity", "facts", "error", "diagnosis", "finished",
+    "commands": [{"command", "original", "changed", "note"}], "mapping", "facts_here"}``.
+    """
+    if limit < 1:
+        raise EpisodeError(f"limit must be at least 1, got {limit}")
+    name = _service_of("", service)
+    pool = (candidates.get(name) or []) if isinstance(candidates, Mapping) else (candidates or [])
+    bad = {" ".join(str(c).split()) for c in failed_commands or ()}
+    mine = {pair[0] for pair in _shapes(facts, error, name, service_def)}
+    scored = []
+    for item in pool:
+        if not isinstance(item, Mapping) or item.get("signature") == signature:
+            continue
+        if _service_of(str(item.get("signature") or ""), str(item.get("service") or "")) != name:
+            continue
+        score = _score(mine, {pair[0] for pair in _shapes(item.get("facts") or [], str(item.get("error") or ""),
+                                                          name, service_def)})
+        if score < threshold:
+            continue
+        mapping, unmapped = value_mapping(facts, error, item.get("facts") or [], str(item.get("error") or ""),
+                                          name, service_def)
+        if host and item.get("host") and item["host"] != host and item["host"] not in mapping:
+            mapping[str(item["host"])] = host
+        commands = [adapt_command(c, mapping, unmapped) for c in item.get("commands") or []]
+        if not commands or any(" ".join(c["command"].split()) in bad for c in commands):
+            continue
+        scored.append({"signature": item.get("signature"), "host": item.get("host") or "", "similarity": score,
+                       "facts": list(item.get("facts") or []), "error": item.get("error") or "",
+                       "diagnosis": item.get("diagnosis") or "", "finished": item.get("finished") or "",
+                       "commands": commands, "mapping": mapping, "facts_here": list(facts)})
+    scored.sort(key=lambda r: (-r["similarity"], -_stamp(r["finished"])))
+    return scored[:limit]
+
+
+def _stamp(finished: str) -> float:
+    digits = re.sub(r"\D", "", finished or "")
+    return float(digits or 0)
 
 
 def _valid_cache_payload(raw: str) -> bool:

@@ -55,6 +55,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature imp
 BACKENDS = ("auto", "llm", "runbook", "memory")
 # Lab/Debian service names whose init script has another name.
 INIT_NAMES = {"redis": "redis-server", "sshd": "ssh", "crond": "cron"}
+_PLACEHOLDER = re.compile(r"\{[a-z_]+(?::[^{}\s]+)?\}")
 _VERDICT_KEYS = ("command", "verdict", "reasons", "argv", "display", "become", "pids", "effects")
 
 
@@ -96,7 +97,7 @@ class Planner:
                  runbook_dirs: Sequence[str] | None = None, hostnames: Iterable[str] = (),
                  llm_settings: LLMSettings | None = None, sleep: Callable[[float], None] = time.sleep,
                  incident: engine.Incident | None = None, scope: Mapping | None = None,
-                 similar_fixes: Sequence[str] = (), books: Sequence[Mapping] | None = None,
+                 recalled: Sequence[Mapping] = (), books: Sequence[Mapping] | None = None,
                  docs_dirs: Sequence[str] | None = None, knowledge: Knowledge | None = None,
                  service_def: Mapping | None = None):
         if backend not in BACKENDS:
@@ -110,7 +111,6 @@ class Planner:
         self.evidence = redact_value(evidence) if evidence is not None else {}
         self.failed = [str(c) for c in failed_commands or [] if str(c).strip()]
         self.fixes = list(successful_fixes or [])
-        self.similar = [str(c) for c in similar_fixes or [] if str(c).strip()]
         tools = host_tools or {}
         self.tools_present = sorted({str(t) for t in tools.get("present") or []})
         self.tools_absent = sorted({str(t) for t in tools.get("absent") or []})
@@ -149,6 +149,8 @@ class Planner:
         self.books = knowledge.runbooks
         # The service definition (user, processes, ports, paths) sharpens the evidence facts.
         self.service_def = dict(service_def) if service_def else None
+        # Similar incidents (memory.similar_incidents): offered to the model, never run as they are.
+        self.recalled = [self._recalled_here(item) for item in recalled or [] if isinstance(item, Mapping)]
         self.llm = {"configured": bool(llm_settings and llm_settings.configured), "used": False, "calls": 0,
                     "requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0,
                     "tokens_estimated": False, "attempts": 0, "error": None, "error_message": None,
@@ -156,6 +158,33 @@ class Planner:
         if llm_settings is not None:
             self.llm.update({k: v for k, v in llm_settings.public().items() if k in ("base_url", "model",
                                                                                      "response_format")})
+
+    def _recalled_here(self, item: Mapping) -> dict:
+        """A recalled incident with its commands' placeholders (``{port_owner_pid:80}``,
+        kept by memory instead of a PID) filled from this host's evidence when they can be."""
+        commands = []
+        for entry in item.get("commands") or []:
+            entry = dict(entry) if isinstance(entry, Mapping) else {"command": str(entry), "original": str(entry)}
+            text = str(entry.get("command") or "")
+            if _PLACEHOLDER.search(text):
+                try:
+                    filled = resolve_placeholders(text, self.evidence, self.service, self.error,
+                                                  service_def=self.service_def)
+                    entry.update(command=filled, changed=True)
+                except PlaceholderError as exc:
+                    entry["note"] = "; ".join(n for n in (entry.get("note"), f"no value here for it: {exc}") if n)
+            commands.append(entry)
+        return dict(item, commands=commands)
+
+    def recall_mode(self, source: str) -> str:
+        """How memory served this plan: ``exact`` (a remembered fix of this very failure),
+        ``offered`` (the model saw similar incidents' fixes), ``hint`` (similar incidents
+        exist but no model was asked: shown to people, nothing of them ran) or ``""``."""
+        if source == "memory":
+            return "exact"
+        if not self.recalled:
+            return ""
+        return "offered" if self.llm["used"] and self.messages else "hint"
 
     # ------------------------------------------------------------------ checking
     def classify(self, commands: Sequence[str]) -> list[dict]:
@@ -271,7 +300,8 @@ class Planner:
             service=self.service, error=self.error, evidence=self.evidence, max_commands=self.max_commands,
             tools_present=self.tools_present, tools_absent=self.tools_absent, failed_commands=self.failed,
             remembered_fixes=remembered, passages=passages, history=engine.history(self.incident),
-            scope=scope_lines, similar=self.similar)
+            scope=scope_lines, recalled=self.recalled,
+            facts_here=key_facts(self.service, self.error, self.evidence, self.hostnames))
         self.messages = list(messages)
         schema = plan_schema(self.max_commands)
         best = None
@@ -374,6 +404,14 @@ class Planner:
             if plan is not None:
                 break
         result = self._result(plan, matches, passages, order)
+        mode = self.recall_mode(result["source"])
+        result["recall"] = mode
+        result["recalled"] = [public_recall(r) for r in self.recalled] if mode in ("offered", "hint") else []
+        if mode == "hint":
+            # Without the model a similar fix is never run: people see it, in the outcome and the reason.
+            hint = "Hint: " + engine.recall_note(result["recalled"]) + "."
+            result["notes"].append(hint)
+            result["msg"] = f"{result['msg']} {hint}".strip()
         result["seconds"] = round(time.monotonic() - started, 3)
         return result
 
@@ -429,6 +467,22 @@ class Planner:
             "notes": list(self.notes),
             "order": list(order),
         }
+
+
+def public_recall(item: Mapping) -> dict:
+    """What the report keeps of a recalled incident: ``{signature, host, similarity,
+    commands}`` (the commands as adapted to this host; ``original``/``note`` when they differ)."""
+    commands = []
+    for entry in item.get("commands") or []:
+        if isinstance(entry, Mapping):
+            out = {"command": str(entry.get("command") or "")}
+            if entry.get("original") and entry.get("original") != out["command"]:
+                out["original"] = str(entry["original"])
+            if entry.get("note"):
+                out["note"] = str(entry["note"])
+            commands.append(out)
+    return {"signature": str(item.get("signature") or ""), "host": str(item.get("host") or ""),
+            "similarity": float(item.get("similarity") or 0.0), "commands": commands}
 
 
 def plan(service: str, **kwargs) -> dict:

@@ -26,6 +26,7 @@ PASSAGE_BUDGET = 450        # characters of one runbook passage
 _KEY_ORDER = ("config_test", "config_context", "status", "processes", "listeners", "journal", "logs",
               "named_paths", "unit", "pid_files", "paths", "dependencies", "ports", "disk", "oom")
 HISTORY_BUDGET = 2500       # characters of incident history in one prompt
+RECALL_BUDGET = 1800        # characters of similar incidents in one prompt
 _PROCESS_COLUMNS = ("pid", "ppid", "user", "state", "started", "ports", "cmdline")
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -180,6 +181,40 @@ def render_history(attempts: Sequence[Mapping], budget: int = HISTORY_BUDGET) ->
     return _bound(text, budget, "tail") if text else ""
 
 
+def render_recalled(recalled: Sequence[Mapping], facts_here: Sequence[str] = (), budget: int = RECALL_BUDGET) -> str:
+    """The similar incidents the model may learn from: each one's facts, the commands that
+    healed it (with this host's values where they map one to one, else as they were with a
+    note) and its result, then this host's own facts. Bounded; the best incident first."""
+    blocks = []
+    for item in recalled:
+        lines = [f"- On {_clean(str(item.get('host') or 'another host'))[:80]} (similarity "
+                 f"{float(item.get('similarity') or 0):.2f}), failure: "
+                 + " ".join(_clean(str(item.get("error") or "")).split())[:200]]
+        facts = [f for f in item.get("facts") or [] if isinstance(f, str)]
+        if facts:
+            lines.append("  Its key facts: " + "; ".join(_clean(f)[:200] for f in facts[:8]))
+        if item.get("diagnosis"):
+            lines.append(f"  Its diagnosis: {_clean(str(item['diagnosis']))[:200]}")
+        lines.append("  Commands that healed it (this host's values where they map one to one):")
+        for entry in item.get("commands") or []:
+            if not isinstance(entry, Mapping):
+                continue
+            line = f"  - `{_clean(str(entry.get('command') or ''))[:200]}`"
+            original = str(entry.get("original") or "")
+            if original and original != entry.get("command"):
+                line += f" (there: `{_clean(original)[:200]}`)"
+            if entry.get("note"):
+                line += f" NOTE: {_clean(str(entry['note']))[:200]}"
+            lines.append(line)
+        lines.append("  Result: the service was healthy after them.")
+        blocks.append("\n".join(lines))
+    here = "This host now: " + ("; ".join(_clean(f)[:200] for f in list(facts_here)[:8]) or "see the evidence")
+    header = "Worked before on a similar incident (not identical: adapt the values to this host, do not copy):"
+    while blocks and len("\n".join([header, *blocks, here])) > budget and len(blocks) > 1:
+        blocks.pop()
+    return _bound("\n".join([header, *blocks, here]), budget)
+
+
 def build_messages(
     *,
     service: str,
@@ -194,13 +229,17 @@ def build_messages(
     history: Sequence[Mapping] = (),
     init: str = "",
     scope: Sequence[str] = (),
-    similar: Sequence[str] = (),
+    recalled: Sequence[Mapping] = (),
+    facts_here: Sequence[str] = (),
 ) -> list[dict]:
     """The system and user messages for one planning request.
 
     ``history``: this incident's earlier attempts (``incident.history``); ``init``: the
     host's init system; ``scope``: lines saying what the policy lets run without a human;
-    ``failed_commands``: commands that failed before on this failure elsewhere (memory).
+    ``failed_commands``: commands that failed before on this failure elsewhere (memory);
+    ``recalled``: similar (not identical) incidents that healed (``memory.similar_incidents``),
+    shown with their facts, commands adapted to this host and result, next to
+    ``facts_here`` (this incident's key facts).
     """
     present = sorted({str(t) for t in tools_present})
     absent = sorted({str(t) for t in tools_absent})
@@ -237,8 +276,8 @@ def build_messages(
         "Fixes that healed this same failure before:",
         _bullets(remembered_fixes, "none"),
     ]
-    if similar:
-        lines += ["Fixes that healed a SIMILAR incident (adapt them; they may not fit):", _bullets(similar, "none")]
+    if recalled:
+        lines.append(render_recalled(recalled, facts_here))
     lines += [
         passages_header(passages, _clean(service)[:80]),
         "\n".join(passage_lines) if passage_lines else "- none",

@@ -72,7 +72,29 @@ def normalise_outcome(host: str, outcome: Any) -> dict:
         "started": str(outcome.get("started") or ""),
         "finished": str(outcome.get("finished") or ""),
         "timeline": _dicts(outcome.get("timeline")),
+        "recall": str(outcome.get("recall") or ""),
+        "recalled": _recalled(outcome.get("recalled")),
     }
+
+
+def _recalled(value: Any) -> list[dict]:
+    """Similar incidents of an outcome: ``{signature, host, similarity, commands: [text]}``
+    (a command adapted to this host keeps the text that ran there in ``original``)."""
+    out = []
+    for item in _dicts(value):
+        try:
+            score = round(float(item.get("similarity") or 0.0), 3)
+        except (TypeError, ValueError):
+            score = 0.0
+        commands = []
+        for entry in item.get("commands") or []:
+            if isinstance(entry, Mapping):
+                commands.append({k: str(entry[k]) for k in ("command", "original", "note") if entry.get(k)})
+            elif isinstance(entry, str):
+                commands.append({"command": entry})
+        out.append({"signature": str(item.get("signature") or ""), "host": str(item.get("host") or ""),
+                    "similarity": score, "commands": commands})
+    return out
 
 
 def finish_report(report: Mapping) -> dict:
@@ -151,6 +173,12 @@ def outcome_line(o: Mapping) -> str:
         line += f" | ran {ran}"
     if state in ("dry_run", "waiting_approval") and o.get("planned"):
         line += " | would run " + "; ".join(f"`{c.get('command', '')}` [{c.get('verdict', '?')}]" for c in o["planned"])
+    if o.get("recall") == "exact":
+        line += " | planned from memory of this same failure"
+    for item in o.get("recalled") or []:
+        how = "offered to the model" if o.get("recall") == "offered" else "hint only, not run"
+        texts = "; ".join(f"`{c.get('command', '')}`" for c in item.get("commands") or [])
+        line += f" | similar incident on {item.get('host') or '?'} ({item.get('similarity', 0):.2f}, {how}): {texts}"
     if o["llm"]["calls"]:
         line += f" | llm {o['llm']['calls']} call(s), {o['llm']['prompt_tokens'] + o['llm']['completion_tokens']} tokens"
     if o.get("llm_error") and state not in ("healthy", "healed"):
