@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) sentinel.remediation contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The planner's memory lookup with a large inventory, through the real fact cache plugins.
@@ -27,7 +26,6 @@ sys.path.insert(0, str(REPO / "tests"))
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
 
 
 def _episodes(host: str, count: int, signatures: list[str]) -> list[dict]:

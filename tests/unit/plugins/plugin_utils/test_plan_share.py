@@ -103,10 +103,10 @@ def _worker(connection: str, key: str, delay: float, queue) -> None:
 def test_concurrent_processes_plan_a_key_once(redis_server):
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    workers = [context.Process(target=_worker, args=(redis_server.connection, "same", 0.5, queue)) for _ in range(4)]
+    workers = [context.Process(target=_worker, args=(redis_server.connection, "same", 0.5, queue)) for _number in range(4)]
     for proc in workers:
         proc.start()
-    results = [queue.get(timeout=60) for _ in workers]
+    results = [queue.get(timeout=60) for _proc in workers]
     for proc in workers:
         proc.join(timeout=30)
     assert sorted(how for how, _by in results) == ["made", "shared", "shared", "shared"]
