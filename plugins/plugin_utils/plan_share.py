@@ -267,11 +267,27 @@ class RedisPlanShare:
 
         plan_key, claim_key = self._keys(key)
         try:
-            return self._get_or_make(plan_key, claim_key, make)
+            return self._get_or_make(plan_key, claim_key, make, redis.RedisError)
         except redis.RedisError as exc:
             raise PlanShareUnavailable(f"Redis failed while sharing a plan: {exc}") from exc
 
-    def _get_or_make(self, plan_key: str, claim_key: str, make: Callable[[], Mapping]) -> tuple[dict, str]:
+    def _publish(self, plan_key: str, claim_key: str, plan: Mapping, errors: type[Exception]) -> None:
+        """Store a plan made here and drop the claim; a Redis failure now costs the others
+        a plan of their own, never this host its plan (so it is a warning, not an error)."""
+        try:
+            self.client.set(plan_key, json.dumps(plan, default=str), ex=self.ttl)
+        except errors as exc:
+            self.warnings.append(f"could not store the plan {plan_key} in Redis for other runs: {exc}")
+        self._drop_claim(claim_key, errors)
+
+    def _drop_claim(self, claim_key: str, errors: type[Exception]) -> None:
+        try:
+            self._release(claim_key, self.owner)
+        except errors:
+            pass  # the claim expires by itself after claim_ttl
+
+    def _get_or_make(self, plan_key: str, claim_key: str, make: Callable[[], Mapping],
+                     errors: type[Exception]) -> tuple[dict, str]:
         found = self._read(plan_key)
         if found is not None:
             return found, "shared"
@@ -281,12 +297,14 @@ class RedisPlanShare:
                 try:
                     found = self._read(plan_key)
                     if found is not None:
+                        self._drop_claim(claim_key, errors)
                         return found, "shared"
                     plan = dict(make())
-                    self.client.set(plan_key, json.dumps(plan, default=str), ex=self.ttl)
-                    return plan, "made"
-                finally:
-                    self._release(claim_key, self.owner)
+                except BaseException:
+                    self._drop_claim(claim_key, errors)  # a failed planning step: the next waiter plans
+                    raise
+                self._publish(plan_key, claim_key, plan, errors)
+                return plan, "made"
             found = self._read(plan_key)
             if found is not None:
                 return found, "shared"

@@ -164,3 +164,21 @@ def test_an_unreachable_redis_is_a_clear_error(redis_server):
     redis_server.stop()
     with pytest.raises(PlanShareUnavailable, match=f"127.0.0.1:{port} did not answer"):
         RedisPlanShare.connect(f"127.0.0.1:{port}:0", prefix="t:", wait=1, ttl=1, claim_ttl=1)
+
+
+def test_a_plan_made_here_survives_a_redis_that_fails_after_the_claim(redis_server):
+    shared = share(redis_server)
+
+    def make_then_lose_redis():
+        redis_server.stop()
+        return PLAN
+    plan, how = shared.get_or_make("lost", make_then_lose_redis)
+    assert (plan, how) == (PLAN, "made")  # planned once, not again elsewhere
+    assert "could not store the plan t:plan:lost" in shared.warnings[0]
+
+
+def test_redis_failing_before_the_claim_is_a_clear_error(redis_server):
+    shared = share(redis_server)
+    redis_server.stop()
+    with pytest.raises(PlanShareUnavailable, match="Redis failed while sharing a plan"):
+        shared.get_or_make("down", lambda: PLAN)
