@@ -25,11 +25,13 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -192,11 +194,66 @@ def run_playbook(playbook: Path, inventory: Path, forks: int, env: dict, extra: 
         extra_file = log_path.with_suffix(".vars.json")
         extra_file.write_text(json.dumps(extra), encoding="utf-8")
         argv += ["-e", f"@{extra_file}"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with open(log_path, "w", encoding="utf-8") as out:
-        proc = subprocess.run(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
+        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+        peak = PeakMemory(proc.pid).start()
+        returncode = proc.wait()
+        peak.stop()
     seconds = time.perf_counter() - started
-    return {"rc": proc.returncode, "seconds": round(seconds, 2), "log": str(log_path)}
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # Every process of the run on the controller (ansible-playbook, its workers and the
+    # docker CLI processes of the connection) is a waited-for descendant: its CPU is here.
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"rc": returncode, "seconds": round(seconds, 2), "log": str(log_path), "cpu_s": round(cpu, 2),
+            "peak_rss_mb": round(peak.peak_kb / 1024, 1)}
+
+
+class PeakMemory:
+    """The largest sum of resident memory of a process and its descendants, sampled."""
+
+    def __init__(self, root: int, interval: float = 0.25):
+        self.root = root
+        self.interval = interval
+        self.peak_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _sample(self) -> int:
+        parents: dict[int, int] = {}
+        rss: dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+                parents[int(entry)] = int(fields[1])
+                rss[int(entry)] = int(fields[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+            except (OSError, IndexError, ValueError):
+                continue
+        tree, todo = set(), [self.root]
+        while todo:
+            pid = todo.pop()
+            if pid in tree:
+                continue
+            tree.add(pid)
+            todo.extend(child for child, parent in parents.items() if parent == pid)
+        return sum(rss.get(pid, 0) for pid in tree)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_kb = max(self.peak_kb, self._sample())
+            self._stop.wait(self.interval)
 
 
 def read_report(path: Path) -> dict:
@@ -318,6 +375,41 @@ class Bench:
                   "ratio": round(monitor["seconds"] / floor["seconds"], 2)}
         log(f"healthy: monitor {monitor['seconds']} s vs floor {floor['seconds']} s = {result['ratio']}x")
         return result
+
+    # ------------------------------------------------------------------ the scaling table
+    def table(self) -> dict:
+        """Per size: the healthy pass and its floor, the floor, (a) first run, (c) memory run,
+        the floor again; wall, controller CPU and peak memory of each."""
+        opts = self.opts
+        machine = describe_machine()
+        log(f"machine: {machine['cpu']}, {machine['cores']} cores, load {machine['load_before']}")
+        self.fleet.up()
+        self.server.start()
+        rows = []
+        try:
+            run_playbook(BENCH / "healthy_floor.yml", self.fleet.inventory(self.fleet.hosts), opts.forks,
+                         base_env(self.work / "cache-warm", None), None, self.work / "00-warmup.log")
+            for size in opts.table:
+                hosts = self.fleet.hosts[:size]
+                healthy = self.healthy(hosts)
+                floor = self.floor(f"table-{size}-floor", hosts)
+                cache = self.work / f"cache-table-{size}"
+                first = self.remediate(f"table-{size}-first", hosts, cache)
+                memory = self.remediate(f"table-{size}-memory", hosts, cache)
+                floor_again = self.floor(f"table-{size}-floor-again", hosts)
+                floor_s = round(statistics.median([floor["seconds"], floor_again["seconds"]]), 2)
+                rows.append({"hosts": size, "floor_s": floor_s, "floor_runs_s": [floor["seconds"], floor_again["seconds"]],
+                             "first": first, "memory": memory, "floor": floor, "floor_again": floor_again,
+                             "healthy": healthy,
+                             "ratio_first": round(first["seconds"] / floor_s, 2),
+                             "ratio_memory": round(memory["seconds"] / floor_s, 2)})
+        finally:
+            self.server.stop()
+        machine["load_after"] = load_average()
+        return {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "command": " ".join(["python", "bench/fleet.py", *sys.argv[1:]]),
+                "machine": machine, "forks": opts.forks, "faults": list(opts.faults), "table": rows,
+                "work_dir": str(self.work)}
 
     # ------------------------------------------------------------------ the whole run
     def run(self) -> dict:
@@ -498,6 +590,20 @@ def planner_overhead(calls: int = 30) -> dict:
     }
 
 
+# ---------------------------------------------------------------------------------- memory lookup
+
+
+def memory_lookup(hosts: int, episodes: int) -> dict:
+    """bench/memory_lookup.py in its own process (Ansible's collection loader must own
+    ``ansible_collections`` there, which this script imports from the checkout)."""
+    proc = subprocess.run([sys.executable, str(BENCH / "memory_lookup.py"), "--hosts", str(hosts),
+                           "--episodes", str(episodes)], cwd=REPO, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"fleet: bench/memory_lookup.py failed: {proc.stderr.strip()[-2000:]}")
+    sys.stderr.write(proc.stderr)
+    return json.loads(proc.stdout)
+
+
 # ---------------------------------------------------------------------------------- report
 
 
@@ -560,6 +666,142 @@ def targets(r: dict) -> list[dict]:
     return rows
 
 
+SECTION_BEGIN = "<!-- bench/fleet.py: begin (generated; edit bench/fleet.py, not this section) -->"
+SECTION_END = "<!-- bench/fleet.py: end -->"
+
+
+def write_section(path: Path, text: str) -> None:
+    """Replace this script's section of BENCHMARKS.md (between its markers) and nothing else;
+    without the markers, the section is added at the end."""
+    section = f"{SECTION_BEGIN}\n{text.rstrip()}\n{SECTION_END}\n"
+    try:
+        current = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        current = "# Benchmarks\n"
+    begin, end = current.find(SECTION_BEGIN), current.find(SECTION_END)
+    if begin != -1 and end > begin:
+        updated = current[:begin] + section + current[end + len(SECTION_END):].lstrip("\n")
+        if not updated.endswith("\n"):
+            updated += "\n"
+    elif begin != -1 or end != -1:
+        raise SystemExit(f"fleet: {path} holds only one of the markers {SECTION_BEGIN!r} / {SECTION_END!r}; "
+                         "fix it by hand")
+    else:
+        updated = current.rstrip("\n") + "\n\n" + section
+    tmp = path.with_suffix(".md.tmp")
+    tmp.write_text(updated, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def render_memory(m: dict) -> list[str]:
+    lines = [
+        "### Memory lookup with a large inventory (no containers)",
+        "",
+        f"`python bench/memory_lookup.py --hosts {m['hosts']} --episodes {m['episodes_per_host']}`"
+        f" (run by this script): {m['hosts']:,} inventory hosts of {m['episodes_per_host']} episodes each"
+        f" over {m['signatures']} signatures, written through the cache plugins themselves. The first planning"
+        " step of a run reads every host's memory once and writes the run's index (heal.py, `memory.index`);"
+        f" every other step reads that index and looks its signature up (median and p95 of {m['steps']} steps)."
+        " The last column is the scan the index replaced: every host read at each step.",
+        "",
+        "| fact cache | cache size | first step of a run (reads every host, builds the index) | each later step |"
+        " index | a full scan per step |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, label in (("jsonfile", "`sentinel.remediation.jsonfile`"), ("redis", "`community.general.redis`")):
+        x = m.get(name) or {}
+        if "skipped" in x:
+            lines.append(f"| {label} | skipped: {x['skipped']} | | | | |")
+            continue
+        lines.append(f"| {label} | {x['cache_mb']} MB | {x['first_step_s']:.2f} s | {x['step_ms_median']:.2f} ms"
+                     f" (p95 {x['step_ms_p95']:.2f}) | {x['index_kb']:.0f} kB | {x['scan_per_step_s']:.2f} s |")
+    return lines + [""]
+
+
+def render_table(r: dict, notes: str = "") -> str:
+    m = r["machine"]
+    rows = r["table"]
+    lines = [
+        "## Fleet: remediation vs the static floor (bench/fleet.py)",
+        "",
+        "Every figure of this section comes from one run of:",
+        "",
+        "```sh",
+        "source scripts/setup",
+        r["command"],
+        "```",
+        "",
+        f"Run {r['generated']}, forks {r['forks']}, faults " + ", ".join(f"`{f}`" for f in r["faults"])
+        + " round-robin over the hosts, the test LLM server answering at once. Per size, in this order: the"
+        " healthy pass and its floor, the floor, (a) the first run (fresh memory), (c) the memory run (same"
+        " faults, (a)'s fact cache), the floor again; the floor figure is the median of its two runs. Between"
+        " runs the bench checks each host with the lab's own health check and repairs what is left (untimed).",
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory']}; {m['ansible']}; load average before"
+        f" {m['load_before']}, after {m['load_after']} (shared with other engineers' runs).",
+        "",
+        "The floor (`bench/floor.yml`) applies the catalogue's known fix to exactly the broken hosts; the healthy"
+        " floor (`bench/healthy_floor.yml`) is one plain command per host. CPU is the controller's (ansible-playbook,"
+        " its workers and the docker CLI of the connection, user + system); peak memory is the largest sampled sum of"
+        " their resident memory.",
+        "",
+        "| hosts | run | wall s | / floor | CPU s | peak MB | LLM calls | signatures | healed (lab check) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        n, floor = row["hosts"], row["floor_s"]
+        for label, x in (("(a) first run", row["first"]), ("(c) memory run", row["memory"])):
+            lines.append(f"| {n} | {label} | {x['seconds']:.1f} | {x['seconds'] / floor:.2f}x | {x['cpu_s']:.1f} |"
+                         f" {x['peak_rss_mb']:.0f} | {x['llm_calls']} | {x['distinct_signatures']} |"
+                         f" {x['healed_lab_check']}/{x['broken']} |")
+        for label, x in (("floor", row["floor"]), ("floor again", row["floor_again"])):
+            lines.append(f"| {n} | {label} | {x['seconds']:.1f} | | {x['cpu_s']:.1f} | {x['peak_rss_mb']:.0f} | 0 | |"
+                         f" {x['healed_lab_check']}/{x['broken']} |")
+        h = row["healthy"]
+        lines.append(f"| {n} | healthy pass (`--tags monitor`) | {h['monitor']['seconds']:.1f} | {h['ratio']:.2f}x"
+                     f" of {h['floor']['seconds']:.1f} | {h['monitor']['cpu_s']:.1f} |"
+                     f" {h['monitor']['peak_rss_mb']:.0f} | 0 | | |")
+        lines.append(f"| {n} | healthy floor | {h['floor']['seconds']:.1f} | | {h['floor']['cpu_s']:.1f} |"
+                     f" {h['floor']['peak_rss_mb']:.0f} | | | |")
+    if len(rows) >= 2:
+        small, big = rows[0], rows[-1]
+        span = big["hosts"] - small["hosts"]
+        per = {k: (big[k]["seconds"] - small[k]["seconds"]) / span for k in ("first", "memory")}
+        per_floor = (big["floor_s"] - small["floor_s"]) / span
+        per_cpu = (big["first"]["cpu_s"] - small["first"]["cpu_s"]) / span
+        lines += ["", f"Cost per added host ({small['hosts']} → {big['hosts']} hosts): first run"
+                  f" {per['first']:.2f} s, memory run {per['memory']:.2f} s, floor {per_floor:.2f} s of wall time;"
+                  f" first run {per_cpu:.2f} s of controller CPU."]
+    lines += ["", "Where the time goes at the largest size (profile_tasks, summed over hosts):", "",
+              "| (a) first run: task | s | healthy pass: task | s |", "|---|---|---|---|"]
+    left = rows[-1]["first"].get("task_profile") or []
+    right = rows[-1]["healthy"]["monitor"].get("task_profile") or []
+    for i in range(max(len(left), len(right))):
+        a_cell = f"{left[i][0]} | {left[i][1]:.2f}" if i < len(left) else " | "
+        m_cell = f"{right[i][0]} | {right[i][1]:.2f}" if i < len(right) else " | "
+        lines.append(f"| {a_cell} | {m_cell} |")
+    big = rows[-1]
+    lines += ["", f"Targets of issue 15 at {big['hosts']} hosts:", "", "| target | measured | met |", "|---|---|---|"]
+    checks = [
+        ("first run <= 2.0x floor (aim 1.5x)", f"{big['ratio_first']:.2f}x", big["ratio_first"] <= 2.0),
+        ("memory run <= 1.5x floor", f"{big['ratio_memory']:.2f}x", big["ratio_memory"] <= 1.5),
+        ("memory run: 0 LLM calls", big["memory"]["llm_calls"], big["memory"]["llm_calls"] == 0),
+        ("first run: LLM calls = distinct signatures", f"{big['first']['llm_calls']} vs "
+         f"{big['first']['distinct_signatures']}", big["first"]["llm_calls"] == big["first"]["distinct_signatures"]),
+        ("every fault healed (lab check), both runs", f"{big['first']['healed_lab_check']}/{big['first']['broken']},"
+         f" {big['memory']['healed_lab_check']}/{big['memory']['broken']}",
+         big["first"]["healed_lab_check"] == big["first"]["broken"] == big["memory"]["healed_lab_check"]),
+        ("healthy pass <= 1.2x floor", f"{big['healthy']['ratio']:.2f}x", big["healthy"]["ratio"] <= 1.2),
+    ]
+    for target, value, met in checks:
+        lines.append(f"| {target} | {value} | {'yes' if met else '**no**'} |")
+    lines.append("")
+    if r.get("memory_lookup"):
+        lines += render_memory(r["memory_lookup"])
+    if notes:
+        lines += [notes.strip(), ""]
+    return "\n".join(lines)
+
+
 def render_markdown(r: dict, notes: str = "") -> str:
     m = r["machine"]
     s = r["scenarios"]
@@ -571,7 +813,7 @@ def render_markdown(r: dict, notes: str = "") -> str:
                 f"{x['healed_lab_check']}/{x['broken']} | {x['rc']} |")
 
     lines = [
-        "# Benchmarks",
+        "## Fleet benchmark (bench/fleet.py)",
         "",
         "Figures of one run of `bench/fleet.py` (every number below comes from that run; the same",
         "figures, machine-readable, are in `bench/results.json`). Regenerate with:",
@@ -620,7 +862,7 @@ def render_markdown(r: dict, notes: str = "") -> str:
         "## Healthy fleet",
         "",
         f"| run | wall s |\n|---|---|\n| `remediate.yml --tags monitor` over {r['healthy']['hosts']} healthy hosts | "
-        f"{r['healthy']['monitor']['seconds']:.1f} |\n| `bench/healthy_floor.yml` (`service X status` x 4) | "
+        f"{r['healthy']['monitor']['seconds']:.1f} |\n| `bench/healthy_floor.yml` (one command per host) | "
         f"{r['healthy']['floor']['seconds']:.1f} |\n| ratio | {r['healthy_ratio']:.2f}x |",
         "",
     ]
@@ -692,6 +934,12 @@ def main(argv=None) -> int:
     parser.add_argument("--markdown", default=str(REPO / "BENCHMARKS.md"))
     parser.add_argument("--notes", help="a Markdown file appended to BENCHMARKS.md (analysis of this run)")
     parser.add_argument("--render-only", action="store_true", help="re-render the Markdown from --results")
+    parser.add_argument("--table", default="",
+                        help="comma-separated host counts: only the scaling table (healthy pass, floor, first run,"
+                             " memory run, CPU and peak memory at each size) and the memory lookup")
+    parser.add_argument("--memory-hosts", type=int, default=1000, help="inventory hosts of the memory lookup")
+    parser.add_argument("--memory-episodes", type=int, default=50, help="episodes per host of the memory lookup")
+    parser.add_argument("--memory-only", action="store_true", help="only the memory lookup (no containers)")
     opts = parser.parse_args(argv)
     opts.faults = tuple(f.strip() for f in opts.faults.split(",") if f.strip())
     unknown = [f for f in opts.faults if f not in FLOOR_FAULTS]
@@ -700,20 +948,31 @@ def main(argv=None) -> int:
     opts.scaling = [int(n) for n in opts.scaling.split(",") if n.strip() and int(n) <= opts.hosts]
     opts.fork_sweep = [int(n) for n in opts.fork_sweep.split(",") if n.strip()]
     opts.knobs = [k.strip() for k in opts.knobs.split(",") if "=" in k]
+    opts.table = sorted({int(n) for n in opts.table.split(",") if n.strip()})
+    if opts.table:
+        opts.hosts = max(opts.table)
     notes = Path(opts.notes).read_text(encoding="utf-8") if opts.notes else ""
+
+    def render(results: dict) -> str:
+        return render_table(results, notes) if "table" in results else render_markdown(results, notes)
+
     if opts.render_only:
         results = json.loads(Path(opts.results).read_text(encoding="utf-8"))
-        Path(opts.markdown).write_text(render_markdown(results, notes), encoding="utf-8")
+        write_section(Path(opts.markdown), render(results))
+        return 0
+    if opts.memory_only:
+        print(json.dumps(memory_lookup(opts.memory_hosts, opts.memory_episodes), indent=2))
         return 0
     bench = Bench(opts)
     try:
-        results = bench.run()
+        results = bench.table() if opts.table else bench.run()
     finally:
         if not opts.keep:
             bench.fleet.lab.down()
+    results["memory_lookup"] = memory_lookup(opts.memory_hosts, opts.memory_episodes)
     Path(opts.results).write_text(json.dumps(results, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    Path(opts.markdown).write_text(render_markdown(results, notes), encoding="utf-8")
-    for t in results["targets"]:
+    write_section(Path(opts.markdown), render(results))
+    for t in results.get("targets") or []:
         log(f"{'MET ' if t['met'] else 'MISS'} {t['target']}: {t['value']}")
     return 0
 

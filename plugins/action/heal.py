@@ -15,6 +15,7 @@ import re
 import socket
 from collections.abc import Mapping
 
+from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
@@ -30,7 +31,13 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_pause i
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import generalize, host_values, localize_values
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import Lease, LeaseBusy, process_start, target_key
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client import LLMError, resolve_settings
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import PlanShare, run_token, share_key
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import (
+    PlanShare,
+    PlanShareUnavailable,
+    RedisPlanShare,
+    run_token,
+    share_key,
+)
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner, PlannerError
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import load_knowledge
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import failure_signature, hostnames_of, key_facts
@@ -38,6 +45,8 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature imp
 display = Display()
 _NAME = "sentinel.remediation.heal"
 _announced_no_llm = False
+# Once per worker process: why plans are not shared through the Redis fact cache.
+_announced_share = set()
 # What the docker daemon answers when a container went away under the connection (a failed
 # module run, not an unreachable host, for the community.docker.docker connection).
 _HOST_GONE = re.compile(r"Error response from daemon: (?:[Cc]ontainer \S+ is (?:not running|paused|restarting)"
@@ -97,7 +106,7 @@ class ActionModule(ActionBase):
         for name in ("max_attempts", "max_commands", "memory_max"):
             if args[name] < 1:
                 raise AnsibleActionFail(f"{_NAME}: {name} must be at least 1, got {args[name]}")
-        for name, low in (("output_max", 0), ("command_timeout", 1), ("settle", 0), ("plan_wait", 0),
+        for name, low in (("output_max", 0), ("command_timeout", 1), ("settle", 0), ("plan_wait", 0), ("plan_share_ttl", 1),
                           ("evidence_log_lines", 0), ("evidence_max_bytes", 200)):
             if args[name] < low:
                 raise AnsibleActionFail(f"{_NAME}: {name} must be at least {low}, got {args[name]}")
@@ -135,6 +144,8 @@ class ActionModule(ActionBase):
         self._pending = dict(pending) if isinstance(pending, Mapping) else {}
         self._pending_changed = False
         self._share = None
+        self._shared = None
+        self._warnings = []
         self._index = None
         self._recall_candidates = None
         self._unreachable = False
@@ -153,6 +164,8 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"{_NAME}: {exc}") from exc
         finally:
             self._lease.release()
+        if self._warnings:
+            result.setdefault("warnings", []).extend(self._warnings)
         result["outcomes"] = outcomes
         result["incidents"] = [i.to_dict() for i in incidents]
         result["changed"] = any(c.ran for i in incidents for a in i.attempts for c in a.commands)
@@ -376,6 +389,45 @@ class ActionModule(ActionBase):
             self._share.prune()
         return self._share
 
+    def _signature_plans(self):
+        """Where plans per signature are shared: the fact cache's Redis when it is the cache
+        (every run and controller on it), else this run's plan directory."""
+        if self._shared is not None:
+            return self._shared
+        self._shared = self._plans()
+        cache = str(getattr(C, "CACHE_PLUGIN", "") or "")
+        if cache.rsplit(".", 1)[-1] != "redis":
+            return self._shared
+        try:
+            self._shared = RedisPlanShare.connect(
+                str(getattr(C, "CACHE_PLUGIN_CONNECTION", "") or ""),
+                prefix=f"{getattr(C, 'CACHE_PLUGIN_PREFIX', '') or 'ansible_facts'}sentinel:",
+                wait=self._args["plan_wait"], ttl=self._args["plan_share_ttl"],
+                # A planning step ends within the LLM deadline; a claim outliving it is an owner gone.
+                claim_ttl=float(getattr(self._settings, "deadline", 120.0) or 120.0) + 30)
+        except PlanShareUnavailable as exc:
+            self._share_failed(str(exc))
+        return self._shared
+
+    def _share_failed(self, reason: str) -> None:
+        message = f"{_NAME}: plans are shared within this run only: {reason}"
+        if message not in _announced_share:
+            _announced_share.add(message)
+            self._warnings.append(message)
+        self._shared = self._plans()
+
+    def _get_or_make(self, key: str, make):
+        share = self._signature_plans()
+        try:
+            plan, how = share.get_or_make(key, make)
+        except PlanShareUnavailable as exc:
+            self._share_failed(str(exc))
+            plan, how = self._plans().get_or_make(key, make)
+        for warning in getattr(share, "warnings", ()):
+            if f"{_NAME}: {warning}" not in self._warnings:
+                self._warnings.append(f"{_NAME}: {warning}")
+        return plan, how
+
     def _plan(self, incident, attempt, definition, error, evidence, tools, scope) -> dict:
         args = self._args
         known = self._memory_index().get(attempt.signature) or {}
@@ -387,7 +439,10 @@ class ActionModule(ActionBase):
         successes = [s for s in successes if tuple(s["commands"]) not in demoted]
         failed = list(dict.fromkeys(list(known.get("failed_commands") or []) + list(own.get("failed_commands") or [])))
         history = [(a.signature, list(a.key), [c.rc for c in a.commands], a.healthy) for a in incident.attempts]
-        key = share_key(attempt.signature, history, args["backend"])
+        # What the planner is given besides the evidence: hosts (or controllers) whose memory
+        # differs plan for themselves rather than reuse a plan made without what they know.
+        known_plans = sorted({json.dumps(s.get("commands"), default=str) for s in successes})
+        key = share_key(attempt.signature, history, args["backend"], sorted(failed), known_plans)
         recalled = self._recalled(incident, attempt.signature, error, evidence, definition, failed)
 
         def make() -> dict:
@@ -399,20 +454,25 @@ class ActionModule(ActionBase):
                 service_def=definition, recalled=recalled)
             out = planner.run()
             out["host_values"] = host_values(evidence, incident.service, definition.get("ports") or [])
-            out["planned_by"] = self._host
+            out["planned_by"] = self._planner_id()
             return out
 
-        plan, how = self._plans().get_or_make(key, make)
+        plan, how = self._get_or_make(key, make)
         plan = dict(plan)
         plan["llm_used"] = plan.get("llm") if how != "shared" else {
             k: v for k, v in (plan.get("llm") or {}).items() if k not in ("calls", "prompt_tokens",
                                                                           "completion_tokens")}
         if how == "alone":
-            plan["msg"] = (plan.get("msg") or "") + " (planned alone: the host planning this failure took too long)"
-        if plan.get("planned_by") != self._host:
+            plan["msg"] = (plan.get("msg") or "") + (" (planned alone: the host planning this failure did not share "
+                                                     f"its plan within plan_wait={args['plan_wait']} s)")
+        if plan.get("planned_by") != self._planner_id():
             plan["commands"] = localize_values(plan.get("commands") or [], plan.get("host_values") or {},
                                                evidence, incident.service, definition.get("ports") or [])
         return plan
+
+    def _planner_id(self) -> str:
+        """This host in this run on this controller (inventory names repeat across controllers)."""
+        return f"{self._host} ({self._run}@{socket.gethostname()})"
 
     def _host_policy(self, tools: Mapping) -> dict:
         policy = dict(self._args["policy"] or {})

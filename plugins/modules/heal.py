@@ -118,9 +118,19 @@ options:
     type: int
     default: 5
   plan_wait:
-    description: Seconds a host waits for another host planning the same failure before planning alone.
+    description:
+      - Seconds a host waits for another host planning the same failure before planning alone.
+      - With the C(community.general.redis) fact cache, the wait also covers hosts of other runs and
+        controllers on the same Redis (AWX job slicing, several controllers); see docs/operate.md.
     type: int
     default: 300
+  plan_share_ttl:
+    description:
+      - With the C(community.general.redis) fact cache, seconds a plan stays in Redis for other runs and
+        controllers to reuse for the same failure signature, incident history and memory. At least 1.
+      - Ignored with any other fact cache (plans are then shared by the hosts of one run only).
+    type: int
+    default: 900
   runbook_dirs:
     description:
       - The operator's runbook directories, added to the bundled runbooks; a runbook with the id of a
