@@ -248,6 +248,15 @@ class ActionModule(ActionBase):
                 scope = self._scope(definition, evidence)
                 planned = self._plan(incident, attempt, definition, error, evidence, tools, scope)
                 checked = self._check_here(planned, tools, scope)
+                limited = engine.start_limited_unit(evidence)
+                where = engine.reset_before_start(checked, limited)
+                if where is not None:
+                    # systemd refuses every start until the start limit is cleared: the engine
+                    # adds the reset before the plan's start, and the policy judges it too.
+                    commands = list(planned.get("commands") or [])
+                    commands.insert(where, {"command": f"systemctl reset-failed {limited}", "source": "engine"})
+                    planned = dict(planned, commands=commands)
+                    checked = self._check_here(planned, tools, scope)
                 attempt.refused = list(planned.get("dropped") or []) + [c for c in checked if c["verdict"] == "reject"]
                 attempt.source = planned.get("source") or "none"
                 attempt.diagnosis = planned.get("diagnosis") or ""

@@ -343,6 +343,40 @@ def history(incident: Incident, tail: int = HISTORY_TAIL) -> list[dict]:
     return out
 
 
+_STARTS_UNIT = re.compile(r"^(?:starts|restarts) unit (?P<unit>\S+)$")
+_CLEARS_UNIT = re.compile(r"^clears the failed state of (?P<unit>\S+)$")
+
+
+def start_limited_unit(evidence: Mapping | None) -> str:
+    """The systemd unit the evidence shows refused by its start limit (Result=start-limit-hit),
+    or ``""``. Until ``systemctl reset-failed`` (or StartLimitIntervalSec later) systemd
+    refuses every start of it, whatever fixed the cause."""
+    unit = (evidence or {}).get("unit") if isinstance(evidence, Mapping) else None
+    if not isinstance(unit, Mapping):
+        return ""
+    result = str(unit.get("Result") or unit.get("result") or "").lower()
+    return str(unit.get("Id") or unit.get("id") or "") if result == "start-limit-hit" else ""
+
+
+def _unit_name(name: str) -> str:
+    return name if "." in name else name + ".service"
+
+
+def reset_before_start(checked: Sequence[Mapping], unit: str) -> int | None:
+    """Where a plan must clear ``unit``'s start limit: the index of its first command that
+    starts or restarts the unit, when no command before it clears the failed state; else None."""
+    if not unit:
+        return None
+    wanted = _unit_name(unit)
+    for index, command in enumerate(checked):
+        effects = [str(e) for e in command.get("effects") or []]
+        if any((m := _CLEARS_UNIT.match(e)) and _unit_name(m.group("unit")) == wanted for e in effects):
+            return None
+        if any((m := _STARTS_UNIT.match(e)) and _unit_name(m.group("unit")) == wanted for e in effects):
+            return index
+    return None
+
+
 def episode(incident: Incident, attempt: Attempt, key_facts: Sequence[str] = ()) -> dict:
     """The memory record of one attempt that ran (docs/workflow.md, ``sentinel_memory``)."""
     return {

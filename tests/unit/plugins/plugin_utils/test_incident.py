@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.incident import Attempt, CommandRun, Incident
 
 
@@ -189,3 +190,23 @@ def test_the_outcome_names_the_kind_and_the_message_of_an_llm_failure():
     assert engine.outcome(incident)["llm_error"] == "deadline: no complete answer within the 12 s LLM deadline"
     incident.attempts[0].llm = {"used": True, "error": "timeout", "error_message": None}
     assert engine.outcome(incident)["llm_error"] == "timeout"
+
+
+def test_a_start_limited_unit_is_reset_before_the_plan_starts_it() -> None:
+    evidence = {"unit": {"Id": "redis-server.service", "ActiveState": "failed", "Result": "start-limit-hit"}}
+    unit = engine.start_limited_unit(evidence)
+    assert unit == "redis-server.service"
+    assert engine.start_limited_unit({"unit": {"Id": "x.service", "Result": "exit-code"}}) == ""
+    assert engine.start_limited_unit({"status": "sysv"}) == ""
+    scope = policy.scope_from_service({"name": "redis-server", "units": ["redis-server.service"],
+                                       "data_paths": ["/var/lib/redis"], "user": "redis"}, [], {})
+    plan = policy.classify_many(["chmod 750 /var/lib/redis", "service redis-server start"], None, scope=scope)
+    assert engine.reset_before_start(plan, unit) == 1       # before the start, after the fix
+    restart = policy.classify_many(["systemctl restart redis-server"], None, scope=scope)
+    assert engine.reset_before_start(restart, unit) == 0
+    cleared = policy.classify_many(["systemctl reset-failed redis-server", "systemctl start redis-server"], None,
+                                   scope=scope)
+    assert engine.reset_before_start(cleared, unit) is None  # the plan already clears it
+    other = policy.classify_many(["service cron start"], None, scope=scope)
+    assert engine.reset_before_start(other, unit) is None    # another unit's start
+    assert engine.reset_before_start(plan, "") is None
