@@ -610,7 +610,9 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
         evidence["config_context"] = budget.take_items(contexts, cap)
     evidence["processes"] = budget.take_items(processes, cap + cap // 2)
     # Bounded like the rest: a host may run hundreds of workers (or see other containers' PIDs).
-    evidence["service_pids"] = budget.take_items(service_pids, cap // 2)
+    # What a plan may signal matters most: the holders of the service's ports, then the
+    # processes the evidence describes, then the others.
+    evidence["service_pids"] = budget.take_items(pid_priority(service_pids, processes), cap // 2)
     if defn["ports"]:
         evidence["listeners"] = budget.take(listeners_text(defn["ports"]), cap, keep="head")
     sources = [("error", error or ""), ("config_test", test_output)]
@@ -635,6 +637,17 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     _mark_omitted(evidence, budget)
     names = tools if tools is not None else tool_candidates(defn)
     return {"evidence": evidence, "tools": host_probe.tools_report(names), "truncated": budget.truncated}
+
+
+def pid_priority(service_pids: list, processes: list) -> list:
+    """``service_pids`` reordered: PIDs of processes that listen on a port first, then those of
+    the described processes, then the rest, each group in its original order."""
+    listening = [p.get("pid") for p in processes if isinstance(p, dict) and p.get("ports")]
+    described = [p.get("pid") for p in processes if isinstance(p, dict)]
+    rank = dict((pid, 0) for pid in listening)
+    for pid in described:
+        rank.setdefault(pid, 1)
+    return sorted(service_pids, key=lambda pid: rank.get(pid, 2))
 
 
 def _mark_omitted(section: dict, budget: EvidenceBudget) -> None:

@@ -361,3 +361,9 @@ def test_access_note_keeps_the_largest_files_one_per_line():
     evidence = {"paths": {"/var/lib/redis": text}}
     assert resolve_placeholders("rm -f {largest_file:/var/lib/redis}", evidence, "redis-server") == \
         "rm -f /var/lib/redis/ballast.bin"
+
+
+def test_the_pids_a_plan_may_signal_keep_port_holders_first() -> None:
+    processes = [{"pid": 30, "ports": []}, {"pid": 40, "ports": [80]}]
+    assert service_evidence.pid_priority([10, 20, 30, 40], processes) == [40, 30, 10, 20]
+    assert service_evidence.pid_priority([], processes) == []
