@@ -609,10 +609,11 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     if contexts:
         evidence["config_context"] = budget.take_items(contexts, cap)
     evidence["processes"] = budget.take_items(processes, cap + cap // 2)
-    # Bounded like the rest: a host may run hundreds of workers (or see other containers' PIDs).
-    # What a plan may signal matters most: the holders of the service's ports, then the
-    # processes the evidence describes, then the others.
-    evidence["service_pids"] = budget.take_items(pid_priority(service_pids, processes), cap // 2)
+    # Every PID a plan may signal, the holders of the service's ports first. Not cut by the
+    # budget: a PID left out here is one the policy would not let a plan signal (known gap: a
+    # host with hundreds of matching processes makes the evidence exceed max_bytes).
+    evidence["service_pids"] = pid_priority(service_pids, processes)
+    budget.remaining -= json_len(service_pids)
     if defn["ports"]:
         evidence["listeners"] = budget.take(listeners_text(defn["ports"]), cap, keep="head")
     sources = [("error", error or ""), ("config_test", test_output)]
