@@ -27,6 +27,8 @@ _SECRET_WORDS = (
     r"|sharedaccesskey|auth[_-]?key|private[_-]?key|key[_-]?data|credentials?|_pass|psk(?![a-z])"
     r"|(?<![a-z])auth(?![a-z])|(?<![a-z])sig(?![a-z])"
     r"|identitytoken|webhook[_-]?url|client[_-]?key|signing[_-]?key|encryption[_-]?key|session[_-]?key"
+    r"|pw(?![a-z])|(?<![a-z])pass(?![a-z])|(?<![a-z])pin(?![a-z])|signature|sess(?:ion)?[_-]?id|(?<![a-z])sid(?![a-z])"
+    r"|csrf|xsrf|cookie"
 )
 _SECRET_KEY = r"[A-Za-z0-9_.-]*?(?:" + _SECRET_WORDS + r")[A-Za-z0-9_.-]*"
 _SECRET_KEY_RE = re.compile(r"^" + _SECRET_KEY + r"$", re.IGNORECASE)
@@ -35,7 +37,8 @@ _NOT_SECRET_KEYS = frozenset(("token_count", "tokens", "prompt_tokens", "complet
                               "total_tokens", "auth_basic", "authorized_keys", "author", "authority",
                               "passwordauthentication", "pubkeyauthentication", "kbdinteractiveauthentication",
                               "challengeresponseauthentication", "auth_method", "authentication", "auth_type",
-                              "signal", "signature", "design", "assign", "sighup", "sigterm"))
+                              "signal", "signature", "design", "assign", "sighup", "sigterm", "passwd.db",
+                              "set-cookie", "cookie", "cookies"))
 # Suffixes that make a secret-like key name something about the secret, not the secret.
 _ABOUT_SECRET = re.compile(r"(?:_|-|\b)(?:file|path|dir|ttl|length|len|min|max|count|timeout|expiry|expires|"
                            r"age|policy|required|enabled|type|mode|method|hint|format|encoding|algorithm|"
@@ -43,8 +46,13 @@ _ABOUT_SECRET = re.compile(r"(?:_|-|\b)(?:file|path|dir|ttl|length|len|min|max|c
                            r"hashing|scheme|backend|provider|plugin|store|strength|complexity|quality|reset|"
                            r"change|changed|prompt|check|checks|level)$",
                            re.IGNORECASE)
-# Short key names that are also ordinary words: their value must look like a credential.
-_WEAK_KEYS = frozenset(("auth", "sig", "pwd"))
+# Key names that are also ordinary words (or name things that are only sometimes secret):
+# their value must look like a credential (random-looking, or a quoted phrase).
+_WEAK_KEYS = frozenset(("auth", "sig", "pwd", "pass", "pin", "sid", "signature"))
+_WEAK_KEY_RE = re.compile(r"(?:^|[_.-])(?:signature|sig|sid|pin)$", re.IGNORECASE)
+# Key names that hold a password or passphrase: even a number is one (`password: 123456`),
+# and an unquoted value runs to the end of the line when nothing else follows on it.
+_PASSWORD_KEY_RE = re.compile(r"pass(?:word|wd|phrase)?(?![a-z])|pwd$|pw$|secret$|(?:^|[_.-])pin$", re.IGNORECASE)
 _HARMLESS_VALUE = re.compile(r"^(?:yes|no|true|false|on|off|none|null|nil|n/a|empty|unset|required|optional|"
                              r"disabled|enabled|\*+|x+|-+|\[redacted[^\]]*\]|<[^>]*>|\$\{[^}]*\}|%\([^)]*\)s|"
                              r"[0-9]{1,12}(?:\.[0-9]+)?[smhdwy]?|/[^\s]*)$", re.IGNORECASE)
@@ -131,8 +139,11 @@ _RULES = (
     ("password", re.compile(r"(\b(?:machine|default)\b[^\n]*?\bpassword\s+)(\S+)"),
      lambda m, kind: m.group(1) + MARK % kind),
     # .pgpass: host:port:database:user:password
-    ("password", re.compile(r"(?m)^([A-Za-z0-9_.*\[\]-]+:(?:[0-9]{1,5}|\*):[^:\s]+:[^:\s]+:)(\S+)$"),
+    ("password", re.compile(r"(?m)(?:^|(?<=[\s:]))((?:[A-Za-z0-9_.*\[\]-]+|\*):(?:[0-9]{1,5}|\*):(?![0-9]+:)[^:\s]+:(?![0-9]+:)[^:\s]+:)(\S+)$"),
      lambda m, kind: m.group(1) + MARK % kind),
+    # Cookie / Set-Cookie headers: every cookie value is a session credential (attributes stay).
+    ("cookie", re.compile(r"(?im)^(?P<head>.*?\b(?:set-)?cookie\s*:\s*)(?P<rest>[^\n]*)$"),
+     "cookie"),
     # --password value / --password=value / --token value
     ("password", re.compile(
         r"(--(?:password|passwd|pass|token|api-key|secret|client-secret)(?:\s+|=))(?!-)(\S+)", re.IGNORECASE),
@@ -140,7 +151,7 @@ _RULES = (
     # key=value, key: value, "key": "value" (JSON), KEY="value" (env files), AccountKey=...;
     ("password", re.compile(
         r"(?P<key>[\"']?\b" + _SECRET_KEY + r"[\"']?\s*[:=]\s*)"
-        r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"'}\]]+)",
+        r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"'}\]]+(?P<tail>(?:[ \t]+[^\s=:,;&\"'{}\[\]()]+)+[ \t]*(?=\n|$))?)",
         re.IGNORECASE),
      None),
     # A token-shaped value right after a secret-like word (`secret_key abc...`, `token 7f3a...`).
@@ -149,20 +160,53 @@ _RULES = (
 )
 
 
+_COOKIE_ATTRIBUTES = frozenset(("path", "domain", "expires", "max-age", "samesite", "secure", "httponly",
+                                "priority", "partitioned", "version", "comment"))
+
+
+def _cookie_replace(match):
+    """``Cookie: a=1; b=2`` and ``Set-Cookie: id=...; Path=/``: each cookie's value goes,
+    the names and the attributes stay (they say what kind of session it was)."""
+    def one(pair):
+        name, sep, value = pair.partition("=")
+        if not sep or not value.strip() or name.strip().lower() in _COOKIE_ATTRIBUTES \
+                or value.strip().startswith("[REDACTED:"):
+            return pair
+        return name + sep + MARK % "cookie"
+    return match.group("head") + ";".join(one(pair) for pair in match.group("rest").split(";"))
+
+
+def _weak(name):
+    return name in _WEAK_KEYS or bool(_WEAK_KEY_RE.search(name))
+
+
 def _kv_replace(match):
     key = match.group("key")
     name = key.strip("\"' \t:=").lower()
     value = match.group("value")
+    tail = match.group("tail") or ""
+    password_key = bool(_PASSWORD_KEY_RE.search(name))
+    if tail and not password_key:
+        # Only a password's value runs on to the end of the line; others stop at a space.
+        value = value[:len(value) - len(tail)]
+        tail_text = tail
+    else:
+        tail_text = ""
     bare = value.strip("\"'")
+    quoted = value[:1] in "\"'" and len(value) > 1
     if name in _NOT_SECRET_KEYS or _ABOUT_SECRET.search(name) or not bare:
         return match.group(0)
-    if bare.startswith("[REDACTED:") or _HARMLESS_VALUE.match(bare.rstrip(").,]")):
+    if bare.startswith("[REDACTED:"):
         return match.group(0)
-    if name in _WEAK_KEYS and not (_looks_random(bare) or len(bare) >= 12 and " " not in bare):
+    if _HARMLESS_VALUE.match(bare.rstrip(").,]")) and not (
+            password_key and not _weak(name) and re.match(r"^[0-9]{4,12}$", bare)):
+        return match.group(0)
+    if _weak(name) and not (_looks_random(bare) or len(bare) >= 12 and " " not in bare
+                            or quoted and len(bare) >= 6):
         return match.group(0)
     kind = _kind_for_key(name)
     quote = value[0] if value[0] in "\"'" else ""
-    return key + quote + MARK % kind + quote
+    return key + quote + MARK % kind + quote + tail_text
 
 
 def _entropy_replace(match):
@@ -179,7 +223,9 @@ def _kind_for_key(name):
         return "token"
     if "secret" in name:
         return "secret"
-    if "key" in name or name.endswith("sig"):
+    if "signature" in name or name.endswith("sig"):
+        return "signature"
+    if "key" in name:
         return "api_key"
     if "credential" in name:
         return "credentials"
@@ -203,6 +249,8 @@ def redact_text(text):
             text = pattern.sub(_kv_replace, text)
         elif replace == "entropy":
             text = pattern.sub(_entropy_replace, text)
+        elif replace == "cookie":
+            text = pattern.sub(_cookie_replace, text)
         else:
             text = pattern.sub(lambda m, _k=kind, _r=replace: _r(m, _k), text)
     return text
