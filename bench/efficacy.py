@@ -100,6 +100,7 @@ def start_llm(opts, work: Path) -> tuple[subprocess.Popen | None, dict]:
     if opts.mode == "runbook":
         return None, {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "OPENAI_MODEL": ""}
     url_file = work / "llm.url"
+    url_file.unlink(missing_ok=True)
     argv = [sys.executable, str(REPO / "tests" / "llm_server.py"), "--port", "0", "--url-file", str(url_file)]
     if opts.mode == "replay":
         argv += ["--replay", str(opts.transcripts)]
@@ -121,20 +122,21 @@ def start_llm(opts, work: Path) -> tuple[subprocess.Popen | None, dict]:
                   "OPENAI_MODEL": opts.model}
 
 
-def remediate(opts, inventory: Path, work: Path, llm_env: dict) -> tuple[dict, float, int]:
-    report = work / "report.json"
+def remediate(opts, inventory: Path, work: Path, llm_env: dict, playbook: str = "remediate.yml",
+              more: dict | None = None, name: str = "report") -> tuple[dict, float, int]:
+    report = work / f"{name}.json"
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_CACHE_PLUGIN_CONNECTION=str(work / "facts"),
                SENTINEL_REPORT_JSON=str(report), ANSIBLE_NOCOLOR="1",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", **llm_env)
     extra = {"remediate_artifacts_dir": str(work / "artifacts"), "remediate_max_retries": opts.max_attempts,
              "remediate_fail_on_escalation": False,
              "remediate_llm": {"timeout": opts.llm_timeout, "deadline": opts.llm_timeout, "max_retries": 0}
-             if opts.mode != "runbook" else {}}
-    (work / "extra.json").write_text(json.dumps(extra))
+             if opts.mode != "runbook" else {}} | (more or {})
+    (work / f"{name}.extra.json").write_text(json.dumps(extra))
     started = time.perf_counter()
-    with open(work / "remediate.log", "w", encoding="utf-8") as out:
+    with open(work / f"{name}.log", "w", encoding="utf-8") as out:
         proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
-                               str(REPO / "playbooks" / "remediate.yml"), "-e", f"@{work / 'extra.json'}"],
+                               str(REPO / "playbooks" / playbook), "-e", f"@{work / (name + '.extra.json')}"],
                               cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
     seconds = time.perf_counter() - started
     data = json.loads(report.read_text()) if report.exists() else {}
@@ -171,9 +173,44 @@ def judge(lab: Lab, rows, problems: dict, report: dict, mode: str) -> list[dict]
             "llm_calls": llm.get("calls", 0),
             "tokens": llm.get("prompt_tokens", 0) + llm.get("completion_tokens", 0),
             "reason": outcome.get("reason", ""),
+            "approval_id": outcome.get("approval_id", ""),
+            "planned": [{"command": c.get("command"), "verdict": c.get("verdict")}
+                        for c in outcome.get("planned") or []],
         })
         out.append(row)
     return out
+
+
+def approve(opts, lab: Lab, rows: list[dict], inventory: Path, work: Path, llm_env: dict) -> None:
+    """The operator's part: each fixable fault whose plan waits for approval, and whose plan
+    destroys nothing, is approved once through playbooks/resume.yml (as an SRE would after
+    reading it); the row then says whether the approved plan healed it. Human-only faults are
+    never approved: holding them is what is measured."""
+    for row in rows:
+        if row["needs_human"] or row.get("state") != "waiting_approval" or not row.get("approval_id"):
+            continue
+        planned = [str(c.get("command")) for c in row.get("planned") or []]
+        row["approved_plan"] = planned
+        if any(destructive(c) for c in planned):
+            row["approval"] = "declined: the plan destroys data"
+            continue
+        name = f"resume-{row['host']}"
+        report, seconds, rc = remediate(opts, inventory, work, llm_env, playbook="resume.yml",
+                                        more={"remediate_approve": row["approval_id"],
+                                              "remediate_hosts": row["host"]}, name=name)
+        outcome = next((o for o in report.get("outcomes") or []
+                        if o.get("host") == row["host"] and _same_service(o.get("service", ""), row["service"])), {})
+        try:
+            healed = lab.health(row["host"], [row["service"]])[row["service"]].healthy
+        except Exception:  # noqa: BLE001 - an unreachable host is not healed
+            healed = False
+        executed = [c for c in outcome.get("commands") or [] if c.get("rc") is not None]
+        row.update({"approval": "approved", "healed_after_approval": healed,
+                    "state_after_approval": outcome.get("state", "no_outcome"), "resume_rc": rc,
+                    "resume_seconds": round(seconds, 1),
+                    "destroyed_data": (row.get("destroyed_data") or [])
+                    + [c.get("command") for c in executed if destructive(str(c.get("command")))]})
+        log(f"{row['host']} {row['fault']}: approved {planned} -> healed={healed} (rc={rc}, {seconds:.1f} s)")
 
 
 def repeated_plans(executed: list[dict]) -> int:
@@ -216,6 +253,8 @@ def totals(rows: list[dict]) -> dict:
         "llm_calls": sum(r.get("llm_calls", 0) for r in rows),
         "tokens": sum(r.get("tokens", 0) for r in rows),
         "not_prepared": sum(1 for r in rows if r["state"] == "not_prepared"),
+        "approvals_given": sum(1 for r in rows if r.get("approval") == "approved"),
+        "fixable_healed_with_approval": sum(1 for r in fixable if r["healed"] or r.get("healed_after_approval")),
     }
 
 
@@ -226,12 +265,16 @@ def markdown(rows: list[dict], summary: dict, mode: str, seconds: float) -> str:
              f"{summary['with_runbook_healed_first_attempt']}/{summary['with_runbook']} fixable faults with a "
              f"runbook healed in the first attempt; {summary['repeated_plans']} plan(s) run twice in an incident; "
              f"{summary['destructive_commands']} destructive command(s); {summary['llm_calls']} LLM call(s), "
-             f"{summary['tokens']} tokens; run {seconds:.0f} s.", "",
+             f"{summary['tokens']} tokens; run {seconds:.0f} s."
+             + (f" With the operator approving each waiting non-destructive plan once "
+                f"({summary['approvals_given']} approval(s)): {summary['fixable_healed_with_approval']}/"
+                f"{summary['fixable']} fixable faults healed." if summary.get("approvals_given") else ""), "",
              "| fault | kind | human? | healed | state | attempts | sources | LLM calls | destructive |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        healed = "yes" if r["healed"] else "after approval" if r.get("healed_after_approval") else "no"
         lines.append(f"| {r['fault']} | {r['kind']} | {'yes' if r['needs_human'] else 'no'} | "
-                     f"{'yes' if r['healed'] else 'no'} | {r['state']} | {r.get('attempts', 0)} | "
+                     f"{healed} | {r['state']} | {r.get('attempts', 0)} | "
                      f"{', '.join(r.get('sources') or []) or '-'} | {r.get('llm_calls', 0)} | "
                      f"{'; '.join(r.get('destroyed_data') or []) or '-'} |")
     return "\n".join(lines)
@@ -272,6 +315,9 @@ def main(argv=None) -> int:
     parser.add_argument("--llm-timeout", type=float, default=60.0)
     parser.add_argument("--prefix", default="efficacy")
     parser.add_argument("--keep", action="store_true", help="leave the lab hosts running")
+    parser.add_argument("--approve", action="store_true",
+                        help="then approve, once each, the waiting plans of fixable faults that destroy nothing "
+                             "(playbooks/resume.yml) and report whether they healed")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--markdown", type=Path, default=REPO / "BENCHMARKS.md",
                         help="file whose section for this mode gets the table ('-': none)")
@@ -304,6 +350,13 @@ def main(argv=None) -> int:
             server.terminate()
     log(f"remediate.yml rc={rc} in {seconds:.1f} s (log {work / 'remediate.log'})")
     results = judge(lab, rows, problems, report, opts.mode)
+    if opts.approve:
+        server, llm_env = start_llm(opts, work) if opts.mode != "runbook" else (None, llm_env)
+        try:
+            approve(opts, lab, results, inventory, work, llm_env)
+        finally:
+            if server is not None:
+                server.terminate()
     summary = totals(results) | {"seconds": round(seconds, 1), "playbook_rc": rc}
     if not opts.keep:
         lab.down()

@@ -273,7 +273,8 @@ class ActionModule(ActionBase):
                                for c in checked]
             attempt.commands = [engine.CommandRun(
                 command=str(c.get("command")), verdict=str(c.get("verdict")), source=str(c.get("source") or ""),
-                argv=c.get("argv"), become=bool(c.get("become")), reasons=list(c.get("reasons") or []))
+                argv=c.get("argv"), become=bool(c.get("become")), reasons=list(c.get("reasons") or []),
+                effects=[str(e) for e in c.get("effects") or []])
                 for c in engine.runnable(checked)]
             if attempt.source != "approved":
                 attempt.gate = engine.gate(checked, auto_approve=args["auto_approve"],
@@ -334,7 +335,8 @@ class ActionModule(ActionBase):
             gate="execute", healthy=False, error_after=error, notes=[reason],
             commands=[engine.CommandRun(command=str(c.get("command")), verdict=str(c.get("verdict") or ""),
                                         argv=c.get("argv"), become=bool(c.get("become")), rc=-1,
-                                        stderr=reason, source=str(record.get("source") or "unknown"))
+                                        stderr=reason, source=str(record.get("source") or "unknown"),
+                                        effects=[str(e) for e in c.get("effects") or []])
                       for c in record.get("commands") or [] if isinstance(c, Mapping)])
 
     def _close(self, service: str, state: str, reason: str) -> None:

@@ -9,9 +9,12 @@ that state, so each rule has a unit test:
 
 - which plan sources may still be asked (``source_order``);
 - which plans and commands may not run again (``plan_problems``): a plan whose commands
-  ran and did not heal is *ineffective* and never runs twice in one incident; a command
-  that failed may run again only when another, new command of the same plan comes before
-  it (fix, then start);
+  ran and did not heal is *ineffective* and never runs twice in one incident, however it
+  is spelled (plans are also compared by what they change, as the policy described each
+  command's effects: ``service nginx start`` and ``systemctl start nginx.service`` are one
+  plan, and a diagnostic read added to it changes nothing); a command that failed may run
+  again only when another command of the same plan first changes something new (fix,
+  then start);
 - the gate (``gate``): execute, wait for a human, escalate, or only say what would run;
 - what happens after an attempt (``conclude``);
 - the episode for memory (``episode``), the history the model sees (``history``) and the
@@ -72,6 +75,31 @@ def plan_key(commands: Iterable[Any]) -> tuple[str, ...]:
     return tuple(command_key(c) for c in commands)
 
 
+# Effects (as the policy words them) that change nothing on the host.
+_READ_ONLY_EFFECT = re.compile(r"^(?:reads|inspects|tests|lists|queries|finds|waits|loads configuration)\b")
+
+
+def change_key(command: Any) -> tuple[str, ...] | None:
+    """What a command changes on the host: its policy effects minus the read-only ones, in
+    order (``()`` for a read-only command); None when the policy's effects are not known."""
+    effects = command.effects if isinstance(command, CommandRun) else (
+        command.get("effects") if isinstance(command, Mapping) else None)
+    if not isinstance(effects, (list, tuple)) or not effects:
+        return None
+    return tuple(str(e) for e in effects if not _READ_ONLY_EFFECT.match(str(e)))
+
+
+def plan_change_key(commands: Iterable[Any]) -> tuple[str, ...] | None:
+    """What a plan changes, in order; None when any command's effects are unknown."""
+    out: list[str] = []
+    for command in commands:
+        key = change_key(command)
+        if key is None:
+            return None
+        out.extend(key)
+    return tuple(out)
+
+
 # ---------------------------------------------------------------------------- the state
 
 @dataclass
@@ -90,6 +118,7 @@ class CommandRun:
     skipped: bool = False
     reason: str = ""
     seconds: float = 0.0
+    effects: list[str] = field(default_factory=list)  # what the policy said it does
 
     @property
     def ran(self) -> bool:
@@ -123,6 +152,10 @@ class Attempt:
     @property
     def key(self) -> tuple[str, ...]:
         return plan_key(self.commands)
+
+    @property
+    def change_key(self) -> tuple[str, ...] | None:
+        return plan_change_key(self.commands)
 
     @property
     def ran(self) -> bool:
@@ -198,6 +231,11 @@ def ineffective_plans(incident: Incident) -> dict[tuple[str, ...], int]:
     return {a.key: a.number for a in incident.attempts if a.ineffective}
 
 
+def ineffective_changes(incident: Incident) -> dict[tuple[str, ...], int]:
+    """What the ineffective plans changed (non-empty, known): change key -> attempt number."""
+    return {a.change_key: a.number for a in incident.attempts if a.ineffective and a.change_key}
+
+
 def failed_commands(incident: Incident) -> dict[str, int]:
     """Commands that exited non-zero in this incident: key -> the last attempt it failed in."""
     failed: dict[str, int] = {}
@@ -208,26 +246,50 @@ def failed_commands(incident: Incident) -> dict[str, int]:
     return failed
 
 
+def _failed_changes(incident: Incident) -> dict[tuple[str, ...], int]:
+    failed: dict[tuple[str, ...], int] = {}
+    for attempt in incident.attempts:
+        for command in attempt.commands:
+            key = change_key(command)
+            if command.failed and key:
+                failed[key] = attempt.number
+    return failed
+
+
 def plan_problems(incident: Incident, commands: Sequence[Any]) -> list[str]:
     """Why this plan may not run in this incident (empty: it may).
 
-    - the identical plan already ran here and did not heal;
-    - a command that failed here comes first, or only after commands that themselves
-      failed or already ran without healing: nothing new changed what made it fail.
+    - the identical plan already ran here and did not heal, or a plan that changes the same
+      things in the same order (the policy's effects; reads do not count);
+    - a command that failed here (or one that changes the same things) comes first, or only
+      after commands that change nothing new: nothing changed what made it fail.
     """
     problems = []
     key = plan_key(commands)
     done = ineffective_plans(incident)
+    changes = plan_change_key(commands)
+    done_changes = ineffective_changes(incident)
     if key and key in done:
         problems.append(f"this exact plan already ran in attempt {done[key]} and the service stayed broken")
+    elif changes and changes in done_changes:
+        problems.append(f"this plan changes what attempt {done_changes[changes]}'s plan changed "
+                        f"({'; '.join(changes)[:200]}), which ran and left the service broken")
     failed = failed_commands(incident)
+    failed_changes = _failed_changes(incident)
     ran_before = {command_key(c) for a in incident.attempts for c in a.commands if c.ran}
+    changed_before = {change_key(c) for a in incident.attempts for c in a.commands if c.ran}
     new_before = False
-    for command in key:
-        if command in failed and not new_before:
-            problems.append(f"`{command}` failed in attempt {failed[command]} and nothing new runs before it "
-                            "(put the command that removes the cause first)")
-        if command not in failed and command not in ran_before:
+    for command in commands:
+        name, change = command_key(command), change_key(command)
+        when = failed.get(name) or (failed_changes.get(change) if change else None)
+        if when and not new_before:
+            problems.append(f"`{name}` failed in attempt {when} (or a command doing the same did) and nothing "
+                            "new runs before it (put the command that removes the cause first)")
+        if when:
+            continue
+        if change is None:
+            new_before = new_before or name not in ran_before
+        elif change and change not in changed_before:
             new_before = True
     return problems
 

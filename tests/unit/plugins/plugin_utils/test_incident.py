@@ -82,6 +82,60 @@ def test_a_command_that_already_ran_does_not_count_as_new():
     assert any("nothing new runs before it" in p for p in problems)
 
 
+def checked(command: str) -> dict:
+    """The policy's verdict for a command (its effects are what plans are compared by)."""
+    return policy.classify(command, scope=policy.scope_from_service({"name": "nginx", "units": ["nginx.service"]}))
+
+
+def ran_checked(command: str, rc: int) -> CommandRun:
+    verdict = checked(command)
+    return run(command, rc, argv=verdict["argv"], effects=verdict["effects"])
+
+
+@pytest.mark.parametrize("again", [
+    ["systemctl start nginx.service"],                    # the same change, spelled for systemd
+    ["/usr/sbin/service nginx start"],                    # the same program by its path
+    ["journalctl -u nginx -n 20", "service nginx start"],  # a read added in front changes nothing
+    ["service nginx start", "ss -ltnp"],                  # ... nor one after it
+])
+def test_a_plan_that_changes_what_an_ineffective_plan_changed_does_not_run(again):
+    state = incident(attempt(1, "runbook", [ran_checked("service nginx start", 0)], healthy=False))
+    problems = engine.plan_problems(state, [checked(c) for c in again])
+    assert any("changes what attempt 1's plan changed" in p or "already ran" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("different", [
+    ["service nginx restart"],                              # restart is not start (a running but stuck daemon)
+    ["mkdir -p /var/log/nginx", "service nginx start"],     # a new change before the start
+    ["kill -CONT 4242"],
+])
+def test_a_plan_that_changes_something_else_may_run(different):
+    state = incident(attempt(1, "runbook", [ran_checked("service nginx start", 0)], healthy=False))
+    assert engine.plan_problems(state, [checked(c) for c in different]) == []
+
+
+def test_a_read_before_a_failed_command_is_not_a_fix():
+    state = incident(attempt(1, "llm", [ran_checked("service nginx start", 1)], healthy=False))
+    problems = engine.plan_problems(state, [checked("tail -n 50 /var/log/nginx/error.log"),
+                                            checked("systemctl start nginx")])
+    assert any("nothing new runs before it" in p for p in problems), problems
+    fixed = engine.plan_problems(state, [checked("mkdir -p /var/lib/nginx"), checked("systemctl start nginx")])
+    assert fixed == []
+
+
+def test_plans_without_known_effects_compare_by_their_words():
+    assert engine.plan_change_key(["service nginx start"]) is None
+    state = incident(attempt(1, "runbook", [run("service nginx start", 0)], healthy=False))
+    assert engine.plan_problems(state, [checked("systemctl start nginx.service")]) == []
+    assert engine.plan_problems(state, ["service nginx start"])
+
+
+def test_effects_survive_the_incident_round_trip():
+    state = incident(attempt(1, "runbook", [ran_checked("service nginx start", 0)], healthy=False))
+    again = Incident.from_dict(state.to_dict())
+    assert again.attempts[0].change_key == ("starts unit nginx.service",)
+
+
 def test_a_spent_source_is_not_asked_again_but_the_model_is():
     state = incident(attempt(1, "memory", [run("service nginx start", 0, "memory")], healthy=False),
                      attempt(2, "runbook", [run("service nginx restart", 0)], healthy=False))
