@@ -29,7 +29,14 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_pause import pause_at
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import generalize, host_values, localize_values
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import Lease, LeaseBusy, process_start, target_key
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import (
+    Lease,
+    LeaseBusy,
+    LeaseUnavailable,
+    RedisLease,
+    process_start,
+    target_key,
+)
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client import LLMError, resolve_settings
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import (
     PlanShare,
@@ -151,10 +158,12 @@ class ActionModule(ActionBase):
         self._unreachable = False
         self._run = run_token()
         self._journal = journal_mod.Journal(os.path.join(args["artifacts_dir"], "journal"), self._host)
-        self._lease = Lease(_lease_dir(args["lease_dir"]), target_key(task_vars),
-                            owner=f"{self._run}@{socket.gethostname()} ({self._host})",
-                            ttl=args["max_attempts"] * (args["plan_wait"] + args["command_timeout"] * 3 + 60),
-                            process=_run_process())
+        self._lease = self._file_lease = Lease(
+            _lease_dir(args["lease_dir"]), target_key(task_vars),
+            owner=f"{self._run}@{socket.gethostname()} ({self._host})",
+            ttl=args["max_attempts"] * (args["plan_wait"] + args["command_timeout"] * 3 + 60),
+            process=_run_process())
+        self._lease = self._redis_lease() or self._file_lease
         try:
             if args["resume"]:
                 incidents, outcomes = self._resume(args["resume"])
@@ -218,7 +227,7 @@ class ActionModule(ActionBase):
                 continue
             if not self._check_mode:
                 try:
-                    self._lease.acquire()
+                    self._take_lease()
                 except LeaseBusy as exc:
                     outcomes.append(engine.service_outcome(name, "busy", f"{error}; not remediated: {exc}"))
                     continue
@@ -399,6 +408,31 @@ class ActionModule(ActionBase):
             self._share = PlanShare(self._args["artifacts_dir"], wait=self._args["plan_wait"])
             self._share.prune()
         return self._share
+
+    def _redis_lease(self) -> RedisLease | None:
+        """With the Redis fact cache, host leases live in that Redis, so every controller on
+        it (AWX slices, a driver next to a plain playbook) sees them; else None."""
+        cache = str(getattr(C, "CACHE_PLUGIN", "") or "")
+        if cache.rsplit(".", 1)[-1] != "redis" or self._check_mode:
+            return None
+        lease = self._file_lease
+        try:
+            return RedisLease.connect(str(getattr(C, "CACHE_PLUGIN_CONNECTION", "") or ""),
+                                      prefix=f"{getattr(C, 'CACHE_PLUGIN_PREFIX', '') or 'ansible_facts'}sentinel:",
+                                      key=lease.key, owner=lease.owner, ttl=lease.ttl, process=lease.process)
+        except LeaseUnavailable as exc:
+            self._warnings.append(f"{_NAME}: host leases are kept on this controller only: {exc}")
+            return None
+
+    def _take_lease(self) -> None:
+        """Take or renew this host's lease; a Redis that stops answering falls back to the
+        controller's file lease (with a warning) rather than running unleased."""
+        try:
+            self._lease.acquire()
+        except LeaseUnavailable as exc:
+            self._warnings.append(f"{_NAME}: host leases are kept on this controller only from now: {exc}")
+            self._lease = self._file_lease
+            self._lease.acquire()
 
     def _signature_plans(self):
         """Where plans per signature are shared: the fact cache's Redis when it is the cache
@@ -630,7 +664,7 @@ class ActionModule(ActionBase):
                 command.skipped, command.reason = True, "not run: the journal could not record it"
             return evidence
         pause_at("before_commands", self._host)  # test-only, inert unless its variable is set
-        self._lease.acquire()  # renew: a long incident keeps its host
+        self._take_lease()  # renew: a long incident keeps its host
         result = self._execute_module(module_name="sentinel.remediation.execute_plan", module_args=module_args,
                                       task_vars=self._vars)
         attempt.finished = _now()

@@ -122,3 +122,113 @@ class Lease:
                 self._store(None)
         self._locked(write)
         self.held = False
+
+
+# ---------------------------------------------------------------- across controllers (Redis)
+
+# Renew: replace the value only while it is still the one we read (ours). Release: delete
+# only our own lease (or the dead owner's record we saw).
+_RENEW = ("if redis.call('GET', KEYS[1]) == ARGV[1] then "
+          "return redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end return false")
+_DELETE_IF = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+
+
+class LeaseUnavailable(Exception):
+    """The Redis lease store cannot be used; the message says why."""
+
+
+class RedisLease:
+    """The same lease as ``Lease``, kept in the Redis of the fact cache, so controllers
+    that share a Redis (AWX job slices, several controllers, a driver next to a plain
+    playbook) exclude each other per target.
+
+    The lease is one key, ``<prefix>lease:<sha256(target)>``, holding the owner record as
+    JSON, with a Redis expiry of ``ttl``: taken with ``SET NX``, renewed and released with
+    compare-and-set scripts, so a run never renews or drops a lease it does not hold. A
+    record whose owner was a process of this controller that no longer runs is removed at
+    once (the same rule as the file lease); another controller's lapses at its expiry.
+    Redis errors raise ``LeaseUnavailable``; a busy target raises ``LeaseBusy``.
+    """
+
+    def __init__(self, client, prefix: str, key: str, owner: str, ttl: float = 900.0,
+                 process: tuple[int, str] | None = None):
+        self.client = client
+        self.key = key
+        self.owner = owner
+        self.ttl = float(ttl)
+        self.process = process
+        self.name = f"{prefix}lease:{hashlib.sha256(key.encode('utf-8')).hexdigest()[:32]}"
+        self.held = False
+        self._value: str | None = None
+
+    @classmethod
+    def connect(cls, uri: str, prefix: str, key: str, owner: str, ttl: float = 900.0,
+                process: tuple[int, str] | None = None) -> RedisLease:
+        """A lease on the fact cache's Redis (``host:port:db[:password]``)."""
+        from .plan_share import PlanShareUnavailable, redis_options  # pylint: disable=import-outside-toplevel
+        try:
+            options = redis_options(uri)
+        except PlanShareUnavailable as exc:
+            raise LeaseUnavailable(str(exc)) from exc
+        try:
+            import redis  # pylint: disable=import-outside-toplevel
+        except ImportError as exc:
+            raise LeaseUnavailable("the redis Python package is not installed") from exc
+        client = redis.Redis(socket_timeout=5, socket_connect_timeout=5, **options)
+        try:
+            client.ping()
+        except redis.RedisError as exc:
+            raise LeaseUnavailable(f"Redis at {options['host']}:{options['port']} did not answer: {exc}") from exc
+        return cls(client, prefix, key, owner, ttl=ttl, process=process)
+
+    def _record(self, since: float) -> str:
+        record = {"key": self.key, "owner": self.owner, "since": since}
+        if self.process:
+            record.update(node=socket.gethostname(), pid=self.process[0], start=self.process[1])
+        return json.dumps(record, sort_keys=True)
+
+    def acquire(self, now: float | None = None) -> None:
+        """Take or renew the lease; ``LeaseBusy`` when another live owner holds it."""
+        import redis  # pylint: disable=import-outside-toplevel
+        moment = time.time() if now is None else now
+        ttl_ms = max(1000, int(self.ttl * 1000))
+        try:
+            for _round in range(3):
+                raw = self.client.get(self.name)
+                if raw is None:
+                    value = self._record(moment)
+                    if self.client.set(self.name, value, nx=True, px=ttl_ms):
+                        self._value, self.held = value, True
+                        return
+                    continue  # another run took it between our read and our write: look again
+                text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+                try:
+                    current = json.loads(text)
+                except ValueError:
+                    current = {}
+                current = current if isinstance(current, dict) else {}
+                if current.get("owner") == self.owner:
+                    value = self._record(float(current.get("since") or moment))
+                    if self.client.eval(_RENEW, 1, self.name, text, value, ttl_ms):
+                        self._value, self.held = value, True
+                        return
+                    continue
+                if _owner_gone(current):
+                    self.client.eval(_DELETE_IF, 1, self.name, text)  # its run was killed here
+                    continue
+                left = max(0, int(self.client.pttl(self.name) or 0) // 1000)
+                raise LeaseBusy(f"{self.key} is being remediated by {current.get('owner') or 'an unknown run'} "
+                                f"(since {current.get('since')}, lease ends in {left} s)")
+        except redis.RedisError as exc:
+            raise LeaseUnavailable(f"the Redis lease for {self.key} could not be taken: {exc}") from exc
+        raise LeaseBusy(f"{self.key} changed hands three times while this run tried to take it")
+
+    def release(self) -> None:
+        if not self.held:
+            return
+        import redis  # pylint: disable=import-outside-toplevel
+        try:
+            self.client.eval(_DELETE_IF, 1, self.name, self._value)
+        except redis.RedisError:
+            pass  # it lapses at its expiry
+        self.held = False

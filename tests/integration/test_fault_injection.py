@@ -433,6 +433,44 @@ def test_concurrent_playbook_and_driver_runs_remediate_each_target_once(lab, tmp
     assert any(o["state"] == "busy" for seen in by_target.values() for _run, o in seen), by_target
 
 
+def test_controllers_sharing_a_redis_cache_remediate_each_target_once(lab, tmp_path):
+    """Two controllers (their own lease directories and artifacts, one inventory naming the
+    containers differently) on one Redis fact cache, at once: the host lease lives in that
+    Redis, so each container is remediated once and the other controller says busy."""
+    from redis_server import RedisServer, skip_or_fail_without_redis  # pylint: disable=import-outside-toplevel
+
+    skip_or_fail_without_redis()
+    break_hosts(lab, {"lab01": "nginx_stopped"})
+    slow = plan("service nginx start", delay=8)
+    with RedisServer(tmp_path) as redis_server, \
+            LLMServer(rules=[{"match": r"Service: nginx\b", "reply": slow}], model=MODEL) as server:
+        env = {"ANSIBLE_CACHE_PLUGIN": "community.general.redis",
+               "ANSIBLE_CACHE_PLUGIN_CONNECTION": redis_server.connection,
+               "ANSIBLE_CACHE_PLUGIN_PREFIX": "fi_lease_"}
+        runs = {}
+        for name, names in (("ctl1", {"lab01": "lab01"}), ("ctl2", {"web-a": "lab01"})):
+            inv = inventory(lab, names, tmp_path / f"{name}.json")
+            runs[name] = Run(tmp_path / name, inv, cache=tmp_path / f"{name}-unused-cache", name=name,
+                             artifacts=tmp_path / f"{name}-artifacts", env=env,
+                             variables=llm_vars(server.url, timeout=20)
+                             | {"remediate_lease_dir": str(tmp_path / f"{name}-leases")})
+        for run in runs.values():
+            run.start()
+        for run in runs.values():
+            run.wait()
+        assert redis_server.client.keys("fi_lease_sentinel:lease:*") == []  # released when done
+    assert fixes(lab, "lab01") == ["nginx start"], fixes(lab, "lab01")
+    assert lab.health("lab01", ["nginx"])["nginx"].healthy
+    outcomes = {name: next(o for o in run.report["outcomes"] if o["service"] == "nginx")
+                for name, run in runs.items()}
+    states = sorted(o["state"] for o in outcomes.values())
+    assert states == ["busy", "healed"], outcomes
+    busy = next(o for o in outcomes.values() if o["state"] == "busy")
+    assert "being remediated by" in busy["reason"], busy
+    for name in runs:  # no file lease was involved: each controller's own directory stays empty
+        assert not list((tmp_path / f"{name}-leases").glob("*.json")), name
+
+
 # ------------------------------------------------------------------------------- LLM deadlines
 
 
