@@ -13,7 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.report import ESCALATION_KINDS, printable
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.report import (
+    ESCALATION_KINDS,
+    escalation_of,
+    printable,
+)
 
 CHANNELS = ("webhook", "slack", "pagerduty", "mail")
 ROUTE_KEYS = ESCALATION_KINDS + ("waiting_approval",)
@@ -79,10 +83,7 @@ def route_key(outcome: Mapping) -> str:
     """The key an outcome is routed by: its escalation kind, ``waiting_approval``, or ``""``."""
     if outcome.get("state") == "waiting_approval":
         return "waiting_approval"
-    if outcome.get("state") != "escalated":
-        return ""
-    kind = str(outcome.get("escalation") or "")
-    return kind if kind in ESCALATION_KINDS else "needs_human"
+    return escalation_of(outcome)
 
 
 def _clip(text: str, limit: int = _MESSAGE_MAX) -> str:

@@ -73,7 +73,7 @@ def normalise_outcome(host: str, outcome: Any) -> dict:
         "llm_error": str(outcome.get("llm_error") or ""),
         "sources": [str(s) for s in outcome.get("sources") or []] if isinstance(outcome.get("sources"), list) else [],
         "reason": str(outcome.get("reason") or ""),
-        "escalation": _escalation(state, outcome),
+        "escalation": escalation_of(dict(outcome, state=state)),
         "approval_id": str(outcome.get("approval_id") or ""),
         "started": str(outcome.get("started") or ""),
         "finished": str(outcome.get("finished") or ""),
@@ -83,10 +83,10 @@ def normalise_outcome(host: str, outcome: Any) -> dict:
     }
 
 
-def _escalation(state: str, outcome: Mapping) -> str:
+def escalation_of(outcome: Mapping) -> str:
     """The kind of an escalation (``incident.escalation_kind``); an outcome recorded without
-    one (an older role) gets it from what it carries."""
-    if state != "escalated":
+    one (an older role) gets it from what it carries. ``""`` when not escalated."""
+    if outcome.get("state") != "escalated":
         return ""
     kind = str(outcome.get("escalation") or "")
     if kind in ESCALATION_KINDS:
