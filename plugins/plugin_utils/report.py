@@ -394,7 +394,7 @@ _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;background:#f4f5f7;color:#1d2330}
 header{background:#1d2330;color:#fff;padding:18px 28px}header h1{margin:0 0 4px;font-size:20px}
 header .meta{color:#b9c0cf;font-size:13px}main{padding:18px 28px;max-width:1200px}
-.chips span{display:inline-block;margin:8px 6px 0 0;padding:3px 10px;border-radius:12px;background:#e3e7ee;font-size:13px}
+.chips span{display:inline-block;margin:8px 6px 0 0;padding:3px 10px;border-radius:12px;background:#e3e7ee;color:#1d2330;font-size:13px}
 table{border-collapse:collapse;width:100%;background:#fff;margin:10px 0 18px}
 th,td{text-align:left;padding:6px 10px;border-bottom:1px solid #e3e7ee;vertical-align:top}
 th{background:#eef1f5;font-weight:600}code,pre{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace}
