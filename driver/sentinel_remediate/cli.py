@@ -304,6 +304,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if args.metrics_port:
         from .metrics import PassCollector, serve
 
+        try:
+            import prometheus_client  # noqa: F401
+        except ImportError:
+            raise UsageError("--metrics-port needs the prometheus_client package "
+                             "(pip install 'sentinel-remediate[metrics]' or prometheus_client)") from None
         collector = PassCollector()
         try:
             server, _thread = serve(collector, args.metrics_port, args.metrics_address)
