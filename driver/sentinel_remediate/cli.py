@@ -53,6 +53,16 @@ def _extra_var(text: str) -> tuple[str, Any]:
     return key, parsed
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"a port is 1-65535: {text!r}")
+    return value
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text)
@@ -139,7 +149,15 @@ def build_parser() -> argparse.ArgumentParser:
                                 "remediate_docs_dirs)")
 
     formats = argparse.ArgumentParser(add_help=False)
-    formats.add_argument("--format", choices=sorted(reporting.RENDERERS), default="text", help="report format")
+    formats.add_argument("--format", choices=sorted(reporting.RENDERERS), default="text",
+                         help="report format (html: one self-contained page; prometheus: the run's metrics)")
+    formats.add_argument("-o", "--output", metavar="FILE",
+                         help="write the report to FILE (atomically) instead of standard output")
+
+    metrics = argparse.ArgumentParser(add_help=False)
+    metrics.add_argument("--metrics-textfile", metavar="FILE",
+                         help="after each pass, write its Prometheus metrics to FILE (node_exporter's textfile "
+                              "collector: a .prom file in its directory)")
 
     parser = argparse.ArgumentParser(prog=PROG, parents=[common], epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -147,14 +165,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_VersionAction, help="print the driver's and the collection's version")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("run", parents=[common, passing, knowledge, formats],
+    p = sub.add_parser("run", parents=[common, passing, knowledge, formats, metrics],
                        help="one remediation pass, then the report")
     p.add_argument("--check", action="store_true",
                    help="dry run: ansible-playbook's check mode (plans and verdicts, no command run, "
                         "nothing remembered, no escalation sent); the report says so")
 
-    p = sub.add_parser("watch", parents=[common, passing, knowledge],
+    p = sub.add_parser("watch", parents=[common, passing, knowledge, metrics],
                        help="a pass every --interval until SIGINT/SIGTERM")
+    p.add_argument("--metrics-port", type=_port, metavar="PORT",
+                   help="serve Prometheus metrics on http://ADDRESS:PORT/metrics (the last pass, and totals over passes)")
+    p.add_argument("--metrics-address", default="127.0.0.1", metavar="ADDRESS",
+                   help="address the metrics endpoint binds to (default 127.0.0.1)")
     p.add_argument("--interval", type=_positive, default=30.0, metavar="SECONDS", help="seconds between pass starts")
     p.add_argument("--max-passes", type=int, metavar="N", help="stop after N passes")
 
@@ -205,9 +227,29 @@ def _pass_options(args: argparse.Namespace, state: State, **over: Any) -> PassOp
     return options
 
 
-def _emit(result: dict, fmt: str) -> None:
-    sys.stdout.write(reporting.RENDERERS[fmt](result))
+def _emit(result: dict, fmt: str, output: str | None = None) -> None:
+    text = reporting.RENDERERS[fmt](result)
+    if output:
+        target = Path(output).expanduser()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(target)
+        return
+    sys.stdout.write(text)
     sys.stdout.flush()
+
+
+def _write_metrics(args: argparse.Namespace, result: dict) -> None:
+    path = _opt(args, "metrics_textfile")
+    if not path:
+        return
+    from .metrics import write_textfile
+
+    try:
+        write_textfile(result, path)
+    except OSError as exc:
+        print(f"{PROG}: cannot write the metrics textfile {path}: {exc}", file=sys.stderr)
 
 
 def _single_pass(args: argparse.Namespace, state: State, options: PassOptions) -> int:
@@ -221,7 +263,8 @@ def _single_pass(args: argparse.Namespace, state: State, options: PassOptions) -
         result = run_pass(state, project, options, out=out, cancel=stopper.cancelled)
     finally:
         stopper.restore()
-    _emit(result, args.format)
+    _write_metrics(args, result)
+    _emit(result, args.format, _opt(args, "output"))
     return reporting.exit_code(result)
 
 
@@ -257,14 +300,40 @@ def cmd_watch(args: argparse.Namespace) -> int:
     _pass_options(args, state, kind="watch")   # a bad option fails now, not at the first pass
     _check_knowledge(args)
 
+    collector = server = None
+    if args.metrics_port:
+        from .metrics import PassCollector, serve
+
+        try:
+            import prometheus_client  # noqa: F401
+        except ImportError:
+            raise UsageError("--metrics-port needs the prometheus_client package "
+                             "(pip install 'sentinel-remediate[metrics]' or prometheus_client)") from None
+        collector = PassCollector()
+        try:
+            server, _thread = serve(collector, args.metrics_port, args.metrics_address)
+        except OSError as exc:
+            raise UsageError(f"--metrics-port {args.metrics_port}: cannot listen on "
+                             f"{args.metrics_address}:{args.metrics_port}: {exc}") from exc
+        print(f"watch: metrics on http://{args.metrics_address}:{args.metrics_port}/metrics", file=sys.stderr,
+              flush=True)
+
     def one(cancel):
         result = run_pass(state, project, _pass_options(args, state, kind="watch"), out=out, cancel=cancel)
+        if collector is not None:
+            collector.observe(result)
+        _write_metrics(args, result)
         if out is not None:
             out.write(reporting.render_text(result))
             out.flush()
         return result
 
-    return watch(one, args.interval, args.max_passes, out=sys.stderr)
+    try:
+        return watch(one, args.interval, args.max_passes, out=sys.stderr)
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
 
 
 def cmd_approvals(args: argparse.Namespace) -> int:
@@ -305,7 +374,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             print(f"{run_dir.name}  exit {reporting.exit_code(r)}  {totals}")
         return 0
     result = reporting.load_report(reporting.find_run(state.artifacts, args.run))
-    _emit(result, args.format)
+    _emit(result, args.format, args.output)
     return reporting.exit_code(result)
 
 

@@ -50,6 +50,10 @@ outcome_line = _shared.outcome_line
 render_text = _shared.render_text
 render_json = _shared.render_json
 render_junit = _shared.render_junit
+render_html = _shared.render_html
+render_prometheus = _shared.render_prometheus
+metric_families = _shared.metric_families
+METRIC_PREFIX = _shared.METRIC_PREFIX
 RENDERERS = _shared.RENDERERS
 
 
@@ -77,6 +81,7 @@ def exit_code(report: Mapping) -> int:
 # ---- stored runs --------------------------------------------------------------------------
 
 REPORT_FILE = "report.json"
+HTML_FILE = "report.html"   # beside report.json: the page a person opens from the artifacts
 
 
 def list_runs(artifacts_dir: Path) -> list[Path]:
@@ -112,6 +117,10 @@ def write_report(run_dir: Path, report: Mapping) -> Path:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(render_json(report), encoding="utf-8")
     tmp.replace(path)
+    page = run_dir / HTML_FILE
+    tmp = page.with_suffix(".tmp")
+    tmp.write_text(render_html(report), encoding="utf-8")
+    tmp.replace(page)
     return path
 
 

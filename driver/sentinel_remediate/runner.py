@@ -270,7 +270,7 @@ class Progress:
         states = [reporting.normalise_outcome(h, o)["state"] for h, rs in self.outcomes.items() for o in rs]
         count = {s: states.count(s) for s in reporting.STATES}
         return (f"hosts checked {len(self.checked)}, services failing {len(self.failing)}, healed {count['healed']}, "
-                f"waiting approval {count['waiting_approval']}, escalated {count['escalated'] + count['failed']}, "
+                f"waiting approval {count['waiting_approval']}, escalated {count['escalated']}, failed {count['failed']}, "
                 f"unreachable {len(self.unreachable)}")
 
 
@@ -402,15 +402,18 @@ def run_pass(
     meta.update(status=status, rc=rc, finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 unreachable=sorted(progress.unreachable), failed_tasks=progress.failed_tasks[:20],
                 source="callback" if callback_json.is_file() else "events")
+    extra: dict[str, Any] = {}
     if callback_json.is_file():
         try:
             base = json.loads(callback_json.read_text(encoding="utf-8"))
             outcomes = [reporting.normalise_outcome(o.get("host", "?"), o) for o in base.get("outcomes") or []]
+            # What the callback saw beside the outcomes: run errors, the collection's warnings, notifications.
+            extra = {k: base[k] for k in ("errors", "warnings", "notifications") if isinstance(base.get(k), list)}
         except (OSError, ValueError):
             outcomes = reporting.build_report(progress.outcomes, progress.unreachable)["outcomes"]
     else:
         outcomes = reporting.build_report(progress.outcomes, progress.unreachable)["outcomes"]
-    result = reporting.finish_report({"outcomes": outcomes, "run": meta})
+    result = reporting.finish_report({"outcomes": outcomes, "run": meta, **extra})
     run_dir.mkdir(parents=True, exist_ok=True)
     reporting.write_report(run_dir, result)
     progress.say(progress.summary())

@@ -9,7 +9,7 @@ name: remediation_report
 type: aggregate
 version_added: 0.1.0
 author: Sentinel Remediation maintainers (@sentinel-remediation)
-short_description: Summarise a remediation run per host and service, as text, JSON and JUnit XML
+short_description: Summarise a remediation run per host and service, as text, JSON, JUnit XML, HTML and metrics
 description:
   - At the end of each playbook run, prints one line per host and service from the
     outcomes that the C(sentinel.remediation.remediate) role records with
@@ -20,8 +20,13 @@ description:
     on a failed task before their outcomes were recorded (state C(failed), with the task and
     its message). A host whose container went away under the C(community.docker.docker)
     connection (which reports that as a failed task) is listed as unreachable.
-  - Optionally writes the same report as JSON and as JUnit XML (one test case per host
-    and service; escalated, failed and unreachable ones are failures), for CI and AWX.
+  - Optionally writes the same report as JSON, as JUnit XML (one test case per host
+    and service; escalated, failed and unreachable ones are failures), as one self-contained
+    HTML page (per host and service the attempts, commands, verdicts, rc and output tails),
+    for CI and AWX, and the run's Prometheus metrics as a file for node_exporter's textfile
+    collector (also set by the role's C(remediate_metrics_textfile)). Files are written
+    atomically (a temporary file renamed).
+  - Lists the escalation notifications the role sent (and the failed ones, as warnings).
   - Prints nothing when the run recorded no outcome and no host was unreachable.
 requirements:
   - Enable it with C(callbacks_enabled = sentinel.remediation.remediation_report) in
@@ -45,6 +50,26 @@ options:
     ini:
       - section: callback_remediation_report
         key: junit_path
+  html_path:
+    description: Write the report as one self-contained HTML page to this file (directories are created).
+    type: path
+    env:
+      - name: SENTINEL_REPORT_HTML
+      - name: ANSIBLE_CALLBACK_REMEDIATION_REPORT_HTML_PATH
+    ini:
+      - section: callback_remediation_report
+        key: html_path
+  metrics_path:
+    description:
+      - Write the run's Prometheus metrics (text format) to this file, for node_exporter's textfile
+        collector (its directory, a name ending in C(.prom)). Wins over the role's C(remediate_metrics_textfile).
+    type: path
+    env:
+      - name: SENTINEL_REPORT_METRICS
+      - name: ANSIBLE_CALLBACK_REMEDIATION_REPORT_METRICS_PATH
+    ini:
+      - section: callback_remediation_report
+        key: metrics_path
   stats_key:
     description: The M(ansible.builtin.set_stats) key holding the outcome lists.
     type: str
@@ -57,6 +82,7 @@ options:
 import os
 import re
 import sys
+import time
 from collections.abc import Mapping
 
 from ansible.plugins.callback import CallbackBase
@@ -75,7 +101,16 @@ def build_report(custom: Mapping, unreachable: Mapping | None = None, stats_key:
     (host -> true or a reason), hosts that failed a task (host -> reason) and run errors."""
     per_host = {host: (custom[host] or {}).get(stats_key) if isinstance(custom[host], Mapping) else None
                 for host in (custom or {}) if host != "_run"}
-    return _report.build_report(per_host, unreachable or {}, failed, errors, warnings)
+    notifications = [n for host in (custom or {}) if host != "_run" and isinstance(custom[host], Mapping)
+                     for n in (custom[host].get(f"{stats_key}_notifications") or [])]
+    return _report.build_report(per_host, unreachable or {}, failed, errors, warnings, notifications)
+
+
+def run_settings(custom: Mapping, stats_key: str = "sentinel_remediation") -> dict:
+    """What the role asked of the callback for the whole run (``remediate_metrics_textfile``)."""
+    run = (custom or {}).get("_run")
+    settings = run.get(f"{stats_key}_settings") if isinstance(run, Mapping) else None
+    return dict(settings) if isinstance(settings, Mapping) else {}
 
 
 def cache_errors() -> list[dict]:
@@ -120,6 +155,10 @@ class CallbackModule(CallbackBase):
         self._unreachable: dict[str, bool | str] = {}
         self._failed: dict[str, str] = {}
         self._warnings: list[dict] = []
+        self._started = time.time()
+
+    def v2_playbook_on_start(self, playbook):
+        self._started = time.time()
 
     def v2_runner_on_ok(self, result):
         # The collection's own warnings (an oversized memory cut...) belong in the report.
@@ -149,8 +188,11 @@ class CallbackModule(CallbackBase):
         for host, count in (getattr(stats, "dark", None) or {}).items():
             if count and not unreachable.get(host):
                 unreachable[host] = True
-        report = build_report(getattr(stats, "custom", None) or {}, unreachable, self.get_option("stats_key"),
+        custom = getattr(stats, "custom", None) or {}
+        report = build_report(custom, unreachable, self.get_option("stats_key"),
                               self._failed, cache_errors(), self._warnings)
+        report["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._started))
+        report["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.report = report
         if report["outcomes"]:
             self._display.banner("SENTINEL REMEDIATION REPORT")
@@ -162,10 +204,18 @@ class CallbackModule(CallbackBase):
                 self._display.display(f"ERROR {error['host']}: {error['error']}", color="red")
             for warning in report["warnings"]:
                 self._display.display(f"WARNING {warning['host']}: {warning['warning']}", color="yellow")
+            for note in report["notifications"]:
+                if note["status"] == "failed":
+                    self._display.display(f"NOTIFICATION FAILED {note['channel']} {note['host']} {note['service']}: "
+                                          f"{note['error']}", color="red")
             self._display.display(_report.totals_line(report))
+        metrics = self.get_option("metrics_path") or run_settings(custom, self.get_option("stats_key")).get(
+            "metrics_textfile")
         for option, render in (("json_path", lambda r: _report.render_json(r).encode("utf-8")),
-                               ("junit_path", junit_xml)):
-            path = self.get_option(option)
+                               ("junit_path", junit_xml),
+                               ("html_path", lambda r: _report.render_html(r).encode("utf-8")),
+                               ("metrics_path", lambda r: _report.render_prometheus(r).encode("utf-8"))):
+            path = metrics if option == "metrics_path" else self.get_option(option)
             if not path:
                 continue
             try:

@@ -353,6 +353,36 @@ def escalation_reason(incident: Incident) -> str:
     return f"still failing after {len(incident.attempts)} attempt(s): {incident.current_error}"
 
 
+ESCALATION_KINDS = ("refused", "needs_human", "llm_error", "exhausted", "rejected")
+
+
+def escalation_kind(incident: Incident) -> str:
+    """Why a human is needed, as a word notifications are routed by: ``refused`` (the policy
+    refused every command, or refuses an approved plan now), ``needs_human`` (no plan, or the
+    planner itself asked for a human), ``llm_error`` (the model was asked and failed, nothing
+    else planned), ``exhausted`` (plans ran and the service still fails, or only plans that
+    already failed were left), ``rejected`` (an operator rejected the plan); ``""`` when the
+    incident is not escalated."""
+    if incident.state != "escalated":
+        return ""
+    if incident.approval == "rejected":
+        return "rejected"
+    last = incident.attempts[-1] if incident.attempts else None
+    if last is None:
+        return "needs_human"
+    if last.gate == "approval":
+        return "refused"  # an approved plan that no longer passes the policy or its hash
+    if last.gate != "escalate":
+        return "exhausted"
+    if last.notes and str(last.notes[0]).startswith("not run:"):
+        return "exhausted"
+    if last.refused and not last.commands:
+        return "refused"
+    if last.source in ("none", "llm") and last.llm.get("used") and last.llm.get("error"):
+        return "llm_error"
+    return "needs_human"
+
+
 # ---------------------------------------------------------------------------- views
 
 def record_results(attempt: Attempt, results: Sequence[Mapping], output_max: int = OUTPUT_TAIL) -> None:
@@ -492,6 +522,7 @@ def outcome(incident: Incident) -> dict:
     commands = [{"command": c.command, "source": c.source, "verdict": c.verdict, "rc": c.rc,
                  "become": c.become, "attempt": a.number}
                 | ({"skipped": c.reason} if not c.ran else {})
+                | ({"output": _tail(c.stderr or c.stdout, HISTORY_TAIL)} if c.ran and (c.stderr or c.stdout) else {})
                 for a in incident.attempts for c in a.commands if c.ran or a.gate in ("execute",)]
     refused = [{"command": r.get("command", ""), "source": r.get("source", ""),
                 "reasons": list(r.get("reasons") or [])} for a in incident.attempts for r in a.refused]
@@ -511,6 +542,7 @@ def outcome(incident: Incident) -> dict:
                            if a.llm.get("used") and a.llm.get("error")), ""),
         "sources": [a.source for a in incident.attempts],
         "reason": reason,
+        "escalation": escalation_kind(incident),
         "recall": recall,
         "recalled": recalled,
         "approval_id": incident.approval_id,

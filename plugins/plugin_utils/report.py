@@ -6,12 +6,15 @@ The callback ``sentinel.remediation.remediation_report`` and the driver
 (``sentinel-remediate``) both build and render reports with this module, so a report
 reads the same wherever it is printed, stored or parsed.
 
-A report is ``{generated, outcomes, totals, llm, ok}`` (the driver adds ``run``); an
-outcome is the role's record of one host and service (docs/contracts.md) plus ``host``.
+A report is ``{generated, outcomes, totals, llm, ok, errors, warnings, notifications}``
+(the callback adds ``started``/``finished``, the driver a ``run`` section); an outcome is
+the role's record of one host and service (docs/contracts.md) plus ``host``. Renderings:
+text, JSON, JUnit XML, Prometheus text format and a self-contained HTML page.
 """
 from __future__ import annotations
 
 import datetime
+import html
 import json
 import re
 import time
@@ -21,6 +24,8 @@ from typing import Any
 
 STATES = ("healthy", "healed", "waiting_approval", "dry_run", "busy", "escalated", "failed", "unreachable")
 FAILING_STATES = ("escalated", "failed", "unreachable")
+# Why an escalated outcome needs a human (incident.escalation_kind); notifications route by it.
+ESCALATION_KINDS = ("refused", "needs_human", "llm_error", "exhausted", "rejected")
 _LLM_KEYS = ("calls", "prompt_tokens", "completion_tokens")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Characters XML 1.0 cannot hold at all, even escaped.
@@ -68,6 +73,7 @@ def normalise_outcome(host: str, outcome: Any) -> dict:
         "llm_error": str(outcome.get("llm_error") or ""),
         "sources": [str(s) for s in outcome.get("sources") or []] if isinstance(outcome.get("sources"), list) else [],
         "reason": str(outcome.get("reason") or ""),
+        "escalation": escalation_of(dict(outcome, state=state)),
         "approval_id": str(outcome.get("approval_id") or ""),
         "started": str(outcome.get("started") or ""),
         "finished": str(outcome.get("finished") or ""),
@@ -75,6 +81,26 @@ def normalise_outcome(host: str, outcome: Any) -> dict:
         "recall": str(outcome.get("recall") or ""),
         "recalled": _recalled(outcome.get("recalled")),
     }
+
+
+def escalation_of(outcome: Mapping) -> str:
+    """The kind of an escalation (``incident.escalation_kind``); an outcome recorded without
+    one (an older role) gets it from what it carries. ``""`` when not escalated."""
+    if outcome.get("state") != "escalated":
+        return ""
+    kind = str(outcome.get("escalation") or "")
+    if kind in ESCALATION_KINDS:
+        return kind
+    reason = str(outcome.get("reason") or "")
+    if "rejected by an operator" in reason:
+        return "rejected"
+    if any(isinstance(c, Mapping) and c.get("rc") is not None for c in outcome.get("commands") or []):
+        return "exhausted"
+    if outcome.get("refused"):
+        return "refused"
+    if outcome.get("llm_error"):
+        return "llm_error"
+    return "needs_human"
 
 
 def _recalled(value: Any) -> list[dict]:
@@ -108,14 +134,31 @@ def finish_report(report: Mapping) -> dict:
     report["llm"] = {k: sum(o["llm"][k] for o in outcomes) for k in _LLM_KEYS}
     report.setdefault("errors", [])
     report.setdefault("warnings", [])
+    report["notifications"] = normalise_notifications(report.get("notifications"))
     report["ok"] = not any(o["state"] in FAILING_STATES for o in outcomes) and not report["errors"]
     report["dry_run"] = any(o["state"] == "dry_run" for o in outcomes)
     return report
 
 
+_NOTIFY_STATUS = ("sent", "failed", "skipped")
+
+
+def normalise_notifications(value: Any) -> list[dict]:
+    """Notification records ``{host, service, kind, channel, status, error}`` (role task
+    ``sentinel.remediation.notifications``), sorted; an unknown status counts as failed."""
+    out = []
+    for item in _dicts(value):
+        status = str(item.get("status") or "failed")
+        out.append({"host": str(item.get("host") or "-"), "service": str(item.get("service") or "-"),
+                    "kind": str(item.get("kind") or ""), "channel": str(item.get("channel") or "?"),
+                    "status": status if status in _NOTIFY_STATUS else "failed",
+                    "error": printable(item.get("error") or "")})
+    return sorted(out, key=lambda n: (n["host"], n["service"], n["channel"]))
+
+
 def build_report(per_host: Mapping[str, Any], unreachable: Mapping[str, Any] | Iterable[str] = (),
                  failed: Mapping[str, str] | None = None, errors: Iterable[Mapping] = (),
-                 warnings: Iterable[Mapping] = ()) -> dict:
+                 warnings: Iterable[Mapping] = (), notifications: Iterable[Mapping] = ()) -> dict:
     """A report from outcomes per host, unreachable hosts (a list, or host -> true or a
     reason), hosts whose run stopped on a failed task before recording (host -> reason),
     errors of the run (``{host, error}``: memory that could not be saved...) and warnings of
@@ -144,7 +187,8 @@ def build_report(per_host: Mapping[str, Any], unreachable: Mapping[str, Any] | I
                 outcome["reason"] = "; ".join(r for r in (outcome["reason"], error["error"]) if r)
     warnings = [{"host": str(w.get("host") or "-"), "warning": printable(w.get("warning") or "")}
                 for w in warnings or ()]
-    return finish_report({"outcomes": outcomes, "errors": errors, "warnings": warnings})
+    return finish_report({"outcomes": outcomes, "errors": errors, "warnings": warnings,
+                          "notifications": list(notifications or ())})
 
 
 # ------------------------------------------------------------------------------ renderings
@@ -210,6 +254,8 @@ def render_text(report: Mapping) -> str:
         lines.append("no outcome recorded")
     lines += [f"ERROR {e['host']}: {e['error']}" for e in report.get("errors") or []]
     lines += [f"WARNING {w['host']}: {w['warning']}" for w in report.get("warnings") or []]
+    lines += [f"NOTIFIED {n['channel']}: {n['host']} {n['service']} ({n['kind']}): {n['status']}"
+              + (f": {n['error']}" if n.get("error") else "") for n in report.get("notifications") or []]
     lines.append(totals_line(report))
     return "\n".join(lines) + "\n"
 
@@ -256,4 +302,229 @@ def render_junit(report: Mapping) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-RENDERERS = {"text": render_text, "json": render_json, "junit": render_junit}
+# ------------------------------------------------------------------------------ metrics
+
+METRIC_PREFIX = "sentinel_remediation_"
+
+
+def _epoch(text: Any) -> float | None:
+    try:
+        return datetime.datetime.strptime(str(text or ""), "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=datetime.timezone.utc).timestamp()
+    except ValueError:
+        return None
+
+
+def run_times(report: Mapping) -> tuple[float | None, float | None]:
+    """(started, finished) of the run as epoch seconds: the driver's ``run`` section, else
+    the callback's ``started``/``finished``, else the report's ``generated`` as the end."""
+    run = report.get("run") if isinstance(report.get("run"), Mapping) else {}
+    started = _epoch(run.get("started")) or _epoch(report.get("started"))
+    finished = _epoch(run.get("finished")) or _epoch(report.get("finished")) or _epoch(report.get("generated"))
+    return started, finished
+
+
+def metric_families(report: Mapping) -> list[dict]:
+    """The run's metrics as data: ``[{name, type, help, samples: [(labels, value)]}]``.
+
+    Gauges of the last run (a textfile and a scrape show the same): outcomes by service and
+    state, escalations by service and reason, attempts, LLM calls and tokens, notifications,
+    the run's duration, end time and verdict."""
+    outcomes = report.get("outcomes") or []
+    services = sorted({o["service"] for o in outcomes})
+    families = []
+
+    def family(name: str, help_text: str, samples: list, kind: str = "gauge") -> None:
+        families.append({"name": METRIC_PREFIX + name, "type": kind, "help": help_text, "samples": samples})
+
+    family("outcomes", "Host/service outcomes of the last run, by service and state.",
+           [({"service": svc, "state": st}, sum(1 for o in outcomes if o["service"] == svc and o["state"] == st))
+            for svc in services for st in STATES])
+    family("escalations", "Escalated host/service outcomes of the last run, by service and reason.",
+           [({"service": svc, "reason": kind},
+             sum(1 for o in outcomes if o["service"] == svc and o["state"] == "escalated"
+                 and (o.get("escalation") or "needs_human") == kind))
+            for svc in services for kind in ESCALATION_KINDS])
+    family("attempts", "Remediation attempts made in the last run, by service.",
+           [({"service": svc}, sum(o["attempts"] for o in outcomes if o["service"] == svc)) for svc in services])
+    llm = report.get("llm") or {}
+    family("llm_calls", "LLM calls made in the last run.", [({}, _int(llm.get("calls")))])
+    family("llm_tokens", "LLM tokens spent in the last run, by kind.",
+           [({"kind": "prompt"}, _int(llm.get("prompt_tokens"))),
+            ({"kind": "completion"}, _int(llm.get("completion_tokens")))])
+    notes = report.get("notifications") or []
+    channels = sorted({n["channel"] for n in notes})
+    family("notifications", "Notifications of the last run, by channel and status.",
+           [({"channel": ch, "status": st}, sum(1 for n in notes if n["channel"] == ch and n["status"] == st))
+            for ch in channels for st in _NOTIFY_STATUS])
+    started, finished = run_times(report)
+    family("run_duration_seconds", "Wall-clock seconds of the last run.",
+           [({}, round(max(finished - started, 0.0), 3) if started and finished else 0.0)])
+    family("last_run_timestamp_seconds", "When the last run ended (Unix time).", [({}, finished or 0.0)])
+    family("last_run_ok", "1 when nothing escalated, failed or was unreachable in the last run.",
+           [({}, 1 if report.get("ok") else 0)])
+    family("last_run_dry_run", "1 when the last run was a dry run (check mode).",
+           [({}, 1 if report.get("dry_run") else 0)])
+    return families
+
+
+def _label_value(value: Any) -> str:
+    return printable(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else repr(float(value))
+
+
+def render_prometheus(report: Mapping) -> str:
+    """The run's metrics in Prometheus' text exposition format (node_exporter's textfile collector)."""
+    lines = []
+    for fam in metric_families(report):
+        lines.append(f"# HELP {fam['name']} {fam['help']}")
+        lines.append(f"# TYPE {fam['name']} {fam['type']}")
+        for labels, value in fam["samples"]:
+            inner = ",".join(f'{k}="{_label_value(v)}"' for k, v in labels.items())
+            lines.append(f"{fam['name']}{{{inner}}} {_number(value)}" if inner else f"{fam['name']} {_number(value)}")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------ HTML
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;background:#f4f5f7;color:#1d2330}
+header{background:#1d2330;color:#fff;padding:18px 28px}header h1{margin:0 0 4px;font-size:20px}
+header .meta{color:#b9c0cf;font-size:13px}main{padding:18px 28px;max-width:1200px}
+.chips span{display:inline-block;margin:8px 6px 0 0;padding:3px 10px;border-radius:12px;background:#e3e7ee;color:#1d2330;font-size:13px}
+table{border-collapse:collapse;width:100%;background:#fff;margin:10px 0 18px}
+th,td{text-align:left;padding:6px 10px;border-bottom:1px solid #e3e7ee;vertical-align:top}
+th{background:#eef1f5;font-weight:600}code,pre{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace}
+pre{white-space:pre-wrap;word-break:break-all;margin:4px 0 0;background:#f7f8fa;padding:6px;border-radius:4px}
+.state{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;color:#fff}
+.healthy,.healed{background:#1f8a4c}.waiting_approval,.dry_run,.busy{background:#b7791f}
+.escalated,.failed,.unreachable{background:#c53030}.sent{color:#1f8a4c}.failed-note{color:#c53030}
+section.outcome{background:#fff;border-left:6px solid #cfd5df;margin:0 0 16px;padding:10px 16px;border-radius:4px}
+section.s-healed,section.s-healthy{border-color:#1f8a4c}section.s-escalated,section.s-failed,
+section.s-unreachable{border-color:#c53030}section.s-waiting_approval,section.s-dry_run{border-color:#b7791f}
+section.outcome h2{font-size:16px;margin:4px 0 8px}dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:0}
+dt{color:#5b6475}dd{margin:0}.verdict-allow{color:#1f8a4c}.verdict-approval{color:#b7791f}.verdict-reject{color:#c53030}
+.banner{background:#fff4d6;border:1px solid #e6c46a;padding:8px 12px;border-radius:4px}
+"""
+
+
+def _e(value: Any) -> str:
+    """Text safe inside HTML: control characters made visible, markup escaped."""
+    return html.escape(printable(value), quote=True)
+
+
+def _attempt_rows(o: Mapping) -> str:
+    timeline = o.get("timeline") or []
+    commands = o.get("commands") or []
+    if not timeline and not commands:
+        return ""
+    rows = []
+    numbers = [t.get("attempt") for t in timeline] or sorted({c.get("attempt") for c in commands})
+    by_number = {t.get("attempt"): t for t in timeline}
+    for number in numbers:
+        step = by_number.get(number, {})
+        healthy = step.get("healthy")
+        after = "healthy" if healthy else ("still failing" if healthy is False else "-")
+        if step.get("error_after") and healthy is False:
+            after += ": " + str(step.get("error_after"))
+        ran = [c for c in commands if c.get("attempt") == number]
+        cells = []
+        for c in ran:
+            rc = c.get("rc")
+            output = f"<pre>{_e(c.get('output'))}</pre>" if c.get("output") else ""
+            skipped = f" <em>{_e(c.get('skipped'))}</em>" if c.get("skipped") else ""
+            cells.append(f"<div><code>{_e(c.get('command'))}</code> [{_e(c.get('source') or '?')}] "
+                         f"<span class=\"verdict-{_e(c.get('verdict'))}\">{_e(c.get('verdict') or '?')}</span> "
+                         f"rc={_e('-' if rc is None else rc)}{skipped}{output}</div>")
+        rows.append(f"<tr><td>{_e(number)}</td><td>{_e(step.get('source', ''))}</td><td>{_e(step.get('gate', ''))}</td>"
+                    f"<td>{_e(step.get('diagnosis', ''))}</td><td>{''.join(cells) or '-'}</td><td>{_e(after)}</td>"
+                    f"<td>{_e(step.get('started', ''))}<br>{_e(step.get('finished', ''))}</td></tr>")
+    return ("<table class=\"timeline\"><tr><th>#</th><th>source</th><th>gate</th><th>diagnosis</th>"
+            "<th>commands (verdict, rc, output tail)</th><th>after</th><th>time</th></tr>" + "".join(rows) + "</table>")
+
+
+def _outcome_section(o: Mapping, index: int) -> str:
+    facts = [("reason", o.get("reason")), ("escalation", o.get("escalation")), ("diagnosis", o.get("diagnosis")),
+             ("approval id", o.get("approval_id")), ("signature", o.get("signature")),
+             ("sources", ", ".join(o.get("sources") or [])), ("llm error", o.get("llm_error")),
+             ("started", o.get("started")), ("finished", o.get("finished"))]
+    llm = o.get("llm") or {}
+    if llm.get("calls"):
+        facts.append(("llm", f"{llm.get('calls')} call(s), {llm.get('prompt_tokens', 0)} prompt + "
+                             f"{llm.get('completion_tokens', 0)} completion tokens"))
+    body = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts if v)
+    parts = [f"<section class=\"outcome s-{_e(o['state'])}\" id=\"o{index}\">",
+             f"<h2>{_e(o['host'])} / {_e(o['service'])} <span class=\"state {_e(o['state'])}\">{_e(o['state'])}</span>"
+             f" <small>{_e(o['attempts'])} attempt(s)</small></h2>"]
+    if body:
+        parts.append(f"<dl>{body}</dl>")
+    parts.append(_attempt_rows(o))
+    if o.get("planned"):
+        parts.append("<p>plan (not run):</p><ul>" + "".join(
+            f"<li><code>{_e(c.get('command'))}</code> <span class=\"verdict-{_e(c.get('verdict'))}\">"
+            f"{_e(c.get('verdict') or '?')}</span></li>" for c in o["planned"]) + "</ul>")
+    if o.get("refused"):
+        parts.append("<p>refused by the policy:</p><ul>" + "".join(
+            f"<li><code>{_e(r.get('command'))}</code> [{_e(r.get('source') or '?')}]: "
+            f"{_e('; '.join(str(x) for x in r.get('reasons') or []))}</li>" for r in o["refused"]) + "</ul>")
+    if o.get("recalled"):
+        parts.append("<p>similar incidents:</p><ul>" + "".join(
+            f"<li>{_e(r.get('host'))} ({_e(r.get('similarity'))}): "
+            + "; ".join(f"<code>{_e(c.get('command'))}</code>" for c in r.get("commands") or []) + "</li>"
+            for r in o["recalled"]) + "</ul>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def render_html(report: Mapping) -> str:
+    """One self-contained page (inline CSS, no script, no external asset): a summary row per
+    host and service, then each outcome with its attempts, commands, verdicts, rc and output."""
+    outcomes = report.get("outcomes") or []
+    run = report.get("run") if isinstance(report.get("run"), Mapping) else {}
+    title = f"sentinel.remediation report {run.get('ident') or report.get('generated', '')}".strip()
+    meta = [f"generated {report.get('generated', '')}"]
+    started, finished = run_times(report)
+    if started and finished:
+        meta.append(f"{max(finished - started, 0):.0f} s")
+    if run:
+        meta.append(f"{run.get('kind', 'run')} {run.get('status', '')} rc={run.get('rc')}")
+    totals = "".join(f"<span>{_e(k)}: {_e(v)}</span>" for k, v in (report.get("totals") or {}).items() if v)
+    llm = report.get("llm") or {}
+    totals += (f"<span>llm calls: {_e(llm.get('calls', 0))}, tokens: "
+               f"{_e(_int(llm.get('prompt_tokens')) + _int(llm.get('completion_tokens')))}</span>")
+    parts = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">",
+             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
+             f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
+             f"<header><h1>{_e(title)}</h1><div class=\"meta\">{_e(' | '.join(meta))}</div>"
+             f"<div class=\"chips\">{totals}</div></header><main>"]
+    if report.get("dry_run") or run.get("check"):
+        parts.append("<p class=\"banner\">DRY RUN (check mode): plans and verdicts only; no command was run.</p>")
+    rows = "".join(
+        f"<tr class=\"outcome-row\" data-host=\"{_e(o['host'])}\"><td>{_e(o['host'])}</td><td>"
+        f"<a href=\"#o{i}\">{_e(o['service'])}</a></td><td><span class=\"state {_e(o['state'])}\">{_e(o['state'])}"
+        f"</span></td><td>{_e(o['attempts'])}</td><td>{_e(o.get('reason') if o['state'] not in ('healthy', 'healed') else '')}"
+        f"</td></tr>" for i, o in enumerate(outcomes))
+    parts.append("<table class=\"summary\"><tr><th>host</th><th>service</th><th>state</th><th>attempts</th>"
+                  f"<th>reason</th></tr>{rows or '<tr><td colspan=5>no outcome recorded</td></tr>'}</table>")
+    for label, items, key in (("errors", report.get("errors"), "error"), ("warnings", report.get("warnings"), "warning")):
+        if items:
+            parts.append(f"<h3>{label}</h3><ul>" + "".join(
+                f"<li>{_e(i.get('host'))}: {_e(i.get(key))}</li>" for i in items) + "</ul>")
+    if report.get("notifications"):
+        parts.append("<h3>notifications</h3><table><tr><th>host</th><th>service</th><th>reason</th><th>channel</th>"
+                     "<th>status</th></tr>" + "".join(
+                         f"<tr><td>{_e(n['host'])}</td><td>{_e(n['service'])}</td><td>{_e(n['kind'])}</td>"
+                         f"<td>{_e(n['channel'])}</td><td class=\"{'sent' if n['status'] == 'sent' else 'failed-note'}\">"
+                         f"{_e(n['status'])}{(': ' + _e(n['error'])) if n.get('error') else ''}</td></tr>"
+                         for n in report["notifications"]) + "</table>")
+    parts += [_outcome_section(o, i) for i, o in enumerate(outcomes) if o["state"] != "healthy"]
+    parts.append("</main></body></html>")
+    return "\n".join(parts) + "\n"
+
+
+RENDERERS = {"text": render_text, "json": render_json, "junit": render_junit,
+             "prometheus": render_prometheus, "html": render_html}

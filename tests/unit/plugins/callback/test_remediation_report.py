@@ -39,9 +39,10 @@ class FakeDisplay:
         self.warnings.append(text)
 
 
-def make_callback(json_path=None, junit_path=None):
+def make_callback(json_path=None, junit_path=None, html_path=None, metrics_path=None):
     callback = rr.CallbackModule(display=FakeDisplay())
-    options = {"json_path": json_path, "junit_path": junit_path, "stats_key": "sentinel_remediation"}
+    options = {"json_path": json_path, "junit_path": junit_path, "html_path": html_path,
+               "metrics_path": metrics_path, "stats_key": "sentinel_remediation"}
     callback.get_option = options.__getitem__
     return callback
 
@@ -49,7 +50,8 @@ def make_callback(json_path=None, junit_path=None):
 def test_documented_options():
     import yaml
     doc = yaml.safe_load(rr.DOCUMENTATION)
-    assert doc["type"] == "aggregate" and set(doc["options"]) == {"json_path", "junit_path", "stats_key"}
+    assert doc["type"] == "aggregate" and set(doc["options"]) == {"json_path", "junit_path", "html_path",
+                                                                         "metrics_path", "stats_key"}
     assert rr.CallbackModule.CALLBACK_NEEDS_ENABLED is True
 
 
@@ -89,6 +91,21 @@ def test_callback_prints_and_writes_files(tmp_path):
     assert "web1/nginx" in names
     failed = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None]
     assert sorted(failed) == ["web1/redis-server", "web4/-", "web9/-"]
+
+
+def test_callback_writes_html_and_the_role_asked_metrics_textfile(tmp_path):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    html_path, textfile = tmp_path / "report.html", tmp_path / "textfile" / "sentinel.prom"
+    callback = make_callback(html_path=str(html_path))
+    custom = dict(CUSTOM, _run={"sentinel_remediation_settings": {"metrics_textfile": str(textfile)}})
+    callback.v2_playbook_on_stats(SimpleNamespace(custom=custom, dark={}))
+    assert html_path.read_text().startswith("<!DOCTYPE html>") and "web1" in html_path.read_text()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(textfile.read_text()) for s in f.samples}
+    assert samples[("sentinel_remediation_outcomes", (("service", "nginx"), ("state", "healed")))] == \
+        callback.report["totals"]["healed"]
+    assert not list(textfile.parent.glob("*.tmp*"))
 
 
 def test_callback_quiet_without_outcomes(tmp_path):
