@@ -63,7 +63,7 @@ class PassCollector:
             attempts, llm = dict(self._attempts), dict(self._llm)
         if last is not None:
             for fam in reporting.metric_families(last):
-                names = sorted({k for labels, _ in fam["samples"] for k in labels})
+                names = sorted({k for labels, _value in fam["samples"] for k in labels})
                 gauge = GaugeMetricFamily(fam["name"], fam["help"], labels=names)
                 for labels, value in fam["samples"]:
                     gauge.add_metric([str(labels.get(n, "")) for n in names], float(value))

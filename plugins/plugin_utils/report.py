@@ -509,7 +509,7 @@ def render_html(report: Mapping) -> str:
         f"</span></td><td>{_e(o['attempts'])}</td><td>{_e(o.get('reason') if o['state'] not in ('healthy', 'healed') else '')}"
         f"</td></tr>" for i, o in enumerate(outcomes))
     parts.append("<table class=\"summary\"><tr><th>host</th><th>service</th><th>state</th><th>attempts</th>"
-                  f"<th>reason</th></tr>{rows or '<tr><td colspan=5>no outcome recorded</td></tr>'}</table>")
+                 f"<th>reason</th></tr>{rows or '<tr><td colspan=5>no outcome recorded</td></tr>'}</table>")
     for label, items, key in (("errors", report.get("errors"), "error"), ("warnings", report.get("warnings"), "warning")):
         if items:
             parts.append(f"<h3>{label}</h3><ul>" + "".join(

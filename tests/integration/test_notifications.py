@@ -154,9 +154,8 @@ def receivers(tmp_path_factory):
 
 def run_playbook(tmp: Path, extravars: dict) -> tuple[subprocess.CompletedProcess, dict]:
     (tmp / "play.yml").write_text(PLAYBOOK)
-    (tmp / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {h: {"ansible_connection": "local",
-                                                                           "ansible_python_interpreter": sys.executable}
-                                                                       for h in OUTCOMES}}}))
+    hosts = {h: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable} for h in OUTCOMES}
+    (tmp / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
     (tmp / "vars.json").write_text(json.dumps({"prepared": OUTCOMES, **extravars}))
     env = dict(os.environ,
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",

@@ -105,7 +105,7 @@ def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
         elif kind == b"IDAT":
             idat += chunk
         pos += 12 + length
-    width, height, depth, color, _, _, interlace = header
+    width, height, depth, color, _compression, _filter, interlace = header
     assert depth == 8 and color in (2, 6) and interlace == 0, f"unexpected PNG format {header}"
     channels = 3 if color == 2 else 4
     raw, stride, rows, prev = zlib.decompress(idat), width * channels, [], bytearray(width * channels)

@@ -50,8 +50,8 @@ def make_callback(json_path=None, junit_path=None, html_path=None, metrics_path=
 def test_documented_options():
     import yaml
     doc = yaml.safe_load(rr.DOCUMENTATION)
-    assert doc["type"] == "aggregate" and set(doc["options"]) == {"json_path", "junit_path", "html_path",
-                                                                         "metrics_path", "stats_key"}
+    assert doc["type"] == "aggregate"
+    assert set(doc["options"]) == {"json_path", "junit_path", "html_path", "metrics_path", "stats_key"}
     assert rr.CallbackModule.CALLBACK_NEEDS_ENABLED is True
 
 

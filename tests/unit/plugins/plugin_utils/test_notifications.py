@@ -78,5 +78,5 @@ def test_send_results_become_records_and_warnings():
     records, warnings = routing.summarise(notes, {"webhook": {"status": 200},
                                                   "slack": {"results": [{"item": slack_item, "msg": "OK"}]}})
     assert [r["status"] for r in records] == ["sent", "sent"] and not warnings
-    records, _ = routing.summarise(notes, {"webhook": {"skipped": True, "skip_reason": "check mode"}, "slack": {}})
+    records, _warnings = routing.summarise(notes, {"webhook": {"skipped": True, "skip_reason": "check mode"}, "slack": {}})
     assert [r["status"] for r in records] == ["skipped", "failed"]  # a notice with no result is never "sent"

@@ -92,5 +92,5 @@ def test_escalation_kind_is_derived_for_outcomes_recorded_without_one():
         {"service": "d", "state": "escalated", "llm_error": "timeout"},
         {"service": "e", "state": "escalated"},
         {"service": "f", "state": "healed", "escalation": "refused"}]})
-    assert [o["escalation"] for o in built["outcomes"]] == ["rejected", "exhausted", "refused", "llm_error",
-                                                           "needs_human", ""]
+    assert [o["escalation"] for o in built["outcomes"]] == [
+        "rejected", "exhausted", "refused", "llm_error", "needs_human", ""]
