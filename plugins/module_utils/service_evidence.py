@@ -52,7 +52,7 @@ DEFAULT_TOOLS = (
     "fuser", "kill", "killall", "lsof", "pgrep", "pkill", "ps",
     "ip", "netstat", "ss", "curl", "wget",
     "journalctl", "service", "systemctl", "invoke-rc.d", "update-rc.d",
-    "apt-get", "dpkg", "logrotate", "setfacl", "sudo", "runuser", "tar", "gzip", "sed",
+    "apt-get", "dpkg", "logrotate", "setfacl", "sudo", "runuser", "tar", "gzip", "sed", "ssh-keygen", "openssl",
 )
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from . import policy_tools, policy_tools_apps
+from . import policy_sed, policy_tools, policy_tools_apps
 from .policy_options import OptionSpec, parse_options, spec_from_table
 from .policy_paths import ancestor_regex, canonical, name_regex, pattern_regex
 from .policy_rules import ALLOW, APPROVAL, REJECT, VERDICTS, Check, q
@@ -49,7 +49,7 @@ __all__ = ["PolicyError", "ScopeError", "load_policy", "classify", "classify_man
 _DEFAULTS_FILE = Path(__file__).with_name("policy_defaults.yml")
 _MAX_REASONS = 6
 _REJECT_DISPLAY = 1000
-RULES: dict[str, Any] = {**policy_tools.RULES, **policy_tools_apps.RULES}
+RULES: dict[str, Any] = {**policy_tools.RULES, **policy_tools_apps.RULES, **policy_sed.RULES}
 _BIN_DIRS = ("/usr/local/sbin/", "/usr/local/bin/", "/usr/sbin/", "/usr/bin/", "/sbin/", "/bin/")
 _INIT_SCRIPT = re.compile(r"^/etc/init\.d/[a-z0-9][a-z0-9@._+-]{0,63}$")
 _VERSIONED = re.compile(r"[-.]?[0-9][0-9.]*$")

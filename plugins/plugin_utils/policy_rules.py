@@ -172,8 +172,16 @@ def _judge_write(chk: Check, value: str, canon: str, access: str, recursive: boo
     verb = what or _VERB[access]
     chk.effect(f"{verb} {value}{' recursively' if recursive else ''}")
     if c["protected_paths"].match(canon):
-        chk.reject(f"{q(value)} belongs to the operating system (boot, init and unit files, accounts, "
-                   "login, scheduler, libraries, kernel interfaces); a command may not change it")
+        unit = _own_unit_file(chk.scope, canon)
+        if unit is None:
+            chk.reject(f"{q(value)} belongs to the operating system (boot, init and unit files, accounts, "
+                       "login, scheduler, libraries, kernel interfaces); a command may not change it")
+            return
+        if recursive and access == "delete":
+            chk.reject(f"recursive deletion of {q(value)} destroys {unit}'s local unit configuration")
+            return
+        chk.approve(f"{verb} {q(value)}: the local unit file or drop-in of {unit}, the incident's own unit "
+                    "(systemd reads it at `systemctl daemon-reload`); a human should confirm")
         return
     scope = chk.scope
     kind = scope.locate(canon)
@@ -220,6 +228,19 @@ def _judge_write(chk: Check, value: str, canon: str, access: str, recursive: boo
                         "a human should confirm")
     elif kind in ("runtime", "log") and access == "delete" and recursive:
         chk.approve(f"recursive deletion of {q(value)}; a human should confirm nothing else lives there")
+
+
+_LOCAL_UNIT = re.compile(r"^/etc/systemd/system/(?P<unit>[A-Za-z0-9@._:-]+\.(?:service|socket|timer|path|mount))"
+                         r"(?:\.d(?:/[^/]+\.conf(?:\.[A-Za-z0-9_-]+)?)?)?$")
+
+
+def _own_unit_file(scope: Any, canon: str) -> str | None:
+    """The incident's unit whose local unit file or drop-in (``/etc/systemd/system/UNIT``,
+    ``UNIT.d/NAME.conf``) ``canon`` is, else None. Only an explicit incident scope has units."""
+    found = _LOCAL_UNIT.match(canon)
+    if not found or not getattr(scope, "explicit", False) or not scope.has_unit(found.group("unit")):
+        return None
+    return found.group("unit")
 
 
 def _owner_fits(owner: str, canon: str) -> bool:
