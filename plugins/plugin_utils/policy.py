@@ -147,6 +147,7 @@ def _compile(policy: dict[str, Any]) -> dict[str, Any]:
         "data_file_names": name_regex(policy["data_file_names"]),
         "secret_ancestors": ancestor_regex(canonical(p) for p in policy["secret_paths"]),
         "protected_paths": pattern_regex(canonical(p) for p in policy["protected_paths"]) or re.compile("(?!)"),
+        "access_paths": pattern_regex(canonical(p) for p in policy["access_paths"]) or re.compile("(?!)"),
         "system_paths": pattern_regex(canonical(p) for p in policy["system_paths"]),
         "routine_removals": pattern_regex((canonical(p) for p in policy["routine_removals"]), beneath=False),
         "tmp_dirs": {canonical(p) for p in policy["tmp_dirs"]},

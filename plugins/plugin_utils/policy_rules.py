@@ -173,6 +173,15 @@ def _judge_write(chk: Check, value: str, canon: str, access: str, recursive: boo
     chk.effect(f"{verb} {value}{' recursively' if recursive else ''}")
     if c["protected_paths"].match(canon):
         unit = _own_unit_file(chk.scope, canon)
+        declared = getattr(chk.scope, "declared", None)
+        if unit is None and declared is not None and declared.match(canon) and _secret(chk, canon) is None \
+                and not c["access_paths"].match(canon):
+            if recursive and access == "delete":
+                chk.reject(f"recursive deletion of {q(value)} destroys the service's configuration")
+                return
+            chk.approve(f"{verb} {q(value)}: a file of the operating system that the service definition names as "
+                        f"{chk.scope.service}'s configuration; a human should confirm")
+            return
         if unit is None:
             chk.reject(f"{q(value)} belongs to the operating system (boot, init and unit files, accounts, "
                        "login, scheduler, libraries, kernel interfaces); a command may not change it")

@@ -126,6 +126,7 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
     if not log_paths:
         log_paths = [posixpath.dirname(p) for p in logs if posixpath.dirname(p) not in ("/", "/var/log")]
         log_paths = [p for i, p in enumerate(log_paths) if p not in log_paths[:i]] or list(logs)
+    declared = list(config)  # before the conventions below add their guesses
     kinds: dict[str, list[str]] = {"config": config, "data": data, "runtime": runtime, "log": log_paths}
     # Entries of `paths` and the naming conventions fill the kinds not given.
     for path in _paths(_strings(service_def.get("paths"), "paths"), "paths"):
@@ -181,6 +182,10 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
         "processes": processes,
         "user": user,
         "config_paths": kinds["config"],
+        # Only what the service definition names itself (never a guess from the name): a
+        # file the operating system owns can still be this service's configuration
+        # (journald.conf.d), and then a change needs approval instead of being refused.
+        "declared_config_paths": declared,
         "data_paths": kinds["data"],
         "runtime_paths": kinds["runtime"],
         "log_paths": kinds["log"],
@@ -197,7 +202,7 @@ class Scope:
     """A compiled scope. ``explicit`` is False for the policy's default (no incident given)."""
 
     __slots__ = ("explicit", "service", "units", "unit_bases", "related", "processes", "users", "pids",
-                 "known_pids", "containers", "regex", "lists", "ports")
+                 "known_pids", "containers", "regex", "lists", "ports", "declared")
 
     def __init__(self, data: Mapping[str, Any], explicit: bool) -> None:
         self.explicit = explicit
@@ -211,6 +216,8 @@ class Scope:
         self.known_pids = {str(k): str(v) for k, v in (data.get("known_pids") or {}).items()}
         self.containers = {str(c) for c in data.get("containers") or ()}
         self.ports = {int(p) for p in data.get("ports") or () if str(p).isdigit()}
+        declared = [canonical(str(p)) for p in data.get("declared_config_paths") or () if str(p).startswith("/")]
+        self.declared = pattern_regex(declared, beneath=True) if explicit and declared else None
         self.lists: dict[str, list[str]] = {}
         self.regex: dict[str, list[tuple[re.Pattern[str], int]]] = {}
         for kind, key in (("pidfile", "pid_files"), ("runtime", "runtime_paths"), ("log", "log_paths"),
