@@ -68,9 +68,10 @@ def assign(lab: Lab, names: list[str], all_kinds: bool) -> list[tuple[str, str, 
     """(host, fault, kind) rows: each fault on one host of a kind it happens on (alternating
     between its kinds), or on one host per kind with ``all_kinds``."""
     rows = []
-    for index, name in enumerate(names):
+    for index, entry in enumerate(names):
+        name, _at, pinned = entry.partition("@")
         kinds = list(lab.catalogue.get(name).kinds)
-        chosen = kinds if all_kinds else [kinds[index % len(kinds)]]
+        chosen = [pinned] if pinned else kinds if all_kinds else [kinds[index % len(kinds)]]
         for kind in chosen:
             rows.append((Lab.host_name(len(rows) + 1), name, kind))
     return rows
@@ -302,7 +303,8 @@ def write_section(path: Path, mode: str, text: str, command: str) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--mode", choices=("runbook", "replay", "relay", "upstream"), default="runbook")
-    parser.add_argument("--faults", help="comma-separated fault names (default: the whole catalogue)")
+    parser.add_argument("--faults", help="comma-separated fault names, each optionally pinned to a host kind "
+                                         "(nginx_stopped@systemd); default: the whole catalogue")
     parser.add_argument("--all-kinds", action="store_true", help="each fault on every kind it happens on")
     parser.add_argument("--max-attempts", type=int, default=3)
     parser.add_argument("--transcripts", type=Path, default=TRANSCRIPTS)
@@ -331,9 +333,12 @@ def main(argv=None) -> int:
 
     lab = Lab(prefix=opts.prefix)
     names = opts.faults.split(",") if opts.faults else lab.catalogue.names()
-    unknown = [n for n in names if n not in lab.catalogue.faults]
+    unknown = [n for n in names if n.partition("@")[0] not in lab.catalogue.faults]
     if unknown:
         parser.error(f"unknown faults: {', '.join(unknown)}")
+    wrong_kind = [n for n in names if "@" in n and n.partition("@")[2] not in lab.catalogue.get(n.partition("@")[0]).kinds]
+    if wrong_kind:
+        parser.error(f"faults pinned to a kind they do not happen on: {', '.join(wrong_kind)}")
     rows = assign(lab, names, opts.all_kinds)
     work = Path(tempfile.mkdtemp(prefix="sentinel-efficacy-"))
     log(f"{len(rows)} hosts for {len(names)} faults; work dir {work}")

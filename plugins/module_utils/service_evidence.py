@@ -47,7 +47,7 @@ UNIT_PROPERTIES = UNIT_STATE_KEYS + (
 # What a planner may want to run, and so needs to know is there: coreutils and the usual
 # process, network, init, package and file tools. The service's own programs are added.
 DEFAULT_TOOLS = (
-    "cat", "chgrp", "chmod", "chown", "cp", "df", "du", "find", "head", "install", "ln", "ls", "mkdir",
+    "cat", "chgrp", "chmod", "chown", "cp", "df", "du", "find", "grep", "head", "install", "ln", "ls", "mkdir",
     "mv", "readlink", "rm", "rmdir", "stat", "tail", "touch", "truncate",
     "fuser", "kill", "killall", "lsof", "pgrep", "pkill", "ps",
     "ip", "netstat", "ss", "curl", "wget",
@@ -157,10 +157,20 @@ def journal_text(defn: dict, lines: int, timeout: int) -> str:
     return command_text(argv, timeout)[0]
 
 
-def dependency_states(defn: dict, init: str, timeout: int) -> dict:
-    """For each service it depends on, the init system's one-line answer."""
+def dependency_states(defn: dict, init: str, timeout: int, checked=None) -> dict:
+    """For each service it depends on: its own health checks' verdict when this same call
+    checked it (``checked``: name -> health result), else the init system's one-line answer
+    (which can say "active" for an umbrella unit while the real server is down)."""
     states = {}
+    checked = checked or {}
     for name in defn["depends_on"]:
+        if name in checked:
+            result = checked[name]
+            if result.get("healthy"):
+                states[name] = "healthy: its own checks passed in this same check"
+            else:
+                states[name] = "FAILING its own checks in this same check: %s" % (result.get("error") or "unknown")
+            continue
         if init == "systemd":
             unit = name if "." in name else name + ".service"
             argv = ["systemctl", "is-active", unit]
@@ -189,10 +199,17 @@ def _names_match(names: set, wanted: list, service: str) -> bool:
     return False
 
 
+def _pid_file_line(path: str) -> str:
+    """The first line of a PID file, where every daemon puts its PID (PostgreSQL's
+    postmaster.pid and others add more lines after it). Raises IOError/OSError."""
+    with open(path, "rb") as handle:
+        raw = handle.read(256).decode("utf-8", "replace")
+    return (raw.strip().splitlines() or [""])[0].strip()
+
+
 def _pid_from_file(path: str):
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(64).decode("utf-8", "replace").strip()
+        raw = _pid_file_line(path)
     except (IOError, OSError):
         return None
     return int(raw) if raw.isdigit() else None
@@ -448,12 +465,11 @@ def _newest_first(text: str) -> str:
 
 def pid_file_text(path: str) -> str:
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(64).decode("utf-8", "replace").strip()
+        raw = _pid_file_line(path)
     except (IOError, OSError) as exc:
         return "missing" if getattr(exc, "errno", None) == 2 else "unreadable: %s" % (exc.strerror or exc)
     if not raw.isdigit():
-        return "content %r is not a PID" % raw
+        return "empty (no PID)" if not raw else "first line %r is not a PID" % raw[:64]
     pid = int(raw)
     stat_fields = host_probe.read_stat(pid)
     if stat_fields is not None and stat_fields["state"] == "Z":
@@ -571,7 +587,7 @@ def tool_candidates(defn: dict) -> list:
 # Everything
 
 def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int = 15, error: str = "",
-            tools=None) -> dict:
+            tools=None, checked=None) -> dict:
     """Evidence (C3) for a resolved service definition: ``{"evidence", "tools", "truncated"}``.
 
     The short, most diagnostic sections are taken first, each capped at a fifth of
@@ -628,7 +644,7 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     if declared:
         evidence["paths"] = budget.take_all(declared, cap, keep="head")
     if defn["depends_on"]:
-        evidence["dependencies"] = budget.take_all(dependency_states(defn, init, timeout), cap, keep="head")
+        evidence["dependencies"] = budget.take_all(dependency_states(defn, init, timeout, checked), cap, keep="head")
     if journal:
         evidence["journal"] = budget.take(journal, cap)
     evidence["oom"] = budget.take(oom_text(timeout), cap // 2)

@@ -262,10 +262,10 @@ def argument_spec() -> dict:
     )
 
 
-def _evidence(defn: dict, error: str, params: dict) -> dict:
+def _evidence(defn: dict, error: str, params: dict, checked=None) -> dict:
     return service_evidence.collect(defn, max_bytes=params["evidence_max_bytes"],
                                     log_lines=params["evidence_log_lines"], timeout=params["timeout"],
-                                    error=error, tools=[])
+                                    error=error, tools=[], checked=checked)
 
 
 def check_services(definitions: list, params: dict) -> dict:
@@ -275,6 +275,7 @@ def check_services(definitions: list, params: dict) -> dict:
         health = health_checks.service_health(defn, params["timeout"])
         results.append(dict(name=defn["name"], **health))
     failing = set(r["name"] for r in results if not r["healthy"])
+    by_name = dict((r["name"], r) for r in results)
     given_evidence = 0
     for defn, result in zip(definitions, results):
         if result["healthy"]:
@@ -289,7 +290,7 @@ def check_services(definitions: list, params: dict) -> dict:
             continue
         given_evidence += 1
         try:
-            collected = _evidence(defn, result["error"], params)
+            collected = _evidence(defn, result["error"], params, checked=by_name)
         except Exception as exc:  # one service's evidence must not cost the others theirs
             result["skipped"] = "no evidence: collection failed: %s" % to_native(exc)
             continue

@@ -132,9 +132,19 @@ def fence(text: str) -> tuple[str, str]:
     return f"<<<{tag}", f"{tag}>>>"
 
 
-def _bullets(items: Iterable[str], empty: str) -> str:
-    lines = [f"- {_clean(str(item))[:300]}" for item in items if str(item).strip()]
+def _bullets(items: Iterable[str], empty: str, limit: int = 300) -> str:
+    lines = [f"- {_cut(_clean(str(item)), limit)}" for item in items if str(item).strip()]
     return "\n".join(lines) if lines else f"- {empty}"
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, cut after a whole list item (``;`` or ``,``)
+    rather than inside a path, and saying so."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit - 24]
+    at = max(head.rfind("; "), head.rfind(", "))
+    return (head[:at] if at > limit // 2 else head).rstrip() + " ... (cut)"
 
 
 def _init_line(init: str, present: Sequence[str], absent: Sequence[str]) -> str:
@@ -264,7 +274,7 @@ def build_messages(
     ]
     if scope:
         lines += ["What runs without a human in this incident (anything else waits for approval or is refused):",
-                  _bullets(scope, "")]
+                  _bullets(scope, "", limit=1200)]
     lines += [
         "Incident history (attempts already made on this host for this failure):",
         history_text or "- none: this is the first attempt",

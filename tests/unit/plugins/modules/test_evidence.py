@@ -139,8 +139,21 @@ def test_pid_files_alive_stale_and_garbage(capsys, tmp_path: Path, fake_init) ->
     facts = result["evidence"]["pid_files"]
     assert facts[files[0]].startswith(f"pid {sleeper.pid} is running as user ") and facts[files[0]].endswith("sleep 30")
     assert facts[files[1]] == f"pid {dead.pid} is not running (stale PID file)"
-    assert facts[files[2]] == "content 'not-a-pid' is not a PID"
+    assert facts[files[2]] == "first line 'not-a-pid' is not a PID"
     assert facts[files[3]] == "missing"
+
+
+def test_a_pid_file_with_more_lines_is_read_by_its_first(capsys, tmp_path):
+    # PostgreSQL's postmaster.pid: the PID, then the data directory, start time, port, socket dir...
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (tmp_path / "postmaster.pid").write_text(f"{dead.pid}\n/var/lib/postgresql/15/main\n1764139754\n5432\n"
+                                             "/var/run/postgresql\n*\n  5432001         0\nready   \n")
+    (tmp_path / "empty.pid").write_text("")
+    files = [str(tmp_path / "postmaster.pid"), str(tmp_path / "empty.pid")]
+    facts = run_module(capsys, {"service": "x", "pid_files": files})["evidence"]["pid_files"]
+    assert facts[files[0]] == f"pid {dead.pid} is not running (stale PID file)"
+    assert facts[files[1]] == "empty (no PID)"
 
 
 def named_program(tmp_path: Path, target: str = "sleep") -> str:

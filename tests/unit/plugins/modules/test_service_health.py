@@ -240,6 +240,10 @@ def test_many_services_in_one_call_with_evidence_for_the_failing(capsys, fake_se
     assert http_server["pid"] in ev["service_pids"]  # it holds the port nginx declares
     assert isinstance(nginx["truncated"], bool)  # lab containers' nginx processes may be visible from here
     assert app["blocked_by"] == ["nginx"] and "evidence" in app
+    # Its dependencies as their own checks judged them in this call, not as an init script says.
+    assert app["evidence"]["dependencies"] == {
+        "nginx": "FAILING its own checks in this same check: service nginx status: nginx is not running (rc 3)",
+        "web": "healthy: its own checks passed in this same check"}
     assert {"rm", "mv", "ln", "ls", "mkdir", "chown", "cat", "kill", "service"} <= set(result["tools"]["present"])
     assert {"lsof", "nginx", "cron"} <= set(result["tools"]["present"] + result["tools"]["absent"])
 
