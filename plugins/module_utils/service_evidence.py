@@ -621,7 +621,10 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
                 dict((u, p) for u, p in units.items() if u != first), cap)
     if defn["config_test"]:
         evidence["config_test"] = budget.take(test_text, cap, keep="both")
-    contexts = config_context(defn, [test_output, error or "", status, journal])
+    # The service's own log files count too (PostgreSQL on SysV names pg_hba.conf's line
+    # there, not in a journal); newest lines first, so the latest error's place wins.
+    contexts = config_context(defn, [test_output, error or "", status, _newest_first(journal)]
+                              + [_newest_first(text) for text in logs.values()])
     if contexts:
         evidence["config_context"] = budget.take_items(contexts, cap)
     evidence["processes"] = budget.take_items(processes, cap + cap // 2)

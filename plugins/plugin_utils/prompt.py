@@ -311,7 +311,11 @@ def feedback_message(problems: Sequence[Mapping], failed_commands: Sequence[str]
     if parse_problem:
         lines.append(f"Problem: {parse_problem}.")
     for problem in plan_problems:
-        lines.append(f"- the plan: {_clean(str(problem))[:300]}")
+        if problems:
+            lines.append(f"- the accepted commands left once the refused ones are dropped: "
+                         f"{_clean(str(problem))[:300]}")
+        else:
+            lines.append(f"- the plan: {_clean(str(problem))[:300]}")
     for item in problems:
         reasons = "; ".join(str(r) for r in item.get("reasons") or []) or "refused"
         lines.append(f"- REFUSED `{_clean(str(item.get('command', '')))[:200]}`: {_clean(reasons)[:300]}")

@@ -367,3 +367,20 @@ def test_the_pids_a_plan_may_signal_keep_port_holders_first() -> None:
     processes = [{"pid": 30, "ports": []}, {"pid": 40, "ports": [80]}]
     assert service_evidence.pid_priority([10, 20, 30, 40], processes) == [40, 30, 10, 20]
     assert service_evidence.pid_priority([], processes) == []
+
+
+def test_a_config_line_named_only_in_the_services_log_file_is_quoted(tmp_path: Path, no_systemd: Path) -> None:
+    # PostgreSQL on a SysV host: the error naming the configuration line is in its log file.
+    conf = tmp_path / "etc" / "pg_hba.conf"
+    conf.parent.mkdir()
+    conf.write_text("# TYPE DATABASE USER ADDRESS METHOD\nlocal all postgres peer\n"
+                    "host all all 127.0.0.1/32 scram-sha256\nhost all all ::1/128 scram-sha-256\n")
+    log = tmp_path / "postgresql-15-main.log"
+    log.write_text('2026-11-26 06:30:01 UTC [172] LOG:  invalid authentication method "scram-sha256"\n'
+                   f'2026-11-26 06:30:01 UTC [172] CONTEXT:  line 3 of configuration file "{conf}"\n'
+                   '2026-11-26 06:30:01 UTC [172] FATAL:  could not load pg_hba.conf\n')
+    defn = service_spec.resolve({"name": "postgresql", "config_paths": [str(conf.parent)], "logs": [str(log)]})
+    ev = service_evidence.collect(defn, max_bytes=6000, log_lines=20, timeout=10)["evidence"]
+    context = ev["config_context"][0]
+    assert context["file"] == str(conf) and context["line"] == 3
+    assert ">    3  host all all 127.0.0.1/32 scram-sha256" in context["text"]
