@@ -160,6 +160,8 @@ def _check_command(defn: dict, check: dict) -> tuple:
     argv, indicator, expected = check["argv"], check["indicator"], check["rc"]
     rc, out, err = host_probe.run_argv(argv, timeout=check["timeout"])
     shown = " ".join(argv)
+    if len(shown) > 100:  # an inline script: its program and first word say which check it is
+        shown = "%s ... (%d arguments)" % (" ".join(argv[:2])[:80], len(argv))
     if rc != expected:
         said = host_probe.last_line(err) or host_probe.last_line(out) or "no output"
         return False, "%s exited %d, expected %d: %s" % (shown, rc, expected, said)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 
 from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe
 from ansible_collections.sentinel.remediation.plugins.module_utils.health_checks import (
@@ -572,6 +573,97 @@ def _with_access(description, access):
     return first + access + sep + rest
 
 
+# Recently changed configuration: most incidents follow a change, and the changed file is
+# what a planner (and an SRE) reads first.
+RECENT_FILES = 3
+RECENT_DAYS = 30
+RECENT_CONTENT_MAX = 1500
+RECENT_WALK_MAX = 400
+_SECRETISH_NAME = re.compile(r"key|secret|passw|token|credential|shadow|htpasswd|\.(?:pem|crt|p12|pfx|der|jks|kdbx)$",
+                             re.IGNORECASE)
+
+
+def _age_text(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return "%d s ago" % seconds
+    if seconds < 7200:
+        return "%d min ago" % (seconds // 60)
+    if seconds < 172800:
+        return "%d h ago" % (seconds // 3600)
+    return "%d days ago" % (seconds // 86400)
+
+
+def _config_roots(defn: dict, units: dict) -> list:
+    """The service's configuration paths and, on systemd, its units' local files: the
+    drop-ins systemd reads and a unit file written under /etc/systemd/system."""
+    roots = list(defn["config_paths"])
+    for props in (units or {}).values():
+        if not isinstance(props, dict):
+            continue
+        roots.extend(p for p in str(props.get("DropInPaths") or "").split() if p.startswith("/"))
+        fragment = str(props.get("FragmentPath") or "")
+        if fragment.startswith("/etc/systemd/system/"):
+            roots.append(fragment)
+    return [r for i, r in enumerate(roots) if r not in roots[:i]]
+
+
+def _walk_files(roots: list):
+    seen = 0
+    for root in roots:
+        if os.path.isfile(root):
+            seen += 1
+            yield root
+            continue
+        if not os.path.isdir(root):
+            continue
+        base = root.rstrip("/").count("/")
+        for here, dirs, files in os.walk(root):
+            if here.rstrip("/").count("/") - base >= 2:
+                dirs[:] = []
+            for name in sorted(files):
+                seen += 1
+                if seen > RECENT_WALK_MAX:
+                    return
+                yield os.path.join(here, name)
+
+
+def recent_config_changes(defn: dict, units: dict, now=None) -> dict:
+    """The service's configuration files changed in the last RECENT_DAYS days, newest first
+    (at most RECENT_FILES): when, how big, and the content of a small text file whose name
+    does not suggest a secret (redacted). ``{path: text}``."""
+    moment = time.time() if now is None else now
+    found = []
+    for path in _walk_files(_config_roots(defn, units)):
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if moment - st.st_mtime <= RECENT_DAYS * 86400:
+            found.append((st.st_mtime, path, st.st_size))
+    found.sort(reverse=True)
+    out = {}
+    for mtime, path, size in found[:RECENT_FILES]:
+        head = "modified %s, %d bytes" % (_age_text(moment - mtime), size)
+        if _SECRETISH_NAME.search(os.path.basename(path)):
+            out[path] = head + " (content not shown: the name suggests a key or secret)"
+            continue
+        if size > RECENT_CONTENT_MAX:
+            out[path] = head + " (content not shown: larger than %d bytes)" % RECENT_CONTENT_MAX
+            continue
+        try:
+            with open(path, "rb") as handle:
+                raw = handle.read(RECENT_CONTENT_MAX)
+        except (IOError, OSError) as exc:
+            out[path] = head + " (unreadable: %s)" % (exc.strerror or exc)
+            continue
+        if b"\0" in raw:
+            out[path] = head + " (binary)"
+            continue
+        out[path] = head + ":\n" + redact_text(raw.decode("utf-8", "replace")).rstrip("\n")
+    return out
+
+
 def tool_candidates(defn: dict) -> list:
     """DEFAULT_TOOLS and the service's own programs (its processes, config test, checks)."""
     names = list(DEFAULT_TOOLS) + [defn["name"]] + list(defn["processes"])
@@ -627,6 +719,9 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
                               + [_newest_first(text) for text in logs.values()])
     if contexts:
         evidence["config_context"] = budget.take_items(contexts, cap)
+    recent = recent_config_changes(defn, units)
+    if recent:
+        evidence["recent_changes"] = budget.take_all(recent, cap, keep="head")
     evidence["processes"] = budget.take_items(processes, cap + cap // 2)
     # Every PID a plan may signal, the holders of the service's ports first. Not cut by the
     # budget: a PID left out here is one the policy would not let a plan signal (known gap: a

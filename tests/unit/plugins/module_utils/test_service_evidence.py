@@ -384,3 +384,40 @@ def test_a_config_line_named_only_in_the_services_log_file_is_quoted(tmp_path: P
     context = ev["config_context"][0]
     assert context["file"] == str(conf) and context["line"] == 3
     assert ">    3  host all all 127.0.0.1/32 scram-sha256" in context["text"]
+
+
+def test_recently_changed_configuration_is_shown_newest_first(tmp_path: Path) -> None:
+    etc = tmp_path / "etc"
+    (etc / "conf.d").mkdir(parents=True)
+    old = etc / "main.conf"
+    old.write_text("worker_processes 2;\n")
+    os.utime(old, (time.time() - 40 * 86400, time.time() - 40 * 86400))    # older than 30 days: not shown
+    broken = etc / "conf.d" / "zz-broken.conf"
+    broken.write_text("server { listen 80 default_server; password=hunter2 }\n")
+    big = etc / "conf.d" / "big.conf"
+    big.write_text("# x\n" * 1000)
+    os.utime(big, (time.time() - 3600, time.time() - 3600))
+    key = etc / "server.key"
+    key.write_text("-----BEGIN PRIVATE KEY-----\nabc\n-----END PRIVATE KEY-----\n")
+    os.utime(key, (time.time() - 7200, time.time() - 7200))
+    dropin = tmp_path / "web.service.d" / "override.conf"
+    dropin.parent.mkdir()
+    dropin.write_text("[Service]\nExecStart=/usr/sbin/web -x\n")
+    os.utime(dropin, (time.time() - 60, time.time() - 60))
+    defn = service_spec.resolve({"name": "web", "config_paths": [str(etc)]})
+    units = {"web.service": {"DropInPaths": str(dropin), "FragmentPath": "/lib/systemd/system/web.service"}}
+    recent = service_evidence.recent_config_changes(defn, units)
+    assert list(recent) == [str(broken), str(dropin), str(big)]   # newest first, at most three
+    assert recent[str(broken)].startswith("modified ") and "listen 80 default_server" in recent[str(broken)]
+    assert "hunter2" not in recent[str(broken)]                     # redacted
+    assert "ExecStart=/usr/sbin/web -x" in recent[str(dropin)]      # the unit's drop-in counts
+    assert recent[str(big)].endswith("(content not shown: larger than 1500 bytes)")
+    four = service_evidence.recent_config_changes(defn, units, now=time.time() + 10)
+    assert str(key) not in four and str(old) not in four
+    service_evidence.RECENT_FILES, saved = 5, service_evidence.RECENT_FILES
+    try:
+        five = service_evidence.recent_config_changes(defn, units)
+    finally:
+        service_evidence.RECENT_FILES = saved
+    assert five[str(key)].endswith("(content not shown: the name suggests a key or secret)")
+    assert str(old) not in five
