@@ -416,9 +416,14 @@ def history(incident: Incident, tail: int = HISTORY_TAIL) -> list[dict]:
             entry = {"command": c.command, "source": c.source}
             if c.ran:
                 entry["rc"] = c.rc
-                output = (c.stderr or c.stdout or "").strip()
+                if change_key(c) == ():
+                    # A read the model asked for to see the cause: what it printed is the point.
+                    output = "\n".join(part for part in ((c.stdout or "").strip(), (c.stderr or "").strip()) if part)
+                    limit = max(tail, OUTPUT_TAIL)
+                else:
+                    output, limit = (c.stderr or c.stdout or "").strip(), tail
                 if output:
-                    entry["output"] = _tail(output, tail)
+                    entry["output"] = _tail(output, limit)
             else:
                 entry["not_run"] = c.reason or "not run"
             commands.append(entry)

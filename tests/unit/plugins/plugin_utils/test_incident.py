@@ -264,3 +264,16 @@ def test_a_start_limited_unit_is_reset_before_the_plan_starts_it() -> None:
     other = policy.classify_many(["service cron start"], None, scope=scope)
     assert engine.reset_before_start(other, unit) is None    # another unit's start
     assert engine.reset_before_start(plan, "") is None
+
+
+def test_the_history_shows_more_of_what_a_diagnostic_read_printed():
+    listing = "\n".join(f"{pid} /usr/bin/python3 /usr/local/sbin/nightly-report" for pid in range(4000, 4012))
+    read = ran_checked("ps -o pid,args -C nightly-report", 0)
+    read.stdout = listing
+    change = ran_checked("service nginx start", 1)
+    change.stderr = "x" * 2000
+    state = incident(attempt(1, "llm", [read, change], healthy=False))
+    shown = engine.history(state)[0]["commands"]
+    assert shown[0]["output"] == listing[-engine.OUTPUT_TAIL:] or shown[0]["output"].endswith(listing[-200:])
+    assert len(shown[0]["output"]) > engine.HISTORY_TAIL
+    assert len(shown[1]["output"]) <= engine.HISTORY_TAIL
