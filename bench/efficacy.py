@@ -214,6 +214,15 @@ def approve(opts, lab: Lab, rows: list[dict], inventory: Path, work: Path, llm_e
         log(f"{row['host']} {row['fault']}: approved {planned} -> healed={healed} (rc={rc}, {seconds:.1f} s)")
 
 
+def expected_outcomes(rows: list[dict], command: str) -> dict:
+    """What a CI replay of this run must reproduce (tests/integration/test_efficacy_replay.py):
+    each fault the model answered for, on its kind, and how it ended."""
+    faults = [{"fault": r["fault"], "kind": r["kind"], "needs_human": r["needs_human"], "healed": r["healed"],
+               "healed_after_approval": bool(r.get("healed_after_approval")), "state": r["state"]}
+              for r in rows if r.get("llm_calls") and r["state"] != "not_prepared"]
+    return {"command": command, "recorded": time.strftime("%Y-%m-%d", time.gmtime()), "faults": faults}
+
+
 def repeated_plans(executed: list[dict]) -> int:
     """How many attempts ran a plan (the commands in order) that an earlier attempt of the
     same incident had already run."""
@@ -317,6 +326,8 @@ def main(argv=None) -> int:
     parser.add_argument("--llm-timeout", type=float, default=60.0)
     parser.add_argument("--prefix", default="efficacy")
     parser.add_argument("--keep", action="store_true", help="leave the lab hosts running")
+    parser.add_argument("--expected-out", type=Path,
+                        help="write what a CI replay of this run must reproduce (the faults the model answered for)")
     parser.add_argument("--approve", action="store_true",
                         help="then approve, once each, the waiting plans of fixable faults that destroy nothing "
                              "(playbooks/resume.yml) and report whether they healed")
@@ -372,9 +383,12 @@ def main(argv=None) -> int:
     opts.out.write_text(json.dumps({"modes": modes}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     table = markdown(results, summary, opts.mode, seconds)
     print(table)
+    command = "python bench/efficacy.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     if str(opts.markdown) != "-":
-        command = "python bench/efficacy.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
         write_section(opts.markdown, opts.mode, table, command)
+    if opts.expected_out:
+        opts.expected_out.write_text(json.dumps(expected_outcomes(results, command), indent=2) + "\n",
+                                     encoding="utf-8")
     return 0 if not problems else 1
 
 

@@ -39,6 +39,9 @@ cause first and the start/restart of the service last.
 Rules:
 - 1 to {max_commands} commands; one simple command per item.
 - No chaining or shell syntax: no ; && || | > < $( ) backticks, globs, variables or here-documents.
+- Put an argument holding spaces or any of ^ $ * ? [ ] \\ ! {{ }} ~ # inside single quotes \
+(`sed -i 's/^port 6380$/port 6379/' /etc/redis/redis.conf`); bare backslashes are refused, and so are \
+$ ` \\ ! inside double quotes.
 - Non-interactive only (use -y/-f style flags); nothing that waits for input or runs forever (no editors, no tail -f).
 - Do not write sudo: the engine decides which commands run as root.
 - Use only the host's tools listed as present; manage services with the init system named below.
