@@ -242,16 +242,20 @@ class ActionModule(ActionBase):
 
     # ------------------------------------------------------------------ the loop
     def _loop(self, incident: engine.Incident, definition: dict, evidence: dict, tools: Mapping,
-              approved: list[dict] | None = None) -> None:
+              approved: list[dict] | None = None, approved_record: Mapping | None = None) -> None:
         args = self._args
         while incident.state == "open":
+            checked_with, scope = evidence, None
             attempt = engine.Attempt(number=len(incident.attempts) + 1, started=_now())
             error = incident.current_error
             attempt.signature = failure_signature(incident.service, error, evidence, self._hostnames)
             incident.signature = incident.signature or attempt.signature
             if approved is not None:
                 checked, attempt.source = approved, "approved"
-                attempt.diagnosis = incident.attempts[-1].diagnosis if incident.attempts else ""
+                record = approved_record or {}
+                attempt.diagnosis = str(record.get("diagnosis") or "")
+                # The PIDs the approver saw: a signal runs only if each is still that process.
+                checked_with = {"processes": list(record.get("processes") or [])}
                 approved = None
             else:
                 scope = self._scope(definition, evidence)
@@ -303,9 +307,9 @@ class ActionModule(ActionBase):
                     f"{c.command} [{c.verdict}]" for c in attempt.commands)
                 break
             if attempt.gate == "approval":
-                self._wait_for_approval(incident, attempt, checked)
+                self._wait_for_approval(incident, attempt, checked, scope, evidence, tools)
                 break
-            after = self._execute(incident, attempt, definition, checked, evidence)
+            after = self._execute(incident, attempt, definition, checked, checked_with)
             if incident.state != "open":
                 break
             self._remember(incident, attempt, evidence, definition)
@@ -527,8 +531,19 @@ class ActionModule(ActionBase):
 
     def _scope(self, definition: Mapping, evidence: Mapping) -> dict:
         """The incident's scope for the policy: the service definition and the PIDs the
-        evidence ties to it (computed once per attempt, for planning and the final check)."""
+        evidence ties to it (computed once per attempt, for planning and the final check).
+        A dependency that is itself a watched service stands for its units (the Debian
+        ``postgresql`` umbrella stands for ``postgresql@15-main``)."""
         pids = evidence.get("service_pids") if isinstance(evidence, Mapping) else None
+        definitions = self._definitions()
+        depends = []
+        for name in definition.get("depends_on") or []:
+            other = definitions.get(name)
+            for unit in [name] + list((other or {}).get("units") or []):
+                if unit not in depends:
+                    depends.append(unit)
+        if depends != list(definition.get("depends_on") or []):
+            definition = dict(definition, depends_on=depends)
         return policy_mod.scope_from_service(definition, pids or (), evidence)
 
     def _check_here(self, planned: Mapping, tools: Mapping, scope: Mapping) -> list[dict]:
@@ -548,7 +563,9 @@ class ActionModule(ActionBase):
         return out
 
     # ------------------------------------------------------------------ approval
-    def _wait_for_approval(self, incident: engine.Incident, attempt: engine.Attempt, checked: list[dict]) -> None:
+    def _wait_for_approval(self, incident: engine.Incident, attempt: engine.Attempt, checked: list[dict],
+                           scope: Mapping | None = None, evidence: Mapping | None = None,
+                           tools: Mapping | None = None) -> None:
         runnable = engine.runnable(checked)
         digest = plan_hash(runnable)
         approval_id = hashlib.sha256(f"{self._host}|{incident.service}|{digest}".encode()).hexdigest()[:12]
@@ -563,6 +580,12 @@ class ActionModule(ActionBase):
             "attempt": attempt.number, "error": incident.current_error, "diagnosis": attempt.diagnosis,
             "commands": runnable, "plan_hash": digest, "requested": _now(), "llm": incident.llm_totals(),
             "incident": incident.to_dict(),
+            # What the verdicts were judged with: the approved plan is judged again with the
+            # same incident scope, and its signals go only to the processes seen then.
+            "scope": dict(scope or {}),
+            "tools": dict(tools or {}),
+            "processes": [{"pid": p.get("pid"), "start": p.get("start"), "comm": p.get("comm")}
+                          for p in (evidence or {}).get("processes") or [] if isinstance(p, Mapping)],
         }
         self._pending[approval_id] = record
         self._pending_changed = True
@@ -609,7 +632,9 @@ class ActionModule(ActionBase):
             else:
                 tools = {}
                 loaded = policy_mod.load_policy(self._host_policy(tools))
-                verdicts = policy_mod.classify_many([str(c.get("command")) for c in stored], loaded)
+                scope = record.get("scope") if isinstance(record.get("scope"), Mapping) and record.get("scope") \
+                    else self._scope(definition, {})
+                verdicts = policy_mod.classify_many([str(c.get("command")) for c in stored], loaded, scope=scope)
                 refused = [v for v in verdicts if v["verdict"] == "reject"]
                 if refused:
                     problem = "the policy now rejects: " + "; ".join(v["command"] for v in refused)
@@ -627,7 +652,8 @@ class ActionModule(ActionBase):
         # The approved attempt replaces the one that waited.
         if incident.attempts and incident.attempts[-1].gate == "approval":
             incident.attempts.pop()
-        self._loop(incident, definition, {}, {}, approved=stored)
+        tools = record.get("tools") if isinstance(record.get("tools"), Mapping) else {}
+        self._loop(incident, definition, {}, tools, approved=stored, approved_record=record)
         return [incident], [engine.outcome(incident)]
 
     # ------------------------------------------------------------------ execution

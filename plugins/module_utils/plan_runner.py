@@ -199,9 +199,12 @@ def _kill(proc) -> None:
 
 
 def _read_tails(proc, timeout: float, keep: int) -> tuple:
-    """Read both pipes to the end (or the deadline) keeping the last ``keep`` bytes of each;
-    ``(stdout, stderr, timed_out)``."""
+    """Read both pipes to the end (or the deadline) keeping the first ``keep // 2`` and the
+    last ``keep`` bytes of each (a diagnostic's first lines are often the ones that matter,
+    an error's last); ``(stdout, stderr, timed_out)``, each cut in the middle when longer."""
     tails = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    heads = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    seen = {proc.stdout: 0, proc.stderr: 0}
     selector = selectors.DefaultSelector()
     for stream in tails:
         selector.register(stream, selectors.EVENT_READ)
@@ -222,18 +225,28 @@ def _read_tails(proc, timeout: float, keep: int) -> tuple:
                 if not chunk:
                     selector.unregister(key.fileobj)
                     continue
-                tail = tails[key.fileobj]
+                head, tail = heads[key.fileobj], tails[key.fileobj]
+                seen[key.fileobj] += len(chunk)
+                if len(head) < keep // 2:
+                    head.extend(chunk[:keep // 2 - len(head)])
                 tail.extend(chunk)
                 if len(tail) > keep:
                     del tail[:len(tail) - keep]
     finally:
         selector.close()
-    return bytes(tails[proc.stdout]), bytes(tails[proc.stderr]), timed_out
+
+    def joined(stream) -> bytes:
+        head, tail, total = bytes(heads[stream]), bytes(tails[stream]), seen[stream]
+        start = total - len(tail)  # where the kept tail begins in the stream
+        if start <= len(head):     # nothing lost: the head and the tail overlap or touch
+            return head[:start] + tail
+        return head + b"\n[... %d bytes cut ...]\n" % (start - len(head)) + tail
+    return joined(proc.stdout), joined(proc.stderr), timed_out
 
 
-def _tail_text(data: bytes, output_max: int) -> str:
+def _tail_text(data: bytes, output_max: int, keep: str = "tail") -> str:
     text = redact_text(data.decode("utf-8", "replace"))
-    return host_probe.clip_text(text, output_max, "tail")[0]
+    return host_probe.clip_text(text, output_max, keep)[0]
 
 
 def run_as(argv: list, identity: Identity, timeout: int, output_max: int) -> dict:
@@ -267,7 +280,7 @@ def run_as(argv: list, identity: Identity, timeout: int, output_max: int) -> dic
         rc = proc.wait()
     for stream in (proc.stdout, proc.stderr):
         stream.close()
-    result.update(rc=124 if timed_out else rc, stdout=_tail_text(out, output_max), stderr=_tail_text(err, output_max),
+    result.update(rc=124 if timed_out else rc, stdout=_tail_text(out, output_max, "both"), stderr=_tail_text(err, output_max),
                   seconds=round(time.monotonic() - started, 3))
     if timed_out:
         result["reason"] = "timed out after %ds and was killed" % timeout

@@ -51,6 +51,15 @@ def _tail(text: Any, limit: int) -> str:
     return value if len(value) <= limit else "..." + value[-(limit - 3):]
 
 
+def _ends(text: Any, limit: int) -> str:
+    """Both ends of a long output: a diagnostic's first lines and its last ones."""
+    value = ("" if text is None else str(text)).rstrip()
+    if len(value) <= limit:
+        return value
+    half = (limit - 7) // 2
+    return value[:half] + "\n...\n" + value[-(limit - 7 - half):]
+
+
 def command_key(command: Any) -> str:
     """How two commands are compared: the words, whitespace and quoting normalised, no sudo."""
     if isinstance(command, CommandRun):
@@ -391,7 +400,7 @@ def record_results(attempt: Attempt, results: Sequence[Mapping], output_max: int
     for command, result in zip(runnable_commands, results):
         rc = result.get("rc")
         command.rc = int(rc) if isinstance(rc, int) and not isinstance(rc, bool) else None
-        command.stdout = _tail(result.get("stdout"), output_max)
+        command.stdout = _ends(result.get("stdout"), output_max)
         command.stderr = _tail(result.get("stderr") or result.get("msg"), output_max)
         command.skipped = bool(result.get("skipped"))
         command.reason = str(result.get("reason") or "")
@@ -417,13 +426,15 @@ def history(incident: Incident, tail: int = HISTORY_TAIL) -> list[dict]:
             if c.ran:
                 entry["rc"] = c.rc
                 if change_key(c) == ():
-                    # A read the model asked for to see the cause: what it printed is the point.
+                    # A read the model asked for to see the cause: what it printed is the point,
+                    # its first lines as much as its last.
                     output = "\n".join(part for part in ((c.stdout or "").strip(), (c.stderr or "").strip()) if part)
-                    limit = max(tail, OUTPUT_TAIL)
+                    if output:
+                        entry["output"] = _ends(output, max(tail, OUTPUT_TAIL))
                 else:
-                    output, limit = (c.stderr or c.stdout or "").strip(), tail
-                if output:
-                    entry["output"] = _tail(output, limit)
+                    output = (c.stderr or c.stdout or "").strip()
+                    if output:
+                        entry["output"] = _tail(output, tail)
             else:
                 entry["not_run"] = c.reason or "not run"
             commands.append(entry)

@@ -188,3 +188,35 @@ def test_exhausted_retries_and_needs_human_escalate(env, tmp_path):
     finally:
         lab.reset("lab01")
         lab.reset("lab02")
+
+
+def test_an_approved_plan_is_judged_in_its_incident_scope_and_signals_only_the_processes_seen(env, tmp_path):
+    """The approved plan is classified again with the scope it was planned in (the PIDs the
+    evidence tied to nginx), and its signal goes to those processes only if each is still the
+    process the approver saw (same start time and name)."""
+    lab, inventory, server, _hook = env
+    work = Workspace(tmp_path, inventory, llm_url=server.url)
+    lab.inject("lab02", "nginx_processes_stopped")
+    try:
+        pids = lab.exec("lab02", "pgrep -x nginx", check=True).stdout.split()
+        assert pids
+        server.queue({"plan": {"diagnosis": "every nginx process is stopped (SIGSTOP)",
+                               "commands": ["cp /etc/nginx/nginx.conf /etc/nginx/nginx.conf.bak",
+                                            "kill -CONT " + " ".join(pids)],
+                               "rationale": "keep a copy, then let the processes run again"}})
+        run = work.run(extravars={"remediate_backend": "llm", "remediate_hosts": "lab02"})
+        outcome = run.outcomes()[("lab02", "nginx")]
+        assert outcome["state"] == "waiting_approval", outcome
+        pending = json.loads((work.artifacts_dir / "pending" / f"{outcome['approval_id']}.json").read_text())
+        assert {int(p) for p in pids} <= set(pending["scope"]["pids"])
+        assert {str(p["pid"]) for p in pending["processes"]} >= set(pids)
+
+        resumed = work.run("resume.yml", extravars={"remediate_approve": outcome["approval_id"]})
+        healed = resumed.outcomes()[("lab02", "nginx")]
+        assert healed["state"] == "healed", healed
+        assert [c["rc"] for c in healed["commands"]] == [0, 0], healed["commands"]
+        assert lab.health("lab02")["nginx"].healthy
+        states = lab.exec("lab02", "ps -o stat= -C nginx", check=True).stdout.split()
+        assert states and not any(s.startswith("T") for s in states), states
+    finally:
+        lab.reset("lab02")

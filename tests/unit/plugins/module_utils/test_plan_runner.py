@@ -248,3 +248,19 @@ def test_preview_runs_nothing_and_says_what_would_be_refused(sleeper, monkeypatc
     refused = plan_runner.preview(commands, {}, plan_runner.Identity(4242, 4242, "someone"))
     assert refused[0]["runnable"] is False and refused[0]["reason"].startswith("needs root")
     assert refused[1]["reason"].startswith(f"PID {sleeper.pid} has no expected start time")
+
+
+def test_long_output_keeps_its_first_and_last_lines():
+    import subprocess as sp  # pylint: disable=import-outside-toplevel
+
+    script = "for i in $(seq 1 5000); do echo line-$i; done"
+    proc = sp.Popen(["sh", "-c", script], stdout=sp.PIPE, stderr=sp.PIPE)
+    out, err, timed_out = plan_runner._read_tails(proc, 10, 2000)  # pylint: disable=protected-access
+    proc.wait()
+    text = out.decode()
+    assert text.startswith("line-1\nline-2\n") and text.rstrip().endswith("line-5000")
+    assert "bytes cut ...]" in text and not timed_out and err == b""
+    proc = sp.Popen(["sh", "-c", "echo short"], stdout=sp.PIPE, stderr=sp.PIPE)
+    out, _err, _t = plan_runner._read_tails(proc, 10, 2000)  # pylint: disable=protected-access
+    proc.wait()
+    assert out == b"short\n"

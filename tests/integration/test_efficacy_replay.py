@@ -1,0 +1,86 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The efficacy benchmark with a capable model's answers, replayed (issue 11).
+
+The answers were recorded from a relay run of bench/efficacy.py in which a capable model
+answered every planner request, reading only the request (the command is in
+tests/transcripts/efficacy-expected.json, which also holds how each fault ended). Here the
+test LLM server serves those recorded answers (replay mode) to the real ``openai`` client,
+every fault the model answered for is injected on a lab host of the recorded kind, one run
+of playbooks/remediate.yml tries to heal the fleet, and every fixable plan that waits for
+approval and destroys nothing is approved once through playbooks/resume.yml. The verdicts
+come from the lab's own health check, never from the report.
+
+When the prompts change on purpose, record again (docs/operate.md, "Playing the model").
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+TRANSCRIPTS = REPO / "tests" / "transcripts" / "efficacy"
+EXPECTED = REPO / "tests" / "transcripts" / "efficacy-expected.json"
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory):
+    sys.path.insert(0, str(REPO / "bench"))
+    import efficacy  # pylint: disable=import-outside-toplevel
+
+    expected = json.loads(EXPECTED.read_text(encoding="utf-8"))
+    faults = expected["faults"]
+    assert faults and list(TRANSCRIPTS.glob("*.json")), "no recorded efficacy transcripts"
+    out = tmp_path_factory.mktemp("efficacy") / "efficacy.json"
+    prefix = f"{os.environ.get('SENTINEL_LAB_PREFIX') or 'sentinel-test'}-eff"
+    argv = ["--mode", "replay", "--transcripts", str(TRANSCRIPTS), "--approve", "--prefix", prefix,
+            "--faults", ",".join(f"{f['fault']}@{f['kind']}" for f in faults), "--out", str(out), "--markdown", "-"]
+    rc = efficacy.main(argv)
+    rows = json.loads(out.read_text(encoding="utf-8"))["modes"]["replay"]["rows"]
+    return rc, {(r["fault"], r["kind"]): r for r in rows}, faults
+
+
+def test_every_fault_was_prepared_and_answered_from_the_recording(replayed):
+    rc, rows, faults = replayed
+    assert rc == 0, {k: r.get("reason") for k, r in rows.items() if r["state"] == "not_prepared"}
+    assert set(rows) == {(f["fault"], f["kind"]) for f in faults}
+    for key, row in rows.items():
+        assert row["llm_calls"] >= 1, (key, row)
+        assert "no scripted reply" not in row.get("reason", ""), (key, row["reason"])
+
+
+def test_the_human_only_faults_are_held(replayed):
+    _rc, rows, faults = replayed
+    human = [f for f in faults if f["needs_human"]]
+    assert human
+    for fault in human:
+        row = rows[(fault["fault"], fault["kind"])]
+        assert not row["healed"] and not row.get("healed_after_approval"), row
+        assert row["state"] in ("escalated", "waiting_approval"), row
+        assert row.get("approval") != "approved", row
+
+
+def test_the_fixable_faults_heal_as_recorded(replayed):
+    _rc, rows, faults = replayed
+    for fault in (f for f in faults if not f["needs_human"]):
+        row = rows[(fault["fault"], fault["kind"])]
+        if fault["healed"]:
+            assert row["healed"], (fault, row)
+            assert row["attempts"] <= 2, row
+        elif fault["healed_after_approval"]:
+            assert row["healed"] or row.get("healed_after_approval"), (fault, row)
+        else:  # recorded as not healed: it must still not make things worse
+            assert row["state"] in ("escalated", "waiting_approval", "healed"), row
+
+
+def test_nothing_destructive_ran_and_no_plan_ran_twice(replayed):
+    _rc, rows, _faults = replayed
+    for key, row in rows.items():
+        assert not row.get("destroyed_data"), (key, row["destroyed_data"])
+        assert row.get("repeated_plans", 0) == 0, (key, row["commands"])
