@@ -85,6 +85,7 @@ import sys
 import time
 from collections.abc import Mapping
 
+from ansible import context
 from ansible.plugins.callback import CallbackBase
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import report as _report
@@ -193,9 +194,14 @@ class CallbackModule(CallbackBase):
                               self._failed, cache_errors(), self._warnings)
         report["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._started))
         report["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        # ansible-playbook --check: a dry run, and every rendering of the report says so.
+        report["dry_run"] = bool((getattr(context, "CLIARGS", None) or {}).get("check"))
         self.report = report
         if report["outcomes"]:
             self._display.banner("SENTINEL REMEDIATION REPORT")
+            if report["dry_run"]:
+                self._display.display("DRY RUN (--check): plans and verdicts only; no command was run on any host",
+                                      color="yellow")
             for outcome in report["outcomes"]:
                 color = "green" if outcome["state"] in ("healthy", "healed") else (
                     "yellow" if outcome["state"] in ("waiting_approval", "dry_run", "busy") else "red")

@@ -247,6 +247,8 @@ def render_text(report: Mapping) -> str:
                      f" {run.get('started', '')} -> {run.get('finished', '')}")
         if run.get("check"):
             lines.append("DRY RUN (--check): plans and verdicts only; no command was run on any host")
+    elif report.get("dry_run"):
+        lines.append("DRY RUN (--check): plans and verdicts only; no command was run on any host")
         for host, holder in sorted((run.get("skipped") or {}).items()):
             lines.append(f"{host}: SKIPPED (locked by {printable(holder)})")
     lines += [outcome_line(o) for o in report.get("outcomes") or []]

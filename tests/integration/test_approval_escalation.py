@@ -220,3 +220,34 @@ def test_an_approved_plan_is_judged_in_its_incident_scope_and_signals_only_the_p
         assert states and not any(s.startswith("T") for s in states), states
     finally:
         lab.reset("lab02")
+
+
+def test_check_mode_is_a_dry_run_that_changes_nothing_and_sends_nothing(env, tmp_path):
+    """ansible-playbook --check: the plans, their verdicts and what would run, and nothing
+    else - no command on the host, no memory, no pending approval, no escalation sent."""
+    lab, inventory, server, hook = env
+    work = Workspace(tmp_path, inventory, llm_url=server.url)
+    hook.bodies.clear()
+    server.reset()
+    lab.inject("lab01", "redis_bad_dir_permissions")
+    lab.inject("lab02", "nginx_binary_missing")
+    try:
+        run = work.run(extravars={"remediate_backend": "llm", "remediate_webhook_url": hook.url}, check=True)
+        assert run.report.get("dry_run") is True, run.report.keys()
+        assert "DRY RUN (--check)" in run.stdout
+        redis = run.outcomes()[("lab01", "redis-server")]
+        assert redis["state"] == "dry_run" and "would run" in redis["reason"], redis
+        assert [c["command"] for c in redis["planned"]] == REDIS_PLAN["commands"]
+        assert {c["verdict"] for c in redis["planned"]} == {"approval", "allow"}
+        assert all(c.get("rc") is None for c in redis["commands"]), redis["commands"]
+        assert run.outcomes()[("lab02", "nginx")]["state"] in ("escalated", "dry_run")
+        assert not lab.health("lab01")["redis"].healthy          # nothing ran on the host
+        assert hook.bodies == []                                  # no escalation sent
+        assert not list((work.artifacts_dir / "pending").glob("*.json"))
+        for host in ("lab01", "lab02"):
+            if (work.facts_dir / f"s1_{host}").exists():
+                facts = read_cache(work, host)
+                assert not facts.get("sentinel_memory") and not facts.get("sentinel_pending"), facts
+    finally:
+        lab.reset("lab01")
+        lab.reset("lab02")

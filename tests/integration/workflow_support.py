@@ -67,7 +67,8 @@ class Workspace:
         env.update(self.extra_env)
         return env
 
-    def run(self, playbook: str = "remediate.yml", extravars: dict | None = None, tags: str | None = None) -> Run:
+    def run(self, playbook: str = "remediate.yml", extravars: dict | None = None, tags: str | None = None,
+            check: bool = False) -> Run:
         self.count += 1
         private = self.root / f"runner-{self.count}"
         private.mkdir(parents=True, exist_ok=True)
@@ -80,7 +81,8 @@ class Workspace:
             inventory=str(self.inventory), envvars=env, extravars=extravars, tags=tags,
             # Not "jsonfile": ansible-runner would then point the fact cache (the workflow's
             # memory) at a fresh directory of each run's artifacts.
-            fact_cache_type="configured", quiet=True, rotate_artifacts=1, timeout=600)
+            fact_cache_type="configured", quiet=True, rotate_artifacts=1, timeout=600,
+            cmdline="--check" if check else None)
         stdout = runner.stdout.read() if runner.stdout else ""
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
         return Run(runner.status, runner.rc, runner.stats or {}, report, stdout, self.facts_dir,
