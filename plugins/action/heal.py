@@ -219,6 +219,8 @@ class ActionModule(ActionBase):
                     reason = (f"an attempt interrupted in run {interrupted.get('run')} is accounted for: "
                               "the service is healthy now")
                     self._close(name, "healthy", reason)
+                elif not self._check_mode:
+                    reason = self._recover_episode(name, definition)
                 outcomes.append(engine.service_outcome(name, "healthy", reason))
                 continue
             error = str(row.get("error") or row.get("msg") or "health check failed")
@@ -681,7 +683,8 @@ class ActionModule(ActionBase):
         }
         try:
             self._journal.append(dict(journal_mod.intent(self._run, incident.service, attempt.number, runnable,
-                                                         incident.approval, attempt.source, attempt.signature),
+                                                         incident.approval, attempt.source, attempt.signature,
+                                                         incident.current_error, attempt.diagnosis),
                                       host=self._host))
         except journal_mod.JournalError as exc:
             # Nothing runs that is not recorded first.
@@ -727,6 +730,32 @@ class ActionModule(ActionBase):
         return new_evidence if isinstance(new_evidence, Mapping) and new_evidence else evidence
 
     # ------------------------------------------------------------------ memory
+    def _recover_episode(self, service: str, definition: Mapping) -> str:
+        """A run killed after its plan healed ``service`` and before the episode was written
+        left the proof in the journal: write that episode now (memory learns the fix) and
+        close the incident. Returns the outcome's reason ("" when there was nothing to do)."""
+        found = journal_mod.unrecorded_success(self._records(), service)
+        if found is None:
+            return ""
+        start, result = found
+        commands = [engine.CommandRun(command=str(c.get("command")), verdict=str(c.get("verdict") or ""),
+                                      argv=c.get("argv"), become=bool(c.get("become")), source=str(start.get("source")),
+                                      rc=(r or {}).get("rc"), skipped=bool((r or {}).get("skipped")))
+                    for c, r in zip(start.get("commands") or [], list(result.get("results") or [])
+                                    + [None] * len(start.get("commands") or []))]
+        incident = engine.Incident(host=self._host, service=service, error=str(start.get("error") or ""),
+                                   signature=str(start.get("signature") or ""), state="healed",
+                                   approval=str(start.get("approval") or "none"))
+        attempt = engine.Attempt(number=int(start.get("attempt") or 1), source=str(start.get("source") or "unknown"),
+                                 signature=incident.signature, diagnosis=str(start.get("diagnosis") or ""),
+                                 commands=commands, gate="execute", healthy=True)
+        incident.attempts.append(attempt)
+        self._remember(incident, attempt, {}, definition)
+        reason = (f"run {start.get('run')} healed it and stopped before remembering; "
+                  "its episode was recovered from the journal")
+        self._close(service, "healthy", reason)
+        return reason
+
     def _remember(self, incident, attempt, evidence, definition) -> None:
         if self._check_mode:
             return

@@ -74,9 +74,9 @@ class Journal:
 
 
 def intent(run: str, service: str, attempt: int, commands: Sequence[Mapping], approval: str,
-           source: str, signature: str) -> dict:
+           source: str, signature: str, error: str = "", diagnosis: str = "") -> dict:
     return {"kind": "intent", "run": run, "service": service, "attempt": attempt, "source": source,
-            "signature": signature, "approval": approval,
+            "signature": signature, "approval": approval, "error": error, "diagnosis": diagnosis,
             "commands": [{"command": c.get("command"), "argv": c.get("argv"), "verdict": c.get("verdict"),
                           "become": bool(c.get("become"))} for c in commands]}
 
@@ -103,3 +103,24 @@ def interrupted(records: Sequence[Mapping], service: str) -> dict | None:
                 (record.get("run"), record.get("attempt")) == (pending.get("run"), pending.get("attempt")):
             pending = None
     return pending
+
+
+def unrecorded_success(records: Sequence[Mapping], service: str) -> tuple[dict, dict] | None:
+    """``(intent, result)`` of a plan that healed ``service`` (verified healthy) in a run that
+    ended before it wrote the episode and closed the incident (a controller killed between
+    the verification and the memory write), or None. A later intent or a close ends it."""
+    intents: dict = {}
+    found = None
+    for record in records:
+        if record.get("service") != service:
+            continue
+        kind = record.get("kind")
+        if kind == "intent":
+            intents[(record.get("run"), record.get("attempt"))] = record
+            found = None
+        elif kind == "result":
+            start = intents.get((record.get("run"), record.get("attempt")))
+            found = (dict(start), dict(record)) if record.get("healthy") is True and start else None
+        elif kind == "closed":
+            found = None
+    return found

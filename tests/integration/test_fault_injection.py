@@ -375,10 +375,15 @@ def test_a_controller_killed_at_each_phase_is_accounted_for_by_the_rerun(lab, tm
         assert after[host] == [], (host, after[host])
         rec = journal(artifacts, host)
         assert rec[-1]["kind"] == "closed" and rec[-1]["state"] == "healthy", rec[-1]
-    # lab04: verified healed before the kill; the rerun found it healthy and ran nothing. The
-    # journal keeps the successful result (the episode itself was never written: see the note).
-    assert rerun.outcome("lab04", "nginx")["state"] == "healthy" and after["lab04"] == []
-    assert [r["kind"] for r in journal(artifacts, "lab04")][:2] == ["intent", "result"]
+    # lab04: verified healed before the kill; the rerun found it healthy, ran nothing, and
+    # wrote the episode the killed run could not, from the journal's intent and result.
+    o = rerun.outcome("lab04", "nginx")
+    assert o["state"] == "healthy" and "recovered from the journal" in o["reason"], o
+    assert after["lab04"] == []
+    assert [r["kind"] for r in journal(artifacts, "lab04")] == ["intent", "result", "closed"]
+    learned = [e for e in episodes(cache, "lab04") if e.get("success")]
+    assert learned and [c["command"] if isinstance(c, dict) else c for c in learned[-1]["commands"]] == \
+        ["service nginx configtest", "service nginx start"], episodes(cache, "lab04")
 
 
 # ------------------------------------------------------------------------------- concurrency

@@ -43,6 +43,21 @@ def test_a_closed_record_ends_an_interrupted_incident(tmp_path):
     assert journal.interrupted(j.records(), "nginx") is None
 
 
+def test_a_verified_heal_without_a_close_is_an_unrecorded_success(tmp_path):
+    j = journal.Journal(str(tmp_path), "web1")
+    j.append(journal.intent("run-1", "nginx", 1, CMDS, "none", "llm", "nginx:abc", "nginx is not running", "stopped"))
+    assert journal.unrecorded_success(j.records(), "nginx") is None          # not verified yet
+    j.append(journal.result("run-1", "nginx", 1, [{"rc": 0}], True, ""))
+    start, result = journal.unrecorded_success(j.records(), "nginx")
+    assert (start["error"], start["diagnosis"], result["healthy"]) == ("nginx is not running", "stopped", True)
+    assert journal.unrecorded_success(j.records(), "redis-server") is None
+    j.append({"kind": "closed", "run": "run-1", "service": "nginx", "state": "healed"})
+    assert journal.unrecorded_success(j.records(), "nginx") is None          # the run finished its record
+    j.append(journal.intent("run-2", "nginx", 1, CMDS, "none", "llm", "nginx:abc"))
+    j.append(journal.result("run-2", "nginx", 1, [{"rc": 0}], False, "still down"))
+    assert journal.unrecorded_success(j.records(), "nginx") is None          # it did not heal
+
+
 def test_an_unwritable_journal_is_an_error_naming_the_file(tmp_path):
     blocked = tmp_path / "file"
     blocked.write_text("x")
