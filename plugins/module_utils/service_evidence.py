@@ -11,6 +11,7 @@ Runs on targets: standard library only, Python 3.9 compatible.
 """
 from __future__ import annotations
 
+import calendar
 import json
 import os
 import re
@@ -579,7 +580,7 @@ RECENT_FILES = 3
 RECENT_DAYS = 30
 RECENT_CONTENT_MAX = 1500
 RECENT_WALK_MAX = 400
-_SECRETISH_NAME = re.compile(r"key|secret|passw|token|credential|shadow|htpasswd|\.(?:pem|crt|p12|pfx|der|jks|kdbx)$",
+_SECRETISH_NAME = re.compile(r"key|secret|passw|token|credential|shadow|htpasswd|\.(?:pem|crt|cer|p12|pfx|der|jks|kdbx)$",
                              re.IGNORECASE)
 
 
@@ -664,6 +665,51 @@ def recent_config_changes(defn: dict, units: dict, now=None) -> dict:
     return out
 
 
+CERT_FILES = 6
+_CERT_NAME = re.compile(r"\.(?:crt|cer|pem)$", re.IGNORECASE)
+_ENDDATE = re.compile(r"notAfter=(.+)")
+
+
+def certificates(defn: dict, timeout: int, now=None) -> dict:
+    """The X.509 certificates under the service's configuration paths: subject, expiry and
+    whether it has passed (``openssl x509 -noout``: never a private key). ``{path: text}``;
+    files holding a private key are left out unread by openssl."""
+    openssl = host_probe.find_tool("openssl")
+    if not openssl:
+        return {}
+    moment = time.time() if now is None else now
+    out = {}
+    for path in _walk_files(list(defn["config_paths"])):
+        if not _CERT_NAME.search(path) or len(out) >= CERT_FILES:
+            continue
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(65536)
+        except (IOError, OSError):
+            continue
+        if b"PRIVATE KEY" in head or b"BEGIN CERTIFICATE" not in head:
+            continue
+        rc, said, err = host_probe.run_argv([openssl, "x509", "-noout", "-subject", "-enddate", "-in", path],
+                                            timeout=timeout)
+        if rc != 0:
+            out[path] = "openssl could not read it: %s" % (host_probe.last_line(err) or "rc %d" % rc)
+            continue
+        text = " ".join(said.split())
+        found = _ENDDATE.search(said)
+        if found:
+            try:
+                ends = calendar.timegm(time.strptime(found.group(1).strip().replace(" GMT", ""),
+                                                     "%b %d %H:%M:%S %Y"))
+                if ends < moment:
+                    text += " (EXPIRED %s)" % _age_text(moment - ends)
+                else:
+                    text += " (valid %d more days)" % int((ends - moment) // 86400)
+            except ValueError:
+                pass
+        out[path] = redact_text(text)
+    return out
+
+
 def tool_candidates(defn: dict) -> list:
     """DEFAULT_TOOLS and the service's own programs (its processes, config test, checks)."""
     names = list(DEFAULT_TOOLS) + [defn["name"]] + list(defn["processes"])
@@ -722,6 +768,9 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     recent = recent_config_changes(defn, units)
     if recent:
         evidence["recent_changes"] = budget.take_all(recent, cap, keep="head")
+    certs = certificates(defn, timeout)
+    if certs:
+        evidence["certificates"] = budget.take_all(certs, cap // 2, keep="head")
     evidence["processes"] = budget.take_items(processes, cap + cap // 2)
     # Every PID a plan may signal, the holders of the service's ports first. Not cut by the
     # budget: a PID left out here is one the policy would not let a plan signal (known gap: a

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import os
 import socket
 import subprocess
@@ -421,3 +422,19 @@ def test_recently_changed_configuration_is_shown_newest_first(tmp_path: Path) ->
         service_evidence.RECENT_FILES = saved
     assert five[str(key)].endswith("(content not shown: the name suggests a key or secret)")
     assert str(old) not in five
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
+def test_certificates_show_subject_and_expiry_never_a_key(tmp_path: Path) -> None:
+    tls = tmp_path / "etc" / "tls"
+    tls.mkdir(parents=True)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(tls / "site.key.pem"),
+                    "-out", str(tls / "site.crt"), "-days", "2", "-subj", "/CN=shop.example"],
+                   check=True, capture_output=True)
+    defn = service_spec.resolve({"name": "web", "config_paths": [str(tmp_path / "etc")]})
+    now = service_evidence.certificates(defn, 10)
+    assert list(now) == [str(tls / "site.crt")]                 # the key file is never handed to openssl
+    assert "CN = shop.example" in now[str(tls / "site.crt")] or "CN=shop.example" in now[str(tls / "site.crt")]
+    assert "(valid 1 more days)" in now[str(tls / "site.crt")] or "(valid 2 more days)" in now[str(tls / "site.crt")]
+    later = service_evidence.certificates(defn, 10, now=time.time() + 5 * 86400)
+    assert "(EXPIRED 3 days ago)" in later[str(tls / "site.crt")], later
