@@ -215,6 +215,64 @@ class Transcripts:
         return None, keys
 
 
+_PROCESS_ROW = re.compile(r"^(?P<pid>\d+) (?P<ppid>\d+) (?P<user>\S+) (?P<state>\S+) (?P<started>\S+) "
+                          r"(?P<ports>\S+) (?P<cmd>.*)$")
+_SIGNAL_TOOLS = ("kill",)
+
+
+def _process_rows(messages: list) -> list[tuple[str, tuple]]:
+    """``[(pid, identity)]`` of the evidence's process table in the first user message, in
+    order; the identity is what stays the same on another host (user, ports, command line,
+    and whether the parent is in the table)."""
+    text = next((_text(m) for m in messages if m.get("role") == "user"), "")
+    start = text.find("### processes")
+    if start < 0:
+        return []
+    rows = []
+    for line in text[start:].splitlines()[2:]:
+        if line.startswith("###"):
+            break
+        found = _PROCESS_ROW.match(line.strip())
+        if found:
+            rows.append((found["pid"], found["ppid"], (found["user"], found["ports"], found["cmd"])))
+    pids = {pid for pid, _ppid, _identity in rows}
+    return [(pid, identity + (ppid in pids,)) for pid, ppid, identity in rows]
+
+
+def adapt_pids(content, recorded: list, current: list):
+    """A recorded answer that signals PIDs, made to fit this request: each PID of the
+    recording's process table becomes the PID of the process with the same identity (the
+    n-th of its kind) in this request's table. Only the PID arguments of signal commands
+    change; an answer without them is served as recorded."""
+    if not isinstance(content, str) or not any(tool in content for tool in _SIGNAL_TOOLS):
+        return content
+    try:
+        plan = json.loads(content)
+    except ValueError:
+        return content
+    if not isinstance(plan, dict) or not isinstance(plan.get("commands"), list):
+        return content
+    seen: dict = {}
+    now: dict = {}
+    for pid, identity in _process_rows(current):
+        now.setdefault(identity, []).append(pid)
+    mapping = {}
+    for pid, identity in _process_rows(recorded):
+        index = seen.get(identity, 0)
+        seen[identity] = index + 1
+        if index < len(now.get(identity, [])):
+            mapping[pid] = now[identity][index]
+    if not mapping:
+        return content
+
+    def adapt(command):
+        if not isinstance(command, str) or command.split()[:1] not in ([t] for t in _SIGNAL_TOOLS):
+            return command
+        return " ".join(mapping.get(word, word) for word in command.split(" "))
+    plan["commands"] = [adapt(c) for c in plan["commands"]]
+    return json.dumps(plan)
+
+
 def _next_number(directory: Path, pattern: str) -> int:
     numbers = [int(m.group(1)) for p in directory.iterdir() if (m := re.fullmatch(pattern, p.name))]
     return max(numbers, default=0) + 1
@@ -450,7 +508,9 @@ class LLMServer:
                 entry, keys = self.replay.match(body["messages"])
             if entry is not None:
                 answer = entry["answer"]
-                return {"content": answer.get("content"), "refusal": answer.get("refusal"),
+                content = adapt_pids(answer.get("content"), (entry.get("request") or {}).get("messages") or [],
+                                     body["messages"])
+                return {"content": content, "refusal": answer.get("refusal"),
                         "finish_reason": answer.get("finish_reason") or "stop", "_source": "replay",
                         "_transcript": entry["path"], "_matched_by": entry["matched_by"]}
         if self.relay_dir is not None:

@@ -292,3 +292,23 @@ def test_command_line_rejects_an_empty_replay_directory(tmp_path):
                           timeout=30, check=False)
     assert proc.returncode == 2
     assert "no transcript" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_replayed_answer_signals_the_processes_of_this_request_not_the_recordings() -> None:
+    import json as _json
+
+    from llm_server import adapt_pids
+
+    def request(rows: str) -> list:
+        return [{"role": "system", "content": "rules"},
+                {"role": "user", "content": "Service: nginx\n### processes\nPID PPID USER STATE STARTED PORTS CMD\n"
+                                            + rows + "### listeners\n0.0.0.0:80 held by nginx\n"}]
+    recorded = request("68 1 root stopped a 80 nginx: master process\n69 68 www-data stopped a 80 nginx: worker\n"
+                       "70 68 www-data stopped a 80 nginx: worker\n")
+    current = request("71 1 root stopped b 80 nginx: master process\n75 71 www-data stopped b 80 nginx: worker\n"
+                      "76 71 www-data stopped b 80 nginx: worker\n")
+    answer = _json.dumps({"diagnosis": "stopped", "commands": ["kill -CONT 68 69 70", "sed -i '69s/a/b/' /etc/x"]})
+    adapted = _json.loads(adapt_pids(answer, recorded, current))
+    assert adapted["commands"] == ["kill -CONT 71 75 76", "sed -i '69s/a/b/' /etc/x"]  # only signal arguments
+    assert adapt_pids("not json kill 68", recorded, current) == "not json kill 68"
+    assert adapt_pids(answer, recorded, request("")) == answer  # nothing to map to: served as recorded
