@@ -198,7 +198,7 @@ class Transcripts:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"replay: {path} is not a transcript: {exc}") from exc
         keys = exchange_keys(messages, self.volatile)
-        entry = {"path": str(path), "answer": dict(answer), **keys}
+        entry = {"path": str(path), "answer": dict(answer), "request": {"messages": messages}, **keys}
         self.by_key.setdefault(keys["key"], []).append(entry)
         self.by_fallback.setdefault(keys["fallback_key"], []).append(entry)
         self.files.append(path)

@@ -312,3 +312,27 @@ def test_a_replayed_answer_signals_the_processes_of_this_request_not_the_recordi
     assert adapted["commands"] == ["kill -CONT 71 75 76", "sed -i '69s/a/b/' /etc/x"]  # only signal arguments
     assert adapt_pids("not json kill 68", recorded, current) == "not json kill 68"
     assert adapt_pids(answer, recorded, request("")) == answer  # nothing to map to: served as recorded
+
+
+def test_replay_serves_a_signal_plan_for_the_processes_of_the_live_request(tmp_path) -> None:
+    import json as _json
+
+    from llm_server import LLMServer
+
+    def messages(rows: str) -> list:
+        return [{"role": "system", "content": "rules"},
+                {"role": "user", "content": "Service: nginx\nFailure: GET http://127.0.0.1/ failed: timed out\n"
+                                            "### processes\nPID PPID USER STATE STARTED PORTS CMD\n" + rows
+                                            + "### listeners\n"}]
+    plan = {"diagnosis": "stopped", "commands": ["kill -CONT 68 69"], "rationale": "resume"}
+    (tmp_path / "001.json").write_text(_json.dumps({
+        "request": {"model": "m", "messages": messages("68 1 root stopped a 80 nginx: master\n"
+                                                       "69 68 www-data stopped a 80 nginx: worker\n")},
+        "answer": {"content": _json.dumps(plan), "finish_reason": "stop"}}))
+    with LLMServer(replay_dirs=[tmp_path]) as server:
+        import openai
+
+        client = openai.OpenAI(base_url=server.url, api_key="k")
+        answer = client.chat.completions.create(model="m", messages=messages(
+            "71 1 root stopped b 80 nginx: master\n72 71 www-data stopped b 80 nginx: worker\n"))
+    assert _json.loads(answer.choices[0].message.content)["commands"] == ["kill -CONT 71 72"]
