@@ -44,6 +44,9 @@ UNIT_PROPERTIES = UNIT_STATE_KEYS + (
     "NRestarts", "ExecMainStatus", "ExecMainCode", "ExecMainPID", "MainPID", "FragmentPath", "DropInPaths",
     "NeedDaemonReload", "StatusText", "ActiveEnterTimestamp", "InactiveEnterTimestamp", "User", "Group",
     "ControlGroup", "Restart", "StartLimitBurst", "StartLimitIntervalUSec", "ConditionResult",
+    # The directories the unit declares as its own (systemd creates and owns them) and its
+    # PID file: the incident scope of a service nobody described in detail.
+    "RuntimeDirectory", "StateDirectory", "LogsDirectory", "CacheDirectory", "ConfigurationDirectory", "PIDFile",
 )
 
 # What a planner may want to run, and so needs to know is there: coreutils and the usual

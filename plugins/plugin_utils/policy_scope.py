@@ -169,6 +169,10 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
             if pid in all_pids and user is None and isinstance(proc.get("user"), str) \
                     and _NAME.match(proc["user"]) and proc["user"] != "root":
                 user = proc["user"]
+    if evidence is not None:
+        _from_evidence(service_def, evidence, kinds, pid_files, all_pids)
+        if user is None:
+            user = _unit_user(evidence)
     depends = []
     for raw in _strings(service_def.get("depends_on"), "depends_on"):
         unit = unit_name(raw)
@@ -196,6 +200,63 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
         "depends_on": depends,
         "containers": containers,
     }
+
+
+# systemd's directory settings (systemd.exec(5)): each names directories under one root.
+_UNIT_DIRECTORIES = (("RuntimeDirectory", "/run/", "runtime"), ("StateDirectory", "/var/lib/", "data"),
+                     ("LogsDirectory", "/var/log/", "log"), ("CacheDirectory", "/var/cache/", "runtime"),
+                     ("ConfigurationDirectory", "/etc/", "config"))
+_DIR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}(?:/[A-Za-z0-9][A-Za-z0-9._@-]{0,63}){0,3}$")
+_SYSTEM_ACCOUNTS = frozenset(("root", "nobody", "daemon", "bin", "sys", "adm", "systemd-network",
+                              "systemd-resolve", "systemd-timesync", "messagebus", "syslog", "_apt"))
+
+
+def _unit_user(evidence: Mapping[str, Any]) -> str | None:
+    unit = evidence.get("unit") if isinstance(evidence.get("unit"), Mapping) else {}
+    user = str(unit.get("User") or "")
+    return user if _NAME.match(user) and user not in _SYSTEM_ACCOUNTS else None
+
+
+def _from_evidence(service_def: Mapping[str, Any], evidence: Mapping[str, Any], kinds: dict[str, list[str]],
+                   pid_files: list[str], pids: list[int]) -> None:
+    """What the host says belongs to the service, for the kinds its definition leaves out:
+    the directories its systemd unit declares (RuntimeDirectory=mysqld is /run/mysqld) and
+    its PIDFile=, and the conventional paths of the accounts and programs its own processes
+    run as (mongod runs as mongodb: /var/lib/mongodb). Host data, never the model's."""
+    unit = evidence.get("unit") if isinstance(evidence.get("unit"), Mapping) else {}
+    for prop, root, kind in _UNIT_DIRECTORIES:
+        for name in str(unit.get(prop) or "").split():
+            if _DIR_NAME.match(name) and ".." not in name.split("/"):
+                path = root + name
+                if path not in kinds[kind]:
+                    kinds[kind].append(path)
+    pid_file = str(unit.get("PIDFile") or "")
+    if service_def.get("pid_files") is None and pid_file.startswith("/run/") and ".." not in pid_file \
+            and pid_file not in pid_files:
+        pid_files.append(pid_file)
+    names = []
+    for proc in evidence.get("processes") or ():
+        if not isinstance(proc, Mapping):
+            continue
+        try:
+            pid = int(proc.get("pid"))
+        except (TypeError, ValueError):
+            continue
+        reasons = " ".join(str(r) for r in proc.get("reasons") or [])
+        if pid not in pids or not re.search(r"\b(?:unit|name|pid file)\b", reasons):
+            continue  # only the service's own processes (a stray holder of its port says nothing)
+        for name in (proc.get("user"), proc.get("comm")):
+            name = str(name or "")
+            if _NAME.match(name) and name not in _SYSTEM_ACCOUNTS and name not in names:
+                names.append(name)
+    for name in names:
+        for prefix, kind in _CONVENTION:
+            if kind == "config" or (kind == "data" and prefix != "/var/lib/"):
+                continue  # a process name says nothing about /etc, /srv or /var/www
+            key = f"{kind}_paths" if kind != "log" else "log_paths"
+            guess = prefix + name
+            if service_def.get(key) is None and guess not in kinds[kind]:
+                kinds[kind].append(guess)
 
 
 class Scope:

@@ -34,3 +34,32 @@ def test_declared_configuration_of_the_operating_system(service, command, verdic
 def test_a_declared_file_without_an_incident_stays_protected():
     # Without an incident scope nothing is declared: the default scope guesses, never declares.
     assert policy.classify("rm -f /etc/systemd/journald.conf.d/investigation.conf")["verdict"] == "reject"
+
+
+MONGO_EVIDENCE = {
+    "service_pids": [812, 900],
+    "unit": {"Id": "mongod.service", "User": "mongodb", "RuntimeDirectory": "mongodb", "PIDFile": "/run/mongodb/mongod.pid",
+             "StateDirectory": "../../etc"},
+    "processes": [{"pid": 812, "user": "mongodb", "comm": "mongod", "reasons": ["unit mongod.service"]},
+                  {"pid": 900, "user": "dev", "comm": "python3", "reasons": ["holds port 27017"]}]}
+
+
+@pytest.mark.parametrize("command, verdict", [
+    ("chown -R mongodb:mongodb /var/lib/mongodb", "allow"),    # the account its own processes run as
+    ("rm -f /run/mongodb/mongod.pid", "allow"),                # the unit's PIDFile= and RuntimeDirectory=
+    ("mkdir -p /var/log/mongodb", "allow"),
+    ("rm -f /var/lib/mongodb/mongod.lock", "approval"),        # its data: a deletion needs a human
+    ("chown -R dev:dev /var/lib/dev", "approval"),             # a stray port holder's account is not the service's
+    ("rm -f /etc/passwd", "reject"),                           # StateDirectory=../../etc is not a directory name
+])
+def test_an_undescribed_service_is_scoped_by_what_its_unit_and_processes_say(command, verdict):
+    scope = policy.scope_from_service({"name": "mongod", "units": ["mongod.service"]}, evidence=MONGO_EVIDENCE)
+    assert scope["user"] == "mongodb"
+    assert "/var/lib/dev" not in scope["data_paths"] and "/etc" not in scope["data_paths"]
+    assert policy.classify(command, scope=scope)["verdict"] == verdict
+
+
+def test_a_definitions_own_paths_are_not_widened_by_process_names():
+    scope = policy.scope_from_service({"name": "mongod", "units": ["mongod.service"], "data_paths": ["/srv/mongo"]},
+                                      evidence=MONGO_EVIDENCE)
+    assert scope["data_paths"] == ["/srv/mongo"]
