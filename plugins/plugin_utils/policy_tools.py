@@ -1858,6 +1858,77 @@ def lsof(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     generic(chk, rest, spec)
 
 
+_VERB_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$")
+
+
+def verbs(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
+    """A service's control tool described as data: each verb (``postfix check``), action
+    option (``postqueue -p``) or value of a verb option (``squid -k parse``) is ``read``
+    (allowed), ``approval`` or a reason it is refused; anything not listed is refused.
+    ``flags`` and ``value_options`` are the other options it takes; operands are plain
+    words (program or queue names), at most ``max_operands``."""
+    table: Mapping[str, Any] = spec.get("verbs") or {}
+    option_table: Mapping[str, Any] = spec.get("option_verbs") or {}
+    verb_option = spec.get("verb_option")
+    value_options = set(spec.get("value_options") or ())
+    flags = set(spec.get("flags") or ())
+    acts: list[tuple[str, Any]] = []
+    verb = None
+    operands: list[str] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        i += 1
+        name, eq, attached = word.partition("=")
+        if word.startswith("-") and word != "-":
+            if name == verb_option:
+                value_text = attached if eq else (args[i] if i < len(args) else "")
+                i += 0 if eq else 1
+                acts.append((f"{name} {value_text}", table.get(value_text, f"is not a `{chk.tool}` action this "
+                                                                         "policy knows")))
+            elif name in option_table:
+                acts.append((name, option_table[name]))
+                if spec.get("option_verbs_take_value") and name in spec["option_verbs_take_value"] and not eq:
+                    i += 1
+            elif name in value_options:
+                text = attached if eq else (args[i] if i < len(args) else "")
+                i += 0 if eq else 1
+                value(chk, "text", text, f"`{chk.tool} {name}`")
+            elif name not in flags:
+                chk.reject(f"{q(word)} is not a `{chk.tool}` option this policy knows")
+                return
+            continue
+        if verb is None and table and verb_option is None:
+            verb = word
+            acts.append((verb, table.get(verb, f"is not a `{chk.tool}` verb this policy knows")))
+            continue
+        operands.append(word)
+    if not acts:
+        default = spec.get("default")
+        if default is None:
+            chk.reject(f"`{chk.tool}` needs one of its actions ({', '.join(sorted(table or option_table))})")
+            return
+        acts.append(("", default))
+    if len(operands) > int(spec.get("max_operands", 4)):
+        chk.reject(f"`{chk.tool}` takes at most {spec.get('max_operands', 4)} names here")
+        return
+    for item in operands:
+        if not _VERB_WORD.match(item):
+            chk.reject(f"{q(item)} is not a plain name `{chk.tool}` acts on")
+            return
+    chk.become = bool(spec.get("become", True))
+    what_changes = spec.get("changes") or f"what `{chk.tool}` controls"
+    for action, verdict in acts:
+        shown = f"`{chk.tool} {action}`" if action else f"`{chk.tool}`"
+        if verdict == "read":
+            chk.effect(f"reads the state of {what_changes}" + (f" ({action})" if action else ""))
+        elif verdict == "approval":
+            chk.effect(f"runs {chk.tool} {action}".rstrip() + (f" on {' '.join(operands)}" if operands else ""))
+            chk.approve(f"{shown} changes {what_changes}; a human should confirm")
+        else:
+            chk.reject(f"{shown} {verdict}")
+
+
 RULES: dict[str, Rule] = {
     "generic": generic, "systemctl": systemctl, "service": service, "initscript": initscript,
     "invoke_rc_d": invoke_rc_d, "update_rc_d": update_rc_d, "journalctl": journalctl, "kill": kill,
@@ -1868,5 +1939,5 @@ RULES: dict[str, Rule] = {
     "sysctl": sysctl, "getent": getent, "crontab": crontab, "timedatectl": timedatectl,
     "hostnamectl": hostnamectl_verbs, "loginctl": loginctl, "resolvectl": resolvectl, "networkctl": networkctl,
     "systemd_analyze": systemd_analyze, "dmesg": dmesg, "top": top, "stat_loop": stat_loop, "sleep": sleep,
-    "systemd_tmpfiles": systemd_tmpfiles, "logrotate": logrotate, "lsof": lsof,
+    "systemd_tmpfiles": systemd_tmpfiles, "logrotate": logrotate, "lsof": lsof, "verbs": verbs,
 }
