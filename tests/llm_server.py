@@ -168,6 +168,17 @@ def exchange_keys(messages: list, volatile: Iterable[re.Pattern] = ()) -> dict:
     }
 
 
+def _words(messages: list, volatile: Iterable[re.Pattern] = ()) -> frozenset:
+    """The distinct words of a request's non-system messages, normalised like its key."""
+    text = " ".join(normalise(_text(m), volatile) for m in messages
+                    if isinstance(m, Mapping) and m.get("role") != "system")
+    return frozenset(re.findall(r"[A-Za-z0-9_./:=@-]{3,}", text))
+
+
+def _similarity(a: frozenset, b: frozenset) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0
+
+
 class Transcripts:
     """Recorded exchanges, indexed by key and by fallback key (see the module docstring)."""
 
@@ -198,20 +209,33 @@ class Transcripts:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"replay: {path} is not a transcript: {exc}") from exc
         keys = exchange_keys(messages, self.volatile)
-        entry = {"path": str(path), "answer": dict(answer), "request": {"messages": messages}, **keys}
+        entry = {"path": str(path), "answer": dict(answer), "request": {"messages": messages},
+                 "words": _words(messages, self.volatile), **keys}
         self.by_key.setdefault(keys["key"], []).append(entry)
         self.by_fallback.setdefault(keys["fallback_key"], []).append(entry)
         self.files.append(path)
 
     def match(self, messages: list) -> tuple[dict | None, dict]:
-        """``(entry or None, keys)``; ``entry["matched_by"]`` says which key matched."""
+        """``(entry or None, keys)``; ``entry["matched_by"]`` says which key matched.
+
+        Several transcripts under one fallback key (two faults of one service that fail with
+        the same line, "port 5432 is not listening") are told apart by how much of the
+        request's text each recorded request shares; equally close ones are served in
+        recorded order."""
         keys = exchange_keys(messages, self.volatile)
         for kind, index in (("key", self.by_key), ("fallback_key", self.by_fallback)):
             entries = index.get(keys[kind])
-            if entries:
-                count = self.served.get((kind, keys[kind]), 0)
-                self.served[(kind, keys[kind])] = count + 1
-                return dict(entries[min(count, len(entries) - 1)], matched_by=kind), keys
+            if not entries:
+                continue
+            if kind == "fallback_key" and len({e["path"] for e in entries}) > 1:
+                words = _words(messages, self.volatile)
+                scored = [(_similarity(words, e["words"]), i) for i, e in enumerate(entries)]
+                best = max(score for score, _i in scored)
+                entries = [entries[i] for score, i in scored if score >= best - 1e-9]
+            slot = (kind, keys[kind], tuple(e["path"] for e in entries))
+            count = self.served.get(slot, 0)
+            self.served[slot] = count + 1
+            return dict(entries[min(count, len(entries) - 1)], matched_by=kind), keys
         return None, keys
 
 

@@ -1884,8 +1884,8 @@ def verbs(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
             if name == verb_option:
                 value_text = attached if eq else (args[i] if i < len(args) else "")
                 i += 0 if eq else 1
-                acts.append((f"{name} {value_text}", table.get(value_text, f"is not a `{chk.tool}` action this "
-                                                                         "policy knows")))
+                unknown = f"is not a `{chk.tool}` action this policy knows"
+                acts.append((f"{name} {value_text}", table.get(value_text, unknown)))
             elif name in option_table:
                 acts.append((name, option_table[name]))
                 if spec.get("option_verbs_take_value") and name in spec["option_verbs_take_value"] and not eq:

@@ -243,7 +243,7 @@ def test_a_replayed_planner_run_gives_the_recorded_plan(tmp_path, run_plan):
     with LLMServer(replay_dirs=[tmp_path / "rec"], log=None) as server:
         replayed = plan(server.url, 5151)
         assert not server.unmatched
-        assert {kind for kind, _key in server.replay.served} == {"key"}   # the full key, not the fallback
+        assert {slot[0] for slot in server.replay.served} == {"key"}   # the full key, not the fallback
     assert recorded["source"] == replayed["source"] == "llm"
     assert [c["command"] for c in replayed["commands"]] == [c["command"] for c in recorded["commands"]]
 
@@ -336,3 +336,26 @@ def test_replay_serves_a_signal_plan_for_the_processes_of_the_live_request(tmp_p
         answer = client.chat.completions.create(model="m", messages=messages(
             "71 1 root stopped b 80 nginx: master\n72 71 www-data stopped b 80 nginx: worker\n"))
     assert _json.loads(answer.choices[0].message.content)["commands"] == ["kill -CONT 71 72"]
+
+
+def test_transcripts_sharing_a_fallback_key_are_told_apart_by_the_request_text(tmp_path) -> None:
+    import json as _json
+
+    from llm_server import Transcripts
+
+    def messages(evidence: str, scope: str = "Scope: postgresql") -> list:
+        return [{"role": "system", "content": "rules"},
+                {"role": "user", "content": f"Service: postgresql\nFailure: port 5432 is not listening\n{scope}\n"
+                                            f"Evidence:\n{evidence}\n"}]
+    stale = "postmaster.pid names PID 172 which is not running (stale PID file) FATAL lock file exists"
+    moved = "postgresql.conf sets port = 5433 and the server listens on 127.0.0.1:5433"
+    for number, (evidence, fix) in enumerate(((stale, "rm -f /var/lib/postgresql/15/main/postmaster.pid"),
+                                              (moved, "sed -i 's/^port = 5433/port = 5432/' /etc/x.conf")), 1):
+        (tmp_path / f"00{number}.json").write_text(_json.dumps({
+            "request": {"messages": messages(evidence)}, "answer": {"content": _json.dumps({"commands": [fix]})}}))
+    replay = Transcripts([tmp_path])
+    # The prompt changed since the recording (no exact key), so both share the fallback key:
+    entry, _keys = replay.match(messages(moved, scope="Scope of this incident: postgresql"))
+    assert entry["matched_by"] == "fallback_key" and entry["path"].endswith("002.json")
+    entry, _keys = replay.match(messages(stale, scope="Scope of this incident: postgresql"))
+    assert entry["path"].endswith("001.json")
