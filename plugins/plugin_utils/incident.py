@@ -457,13 +457,21 @@ _CLEARS_UNIT = re.compile(r"^clears the failed state of (?P<unit>\S+)$")
 
 def start_limited_unit(evidence: Mapping | None) -> str:
     """The systemd unit the evidence shows refused by its start limit (Result=start-limit-hit),
-    or ``""``. Until ``systemctl reset-failed`` (or StartLimitIntervalSec later) systemd
-    refuses every start of it, whatever fixed the cause."""
+    or failed after automatic restarts (its restarts count against the same limit, so the
+    next start may be refused with "start request repeated too quickly"), else ``""``. Until
+    ``systemctl reset-failed`` (or StartLimitIntervalSec later) systemd refuses every start
+    of it, whatever fixed the cause; on a failed unit the reset changes nothing else."""
     unit = (evidence or {}).get("unit") if isinstance(evidence, Mapping) else None
     if not isinstance(unit, Mapping):
         return ""
     result = str(unit.get("Result") or unit.get("result") or "").lower()
-    return str(unit.get("Id") or unit.get("id") or "") if result == "start-limit-hit" else ""
+    active = str(unit.get("ActiveState") or "").lower()
+    try:
+        restarts = int(str(unit.get("NRestarts") or "0"))
+    except ValueError:
+        restarts = 0
+    limited = result == "start-limit-hit" or (active == "failed" and restarts > 0)
+    return str(unit.get("Id") or unit.get("id") or "") if limited else ""
 
 
 def _unit_name(name: str) -> str:

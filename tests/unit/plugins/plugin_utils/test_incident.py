@@ -252,6 +252,11 @@ def test_a_start_limited_unit_is_reset_before_the_plan_starts_it() -> None:
     assert unit == "redis-server.service"
     assert engine.start_limited_unit({"unit": {"Id": "x.service", "Result": "exit-code"}}) == ""
     assert engine.start_limited_unit({"status": "sysv"}) == ""
+    # Failed after automatic restarts: those count against the start limit too.
+    assert engine.start_limited_unit({"unit": {"Id": "redis-server.service", "Result": "exit-code",
+                                               "ActiveState": "failed", "NRestarts": "4"}}) == "redis-server.service"
+    assert engine.start_limited_unit({"unit": {"Id": "x.service", "Result": "exit-code", "ActiveState": "failed",
+                                               "NRestarts": "0"}}) == ""
     scope = policy.scope_from_service({"name": "redis-server", "units": ["redis-server.service"],
                                        "data_paths": ["/var/lib/redis"], "user": "redis"}, [], {})
     plan = policy.classify_many(["chmod 750 /var/lib/redis", "service redis-server start"], None, scope=scope)
