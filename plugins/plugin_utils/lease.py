@@ -165,20 +165,11 @@ class RedisLease:
     def connect(cls, uri: str, prefix: str, key: str, owner: str, ttl: float = 900.0,
                 process: tuple[int, str] | None = None) -> RedisLease:
         """A lease on the fact cache's Redis (``host:port:db[:password]``)."""
-        from .plan_share import PlanShareUnavailable, redis_options  # pylint: disable=import-outside-toplevel
+        from .plan_share import PlanShareUnavailable, redis_client  # pylint: disable=import-outside-toplevel
         try:
-            options = redis_options(uri)
+            client = redis_client(uri)
         except PlanShareUnavailable as exc:
             raise LeaseUnavailable(str(exc)) from exc
-        try:
-            import redis  # pylint: disable=import-outside-toplevel
-        except ImportError as exc:
-            raise LeaseUnavailable("the redis Python package is not installed") from exc
-        client = redis.Redis(socket_timeout=5, socket_connect_timeout=5, **options)
-        try:
-            client.ping()
-        except redis.RedisError as exc:
-            raise LeaseUnavailable(f"Redis at {options['host']}:{options['port']} did not answer: {exc}") from exc
         return cls(client, prefix, key, owner, ttl=ttl, process=process)
 
     def _record(self, since: float) -> str:

@@ -148,6 +148,22 @@ def redis_options(uri: str) -> dict:
     return options
 
 
+def redis_client(uri: str):
+    """A client of the fact cache's Redis that answered a PING; ``PlanShareUnavailable``
+    naming why when the connection string, the package or the server is not usable."""
+    options = redis_options(uri)
+    try:
+        import redis  # pylint: disable=import-outside-toplevel
+    except ImportError as exc:
+        raise PlanShareUnavailable("the redis Python package is not installed") from exc
+    client = redis.Redis(socket_timeout=5, socket_connect_timeout=5, **options)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise PlanShareUnavailable(f"Redis at {options['host']}:{options['port']} did not answer: {exc}") from exc
+    return client
+
+
 def plan_problem(plan: Any) -> str | None:
     """Why a stored plan cannot be reused (None when its shape is sound).
 
@@ -225,17 +241,7 @@ class RedisPlanShare:
     @classmethod
     def connect(cls, uri: str, prefix: str, **kwargs: Any) -> RedisPlanShare:
         """A share on the fact cache's Redis; ``PlanShareUnavailable`` when it cannot be reached."""
-        options = redis_options(uri)
-        try:
-            import redis  # pylint: disable=import-outside-toplevel
-        except ImportError as exc:
-            raise PlanShareUnavailable("the redis Python package is not installed") from exc
-        client = redis.Redis(socket_timeout=5, socket_connect_timeout=5, **options)
-        try:
-            client.ping()
-        except redis.RedisError as exc:
-            raise PlanShareUnavailable(f"Redis at {options['host']}:{options['port']} did not answer: {exc}") from exc
-        return cls(client, prefix, **kwargs)
+        return cls(redis_client(uri), prefix, **kwargs)
 
     def _keys(self, key: str) -> tuple[str, str]:
         base = f"{self.prefix}plan:{key}"
