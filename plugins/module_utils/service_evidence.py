@@ -632,13 +632,13 @@ def _walk_files(roots: list):
                 yield os.path.join(here, name)
 
 
-def recent_config_changes(defn: dict, units: dict, now=None) -> dict:
+def recent_config_changes(defn: dict, units: dict, now=None, files=None) -> dict:
     """The service's configuration files changed in the last RECENT_DAYS days, newest first
     (at most RECENT_FILES): when, how big, and the content of a small text file whose name
     does not suggest a secret (redacted). ``{path: text}``."""
     moment = time.time() if now is None else now
     found = []
-    for path in _walk_files(_config_roots(defn, units)):
+    for path in files if files is not None else _walk_files(_config_roots(defn, units)):
         try:
             st = os.stat(path)
         except OSError:
@@ -673,7 +673,7 @@ _CERT_NAME = re.compile(r"\.(?:crt|cer|pem)$", re.IGNORECASE)
 _ENDDATE = re.compile(r"notAfter=(.+)")
 
 
-def certificates(defn: dict, timeout: int, now=None) -> dict:
+def certificates(defn: dict, timeout: int, now=None, files=None) -> dict:
     """The X.509 certificates under the service's configuration paths: subject, expiry and
     whether it has passed (``openssl x509 -noout``: never a private key). ``{path: text}``;
     files holding a private key are left out unread by openssl."""
@@ -682,7 +682,7 @@ def certificates(defn: dict, timeout: int, now=None) -> dict:
         return {}
     moment = time.time() if now is None else now
     out = {}
-    for path in _walk_files(list(defn["config_paths"])):
+    for path in files if files is not None else _walk_files(list(defn["config_paths"])):
         if not _CERT_NAME.search(path) or len(out) >= CERT_FILES:
             continue
         try:
@@ -768,10 +768,12 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
                               + [_newest_first(text) for text in logs.values()])
     if contexts:
         evidence["config_context"] = budget.take_items(contexts, cap)
-    recent = recent_config_changes(defn, units)
+    # One walk of the configuration (and the units' local files) serves both sections.
+    config_files = list(_walk_files(_config_roots(defn, units)))
+    recent = recent_config_changes(defn, units, files=config_files)
     if recent:
         evidence["recent_changes"] = budget.take_all(recent, cap, keep="head")
-    certs = certificates(defn, timeout)
+    certs = certificates(defn, timeout, files=config_files)
     if certs:
         evidence["certificates"] = budget.take_all(certs, cap // 2, keep="head")
     evidence["processes"] = budget.take_items(processes, cap + cap // 2)
