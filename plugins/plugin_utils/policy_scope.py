@@ -154,13 +154,7 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
             raise ScopeError(f"evidence must be a mapping, not {type(evidence).__name__}")
         all_pids += [p for p in _ints(evidence.get("service_pids") or (), "evidence.service_pids")
                      if p not in all_pids]
-        for proc in evidence.get("processes") or ():
-            if not isinstance(proc, Mapping):
-                continue
-            try:
-                pid = int(proc.get("pid"))
-            except (TypeError, ValueError):
-                continue
+        for pid, proc in _processes(evidence):
             comm = str(proc.get("comm") or "")[:64]
             if comm:
                 known[str(pid)] = comm
@@ -211,6 +205,17 @@ _SYSTEM_ACCOUNTS = frozenset(("root", "nobody", "daemon", "bin", "sys", "adm", "
                               "systemd-resolve", "systemd-timesync", "messagebus", "syslog", "_apt"))
 
 
+def _processes(evidence: Mapping[str, Any]):
+    """``(pid, process)`` of each well-formed entry of the evidence's process table."""
+    for proc in evidence.get("processes") or ():
+        if not isinstance(proc, Mapping):
+            continue
+        try:
+            yield int(proc.get("pid")), proc
+        except (TypeError, ValueError):
+            continue
+
+
 def _unit_user(evidence: Mapping[str, Any]) -> str | None:
     unit = evidence.get("unit") if isinstance(evidence.get("unit"), Mapping) else {}
     user = str(unit.get("User") or "")
@@ -235,13 +240,7 @@ def _from_evidence(service_def: Mapping[str, Any], evidence: Mapping[str, Any], 
             and pid_file not in pid_files:
         pid_files.append(pid_file)
     names = []
-    for proc in evidence.get("processes") or ():
-        if not isinstance(proc, Mapping):
-            continue
-        try:
-            pid = int(proc.get("pid"))
-        except (TypeError, ValueError):
-            continue
+    for pid, proc in _processes(evidence):
         reasons = " ".join(str(r) for r in proc.get("reasons") or [])
         if pid not in pids or not re.search(r"\b(?:unit|name|pid file)\b", reasons):
             continue  # only the service's own processes (a stray holder of its port says nothing)
