@@ -15,8 +15,11 @@ import re
 import socket
 from collections.abc import Mapping
 
+import yaml
+
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -27,6 +30,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec impo
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import memory as memory_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import notifications as routing
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_pause import pause_at
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import generalize, host_values, localize_values
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import (
@@ -86,6 +90,46 @@ def _run_process() -> tuple[int, str] | None:
     return (parent, start) if start else None
 
 
+# Options of this action that the role fills from its variables: bad input names both.
+_ROLE_VARS = {"max_attempts": "remediate_max_retries", "max_commands": "remediate_max_commands",
+              "memory_max": "remediate_memory_max", "output_max": "remediate_output_max",
+              "command_timeout": "remediate_command_timeout", "settle": "remediate_settle",
+              "plan_wait": "remediate_plan_wait", "plan_share_ttl": "remediate_plan_share_ttl",
+              "evidence_log_lines": "remediate_evidence_log_lines",
+              "evidence_max_bytes": "remediate_evidence_max_bytes"}
+
+
+def _role_var(option: str, value) -> str:
+    return f" ({_ROLE_VARS[option]}={value})" if option in _ROLE_VARS else ""
+
+
+def check_role_inputs(action: ActionBase, entry_point: str, task_vars: Mapping) -> None:
+    """The role's variables against its argument spec (meta/argument_specs.yml), as the
+    validation task Ansible adds to a role's entry point would check them."""
+    spec = role_argument_spec(entry_point)
+    provided = {name: task_vars[name] for name in spec if name in task_vars}
+    provided = action._templar.template(provided)
+    validation = ArgumentSpecValidator(spec).validate(provided)
+    if validation.error_messages:
+        raise AnsibleActionFail(f"{_NAME}: bad input to the sentinel.remediation.remediate role ({entry_point}): "
+                                + "; ".join(validation.error_messages))
+
+
+_ROLE_SPECS: dict = {}
+
+
+def role_argument_spec(entry_point: str) -> dict:
+    if entry_point not in _ROLE_SPECS:
+        path = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "remediate", "meta", "argument_specs.yml")
+        with open(path, encoding="utf-8") as handle:
+            specs = yaml.safe_load(handle)["argument_specs"]
+        if entry_point not in specs:
+            raise AnsibleActionFail(f"{_NAME}: the remediate role has no entry point {entry_point!r} "
+                                    f"(known: {', '.join(sorted(specs))})")
+        _ROLE_SPECS[entry_point] = specs[entry_point].get("options") or {}
+    return _ROLE_SPECS[entry_point]
+
+
 def plan_hash(commands) -> str:
     """What an approver approves: each argv and whether it runs as root."""
     return hashlib.sha256(json.dumps([[c.get("argv"), bool(c.get("become"))] for c in commands]).encode("utf-8")).hexdigest()
@@ -104,26 +148,40 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
+        entry_point = self._task.args.get("role_entry_point")
+        if entry_point:
+            # The role's variables first: a bad one is named as the operator wrote it.
+            check_role_inputs(self, str(entry_point), task_vars)
         _spec, args = self.validate_argument_spec(argument_spec=argument_spec())
         self._args = args
         self._vars = task_vars
         self._host = str(task_vars.get("inventory_hostname") or "host")
         self._hostnames = hostnames_of(task_vars)
         self._check_mode = bool(self._task.check_mode)
-        for name in ("max_attempts", "max_commands", "memory_max"):
-            if args[name] < 1:
-                raise AnsibleActionFail(f"{_NAME}: {name} must be at least 1, got {args[name]}")
-        for name, low in (("output_max", 0), ("command_timeout", 1), ("settle", 0), ("plan_wait", 0), ("plan_share_ttl", 1),
+        # Every input is checked before the host is touched (the health check included).
+        for name, low in (("max_attempts", 1), ("max_commands", 1), ("memory_max", 1), ("output_max", 0),
+                          ("command_timeout", 1), ("settle", 0), ("plan_wait", 0), ("plan_share_ttl", 1),
                           ("evidence_log_lines", 0), ("evidence_max_bytes", 200)):
             if args[name] < low:
-                raise AnsibleActionFail(f"{_NAME}: {name} must be at least {low}, got {args[name]}")
+                raise AnsibleActionFail(f"{_NAME}: bad input: {name} must be at least {low}, got {args[name]}"
+                                        f"{_role_var(name, args[name])}")
         try:
             self._settings = resolve_settings(args["llm"])
         except LLMError as exc:
-            raise AnsibleActionFail(f"{_NAME}: {exc}") from exc
+            given = args["llm"].get("base_url") if isinstance(args["llm"], Mapping) else None
+            raise AnsibleActionFail(f"{_NAME}: bad input: {exc}"
+                                    + (f" (remediate_llm.base_url={given})" if given else "")) from None
         if self._settings.base_url and not re.match(r"^https?://[^\s/]+", self._settings.base_url):
-            raise AnsibleActionFail(f"{_NAME}: the LLM base URL {self._settings.base_url!r} is not an http(s) URL "
+            raise AnsibleActionFail(f"{_NAME}: bad input: the LLM base URL is not an http(s) URL: "
+                                    f"remediate_llm.base_url={self._settings.base_url} "
                                     f"(from {self._settings.origin.get('base_url', 'the settings')})")
+        self._definitions()  # names present and unique
+        self._routes = None
+        if args["notify_routes"] is not None:
+            try:
+                self._routes = routing.check_routes(args["notify_routes"], args["notify_configured"])
+            except routing.NotificationError as exc:
+                raise AnsibleActionFail(f"{_NAME}: bad input: {exc}") from None
         if not self._settings.configured and args["backend"] not in ("runbook", "memory") \
                 and not _announced_no_llm and not args["monitor_only"]:
             _announced_no_llm = True
@@ -164,6 +222,11 @@ class ActionModule(ActionBase):
             ttl=args["max_attempts"] * (args["plan_wait"] + args["command_timeout"] * 3 + 60),
             process=_run_process())
         self._lease = self._redis_lease() or self._file_lease
+        if args["health"] is None and not args["resume"]:
+            health = self._check_health()
+            if health.get("unreachable"):
+                return dict(result, **health)
+            result["health"] = self._args["health"] = health
         try:
             if args["resume"]:
                 incidents, outcomes = self._resume(args["resume"])
@@ -179,6 +242,11 @@ class ActionModule(ActionBase):
         result["incidents"] = [i.to_dict() for i in incidents]
         result["changed"] = any(c.ran for i in incidents for a in i.attempts for c in a.commands)
         result["msg"] = "; ".join(f"{o['service']}: {o['state']}" for o in outcomes) or "no watched service"
+        # The report callback reads the outcomes as a custom stat (what set_stats would record).
+        result["ansible_stats"] = {"data": {"sentinel_remediation": outcomes}, "per_host": True, "aggregate": True}
+        waiting = self._routes.get("waiting_approval") if self._routes else None
+        result["notify"] = any(o["state"] == "escalated" or (o["state"] == "waiting_approval" and bool(waiting))
+                               for o in outcomes)
         new_facts = {}
         if self._memory_changed:
             new_facts["sentinel_memory"] = self._memory
@@ -191,11 +259,34 @@ class ActionModule(ActionBase):
     # ------------------------------------------------------------------ monitor results
     def _definitions(self) -> dict[str, dict]:
         out = {}
+        if not self._args["services"]:
+            raise AnsibleActionFail(f"{_NAME}: bad input: services (remediate_services) is empty: nothing to watch")
         for item in self._args["services"]:
             if not isinstance(item, Mapping) or not item.get("name"):
-                raise AnsibleActionFail(f"{_NAME}: every item of services needs a name, got {item!r}")
+                raise AnsibleActionFail(f"{_NAME}: bad input: every item of services needs a name, got {item!r}")
+            if str(item["name"]) in out:
+                raise AnsibleActionFail(f"{_NAME}: bad input: services names {item['name']!r} twice "
+                                        "(remediate_services: one definition per service)")
             out[str(item["name"])] = dict(item)
         return out
+
+    def _check_health(self) -> dict:
+        """Every watched service's health in one round trip, with evidence for those that fail
+        (none when monitoring only)."""
+        args = self._args
+        module_args = {"services": args["services"], "evidence": not args["monitor_only"],
+                       "evidence_log_lines": args["evidence_log_lines"],
+                       "evidence_max_bytes": args["evidence_max_bytes"]}
+        health = self._execute_module(module_name="sentinel.remediation.service_health", module_args=module_args,
+                                      task_vars=self._vars)
+        gone = _HOST_GONE.search(f"{health.get('msg', '')} {health.get('module_stderr', '')}")
+        if health.get("unreachable") or gone:
+            return {"unreachable": True, "changed": False,
+                    "msg": f"host unreachable at the health check: {gone.group(0) if gone else health.get('msg', '')}"}
+        if health.get("failed") and not health.get("services"):
+            raise AnsibleActionFail(f"{_NAME}: the health check could not run on {self._host}: "
+                                    f"{health.get('msg') or health.get('module_stderr') or 'no reason given'}")
+        return {k: v for k, v in health.items() if not k.startswith("_ansible") and k != "invocation"}
 
     def _heal_all(self):
         definitions = self._definitions()

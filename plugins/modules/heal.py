@@ -46,8 +46,28 @@ options:
     description:
       - The monitor's result, as M(sentinel.remediation.service_health) returns it with O(services)
         (C(services) list with C(name), C(healthy), C(error), C(evidence)) and C(tools).
+      - "When left out, the action checks the services itself with M(sentinel.remediation.service_health)
+        (evidence for the failing ones, in the same round trip), after every input is checked: one
+        task per host for the whole pass. The result is returned as RV(health)."
     type: dict
-    required: true
+  notify_routes:
+    description:
+      - The role's C(remediate_notify_routes), checked with O(notify_configured) before any host is
+        touched (an unknown reason or channel, or a channel that is not set up, fails the task).
+      - RV(notify) then says whether this host has something to send.
+    type: dict
+  notify_configured:
+    description:
+      - Which channels are set up, V(webhook), V(slack), V(pagerduty), V(mail); a true value (the
+        webhook's value may be its URL, which must then be http(s)).
+    type: dict
+    default: {}
+  role_entry_point:
+    description:
+      - The entry point of the C(sentinel.remediation.remediate) role (V(main)) whose argument spec the
+        role's variables are checked against first, in this task (the role's own validation task is
+        then not needed, and C(playbooks/remediate.yml) saves that task per host).
+    type: str
   backend:
     description: Plan sources; C(auto) (memory, runbooks, the LLM when configured, fallback), C(llm), C(runbook), C(memory).
     type: str
@@ -186,21 +206,20 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Check every watched service, with evidence for the failing ones
-  sentinel.remediation.service_health:
-    services: "{{ remediate_services }}"
-    evidence: true
-  become: true
-  register: health
-
-- name: Heal what is failing
+- name: Check every watched service and heal what is failing, in one task per host
   sentinel.remediation.heal:
     services: "{{ remediate_services }}"
-    health: "{{ health }}"
     artifacts_dir: /var/lib/sentinel
     max_attempts: 3
   become: true
   register: healed
+
+- name: Or heal from a health result of your own
+  sentinel.remediation.heal:
+    services: "{{ remediate_services }}"
+    health: "{{ health }}"
+    artifacts_dir: /var/lib/sentinel
+  become: true
 """
 
 RETURN = r"""
@@ -227,6 +246,20 @@ ansible_facts:
   description: C(sentinel_memory) and C(sentinel_pending) when they changed (kept in the fact cache).
   type: dict
   returned: when changed
+health:
+  description: The health result the action gathered itself (O(health) left out), as M(sentinel.remediation.service_health) returns it.
+  type: dict
+  returned: when O(health) is left out
+notify:
+  description:
+    - Whether this host has something to notify (an escalation, or a plan waiting for approval
+      when O(notify_routes) routes V(waiting_approval) somewhere).
+  type: bool
+  returned: always
+ansible_stats:
+  description: The outcomes as the custom stat C(sentinel_remediation) (per host, aggregated), read by the report callback.
+  type: dict
+  returned: always
 msg:
   description: One line per remediated service.
   type: str

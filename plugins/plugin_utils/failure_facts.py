@@ -88,6 +88,9 @@ _ERROR_LINE = re.compile(
     r"bad file format|invalid|bad (?:directive|option|argument|value|setting)|wrong number of arguments|"
     r"unknown (?:directive|option|setting|keyword))\b", re.IGNORECASE)
 _WARNING_LINE = re.compile(r"\bwarn(?:ing)?\b|\[warn\]", re.IGNORECASE)
+# A failure the program itself says it carried on after (systemd: "Failed to get cgroup ID
+# of ..., ignoring: Operation not permitted") is not why the service is down.
+_CARRIED_ON = re.compile(r",\s*ignoring\b|\bignoring:\s", re.IGNORECASE)
 # Error lines this close after a line a specific fact explained are its consequences
 # ("bind() failed" then "still could not bind()"; ENOSPC then "Background saving error").
 FOLLOW_LINES = 2
@@ -449,7 +452,46 @@ def extract_facts(service: str, error: str | None, evidence, host_tools: Mapping
     _symptoms(result, facts, ev, sections, names)
     _drop_contradicted_history(result)
     _unexplained_errors(facts, sections)
+    _drop_passed_config_history(result, sections, definition)
     return result
+
+
+_DENIED = re.compile(r"permission denied|access denied|not permitted|EACCES|EPERM", re.IGNORECASE)
+
+
+def _drop_passed_config_history(result: FailureFacts, sections, definition: Mapping) -> None:
+    """A configuration complaint read from a log or journal, about a file the service's own
+    configuration test accepts now, is a past incident: the file was put right since (a
+    deploy rolled back, an operator's edit) and what is left is its aftermath (a unit at its
+    start limit, a stale PID file). Complaints of access (permission denied) stay: a test run
+    as root passes where the service's user cannot read."""
+    tests = [s for s in sections if s.kind == "config"]
+    if not tests or not all(_test_rc(s) == 0 for s in tests):
+        return
+    roots = set()
+    for section in tests:
+        for line in section.lines:
+            for path in _paths_in(line):
+                if path.startswith("/etc/"):
+                    roots.add(path.rsplit("/", 1)[0] if "." in path.rsplit("/", 1)[-1] else path)
+    for path in definition.get("config_paths") or ():
+        roots.add(str(path).rstrip("/"))
+    roots.discard("/etc")
+    if not roots:
+        return
+
+    def about_config(fact: Mapping) -> bool:
+        text = str(fact.get("evidence") or "")
+        return not _DENIED.search(text) and any(
+            p == root or p.startswith(root + "/") for p in _paths_in(text) for root in roots)
+
+    result.facts[:] = [f for f in result.facts
+                       if not (f.get("source") in ("log", "journal") and f["fact"] in ("config_invalid", "log_error")
+                               and about_config(f))]
+
+
+def _test_rc(section) -> int | None:
+    return next((int(m.group(1)) for m in (re.match(r"^\s*rc (-?\d+)", x) for x in section.lines) if m), None)
 
 
 def _drop_contradicted_history(result: FailureFacts) -> None:
@@ -692,6 +734,9 @@ def _line_facts(facts, sections, names) -> None:
         for index, line in enumerate(section.lines):
             if _COMMAND_HEADER.match(line) or not line.strip():
                 continue
+            if section.kind in ("log", "journal") and _CARRIED_ON.search(line):
+                facts.used.add((section.key, index))
+                continue
             if section.kind == "config" and _CONFIG_OK.search(line):
                 continue
             if section.kind == "config" and _runtime_only(line, facts.result.paths):
@@ -729,7 +774,7 @@ def _runtime_only(line: str, states: Mapping[str, PathState]) -> bool:
 
 def _config_exit(facts, section, names) -> None:
     """A config test that failed without a line any rule knows: its exit code decides."""
-    rc = next((int(m.group(1)) for m in (re.match(r"^\s*rc (-?\d+)", x) for x in section.lines) if m), 0)
+    rc = _test_rc(section) or 0
     command = next((x[2:].split()[0] for x in section.lines if x.startswith("$ ") and x[2:].split()), "")
     output = [x for x in section.lines if x.strip() and not _COMMAND_HEADER.match(x) and not _CONFIG_OK.search(x)]
     if rc == 127:

@@ -10,6 +10,8 @@ a record in the report, never a failed heal.
 """
 from __future__ import annotations
 
+import re
+
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,6 +39,9 @@ def check_routes(routes: Any, configured: Mapping[str, Any]) -> dict[str, list[s
     every configured channel (escalations) or to none (waiting_approval)."""
     if not isinstance(routes, Mapping):
         raise NotificationError(f"remediate_notify_routes must be a mapping of reason -> [channels], got {routes!r}")
+    webhook = configured.get("webhook")
+    if isinstance(webhook, str) and webhook and not re.match(r"^https?://[^\s/]+", webhook):
+        raise NotificationError(f"remediate_webhook_url must be an http(s) URL, got remediate_webhook_url={webhook}")
     ready = [c for c in CHANNELS if configured.get(c)]
     unknown = sorted(str(k) for k in routes if k not in ROUTE_KEYS and k != "default")
     if unknown:

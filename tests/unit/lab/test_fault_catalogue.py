@@ -208,3 +208,24 @@ def test_faults_of_one_kind_as_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert "redis_killed" not in {f["name"] for f in listed}
     masked = next(f for f in listed if f["name"] == "nginx_unit_masked")
     assert masked["kinds"] == ["systemd"] and masked["fix"]["systemd"][0] == "systemctl unmask nginx.service"
+
+
+@pytest.mark.parametrize("scenario, kind", [("default", "sysv"), ("systemd", "systemd")])
+def test_molecule_heals_every_fixable_runbook_fault_of_its_kind(scenario: str, kind: str) -> None:
+    """Issue 13: the default scenario (SysV hosts) and the systemd scenario inject every fault
+    of their kind that a bundled runbook fixes and no human must take over."""
+    import yaml
+
+    config = yaml.safe_load((REPO / "molecule" / scenario / "molecule.yml").read_text(encoding="utf-8"))
+    host_vars = config["provisioner"]["inventory"]["host_vars"]
+    platforms = {p["name"] for p in config["platforms"]}
+    assert set(host_vars) <= platforms
+    injected = [f for h in host_vars.values() for f in h["molecule_faults"]]
+    # one fault per service and host: two faults of one service on one host would hide each other
+    for name, variables in host_vars.items():
+        services = [CATALOGUE.get(f).service for f in variables["molecule_faults"]]
+        assert len(services) == len(set(services)), name
+    wanted = {n for n, f in CATALOGUE.faults.items()
+              if n in runbook_faults() and kind in f.kinds and not f.needs_human}
+    assert wanted, "no runbook fault of this kind: the check would prove nothing"
+    assert wanted <= set(injected), sorted(wanted - set(injected))

@@ -270,6 +270,60 @@ def test_systemd_start_limit_and_daemon_reload() -> None:
     assert matched_ids(sysv) == []
 
 
+def test_a_config_error_the_config_test_now_accepts_is_history() -> None:
+    """A deploy with a bad listen port, rolled back: the journal still tells the crashes,
+    the unit sits at its start limit, and the configuration test passes now."""
+    hit = systemd_case(ActiveState="failed", Result="exit-code", NRestarts="2")
+    hit["evidence"]["journal"] = (
+        "Jan 01 10:00:00 web1 billing-api[9]: fatal: /etc/billing-api/settings.toml: [server] listen must be "
+        "HOST:PORT, got '127.0.0.1:80800'\n"
+        "Jan 01 10:00:00 web1 systemd[1]: billing-api.service: Main process exited, code=exited, status=1/FAILURE\n"
+        "Jan 01 10:00:01 web1 systemd[1]: billing-api.service: Start request repeated too quickly.\n"
+        "Jan 01 10:00:01 web1 systemd[1]: Failed to start billing-api.service.")
+    hit["evidence"]["config_test"] = ("$ billing-api --config /etc/billing-api/settings.toml --check\nrc 0\n"
+                                      "billing-api: configuration /etc/billing-api/settings.toml is ok")
+    assert matched_ids(hit) == ["systemd_start_limit_hit"]
+    # the same complaint while the test still fails is the cause: no reset and start
+    hit["evidence"]["config_test"] = hit["evidence"]["config_test"].replace("rc 0", "rc 1").replace(
+        "is ok", "listen must be HOST:PORT")
+    assert matched_ids(hit) == []
+    # a test run as root passes where the service's user cannot read: access stays a cause
+    hit["evidence"]["config_test"] = ("$ billing-api --config /etc/billing-api/settings.toml --check\nrc 0\n"
+                                      "billing-api: configuration /etc/billing-api/settings.toml is ok")
+    hit["evidence"]["journal"] = hit["evidence"]["journal"].replace(
+        "[server] listen must be HOST:PORT, got '127.0.0.1:80800'", "Permission denied")
+    assert "permission_denied" in [f["fact"] for f in extract_facts(hit["service"], hit["error"], hit["evidence"]).facts]
+    assert matched_ids(hit) == []
+
+
+def test_a_failure_the_program_says_it_ignored_is_no_cause() -> None:
+    changed = systemd_case(ActiveState="failed", Result="exit-code", NeedDaemonReload="yes")
+    changed["evidence"]["journal"] = (
+        "Jan 01 10:00:00 web1 systemd[1]: billing-api.service: Failed to get cgroup ID of cgroup "
+        "/sys/fs/cgroup/unified/docker/0f/system.slice/billing-api.service, ignoring: Operation not permitted\n"
+        "Jan 01 10:00:00 web1 (ing-api)[7]: billing-api.service: Failed at step EXEC spawning "
+        "/usr/local/bin/billing-api: No such file or directory\n"
+        "Jan 01 10:00:00 web1 systemd[1]: billing-api.service: Main process exited, code=exited, status=203/EXEC")
+    facts = [f["fact"] for f in extract_facts(changed["service"], changed["error"], changed["evidence"]).facts]
+    assert "permission_denied" not in facts and "binary_missing" in facts
+    # the program the old definition names was moved by the change the reload picks up
+    assert matched_ids(changed) == ["systemd_unit_changed"]
+
+
+def test_cron_takes_over_the_pid_file_systemd_leaves_behind() -> None:
+    stopped = {"service": "cron", "error": "no process named cron", "evidence": {
+        "init": "systemd", "unit": {"Id": "cron.service", "ActiveState": "inactive", "Result": "success"},
+        "processes": [], "pid_files": {"/run/crond.pid": "pid 47 is not running (stale PID file)"},
+        "journal": "Jan 01 10:00:00 web1 systemd[1]: Stopped cron.service - Regular background program "
+                   "processing daemon."}}
+    found = extract_facts("cron", stopped["error"], stopped["evidence"])
+    assert "stale_pid_file" in [f["fact"] for f in found.facts]
+    assert matched_ids(stopped) == ["cron_stopped"]
+    # a stale PID file of another program is still unexplained
+    stopped["evidence"]["pid_files"] = {"/run/atd.pid": "pid 47 is not running (stale PID file)"}
+    assert matched_ids(stopped) == []
+
+
 def test_systemd_plain_stop_and_config_error_pick_the_service_runbooks() -> None:
     stopped = {"service": "nginx", "error": "nginx is not running", "evidence": {
         "init": "systemd", "unit": {"Id": "nginx.service", "LoadState": "loaded", "ActiveState": "inactive",
