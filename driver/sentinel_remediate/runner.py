@@ -234,6 +234,8 @@ class Progress:
             return
         if action.endswith("service_health") and "healthy" in res:
             self._health(host, res)
+        elif action.endswith("heal") and isinstance(res.get("health"), Mapping):
+            self._health(host, res["health"])  # the heal action checked the services itself
         stats = res.get("ansible_stats")
         if isinstance(stats, Mapping):
             records = (stats.get("data") or {}).get("sentinel_remediation")

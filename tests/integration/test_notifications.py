@@ -70,10 +70,28 @@ PLAYBOOK = """
     _remediate_heal:
       outcomes: "{{ prepared[inventory_hostname] }}"
   tasks:
-    - name: The role's report and escalation
+    # What the heal action returns as its custom stat, for outcomes made up here.
+    - name: Record the prepared outcomes for the report
+      ansible.builtin.set_stats:
+        data:
+          sentinel_remediation: "{{ _remediate_heal.outcomes }}"
+        per_host: true
+        aggregate: true
+
+    - name: Record where the run's metrics go (as run.yml does)
+      ansible.builtin.set_stats:
+        data:
+          sentinel_remediation_settings:
+            metrics_textfile: "{{ remediate_metrics_textfile }}"
+        per_host: false
+        aggregate: true
+      run_once: true
+      when: remediate_metrics_textfile | default('') | length > 0
+
+    - name: The role's escalation
       ansible.builtin.include_role:
         name: sentinel.remediation.remediate
-        tasks_from: report.yml
+        tasks_from: escalate.yml
 """
 
 
