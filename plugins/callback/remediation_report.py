@@ -143,6 +143,18 @@ def _write(path: str, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _preload_the_heal_action() -> None:
+    """Import the heal action (planner, policy, engine) in the controller's main process.
+
+    Ansible forks a worker per host and task, and each worker imports the action plugin it
+    runs: about 0.1-0.3 s of CPU per host for the heal action. Loaded once here, before any
+    worker forks, every worker finds it in memory. Only a speed-up: nothing depends on it."""
+    try:
+        import ansible_collections.sentinel.remediation.plugins.action.heal  # noqa: F401  pylint: disable=unused-import
+    except Exception:  # pylint: disable=broad-except
+        pass
+
+
 class CallbackModule(CallbackBase):
     """Prints and writes the remediation report at the end of a run."""
 
@@ -160,6 +172,7 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_start(self, playbook):
         self._started = time.time()
+        _preload_the_heal_action()
 
     def v2_runner_on_ok(self, result):
         # The collection's own warnings (an oversized memory cut...) belong in the report.

@@ -48,8 +48,10 @@ def plan_schema(max_commands: int) -> dict:
                 "maxItems": max_commands,
             },
             "rationale": {"type": "string", "description": "Why these commands fix it, briefly."},
+            "escalate": {"type": "boolean", "description": "True when only a human can fix it: the commands then only "
+                                                          "show the problem (read-only)."},
         },
-        "required": ["diagnosis", "commands", "rationale"],
+        "required": ["diagnosis", "commands", "rationale", "escalate"],
         "additionalProperties": False,
     }
 
@@ -81,6 +83,9 @@ def _from_json_object(data, mode: str) -> ParsedPlan:
     if not isinstance(data, dict):
         raise PlanParseError("invalid", "the JSON answer is not an object")
     raw = data.get("commands", data.get("plan", data.get("steps")))
+    human = _asks_for_human(data)
+    if raw is None and human:
+        raw = []
     if raw is None:
         raise PlanParseError("invalid", "the JSON answer has no 'commands'")
     if isinstance(raw, str):
@@ -98,8 +103,21 @@ def _from_json_object(data, mode: str) -> ParsedPlan:
     diagnosis = str(data.get("diagnosis") or data.get("analysis") or "").strip()
     plan = ParsedPlan(diagnosis=diagnosis, commands=commands,
                       rationale=str(data.get("rationale") or "").strip(), mode=mode)
-    plan.escalate = diagnosis.upper().startswith("ESCALATE")
+    plan.escalate = human or diagnosis.upper().startswith("ESCALATE")
     return plan
+
+
+# How models say "a human must do this" besides the schema's own field.
+_HUMAN_FLAGS = ("escalate", "needs_human", "requires_human", "human_required", "needs_approval_by_human")
+
+
+def _asks_for_human(data: dict) -> bool:
+    for key in _HUMAN_FLAGS:
+        value = data.get(key)
+        if value is True or (isinstance(value, str) and value.strip().lower() in ("true", "yes", "1")):
+            return True
+    action = data.get("action") or data.get("decision")
+    return isinstance(action, str) and action.strip().lower() in ("escalate", "handoff", "hand off", "human")
 
 
 def _json_candidates(text: str) -> Iterable[tuple[str, str]]:

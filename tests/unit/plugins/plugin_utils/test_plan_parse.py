@@ -90,3 +90,23 @@ def test_schema_is_strict():
     schema = plan_schema(3)
     assert schema["additionalProperties"] is False
     assert schema["properties"]["commands"]["minItems"] == 1 and schema["properties"]["commands"]["maxItems"] == 3
+
+
+@pytest.mark.parametrize("answer", [
+    {"diagnosis": "The data file is corrupt; repairing it loses writes.", "commands": ["ls -l /var/lib/redis"],
+     "rationale": "a human decides", "escalate": True},
+    {"diagnosis": "The package's binary was deleted.", "commands": [], "needs_human": True},
+    {"diagnosis": "The certificate expired; a new one must be issued.", "action": "escalate"},
+    {"diagnosis": "ESCALATE: the database password was rotated.", "commands": ["cat /etc/app/app.conf"]},
+])
+def test_the_ways_a_model_hands_over_to_a_human(answer: dict) -> None:
+    plan = parse_plan(json.dumps(answer))
+    assert plan.escalate is True
+    assert plan.commands == answer.get("commands", [])
+
+
+def test_escalate_false_is_an_ordinary_plan() -> None:
+    plan = parse_plan(json.dumps({"diagnosis": "nginx stopped", "commands": ["service nginx start"],
+                                  "rationale": "start it", "escalate": False, "needs_human": "no"}))
+    assert plan.escalate is False and plan.commands == ["service nginx start"]
+    assert plan_schema(3)["required"] == ["diagnosis", "commands", "rationale", "escalate"]
