@@ -15,8 +15,6 @@ import re
 import socket
 from collections.abc import Mapping
 
-import yaml
-
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
@@ -26,7 +24,7 @@ from ansible.utils.display import Display
 from ansible_collections.sentinel.remediation.plugins.action.plan import argument_spec as plan_argument_spec
 from ansible_collections.sentinel.remediation.plugins.modules.heal import DOCUMENTATION
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
-from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec import from_documentation
+from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec import from_documentation, load_yaml
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import memory as memory_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
@@ -122,12 +120,22 @@ def role_argument_spec(entry_point: str) -> dict:
     if entry_point not in _ROLE_SPECS:
         path = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "remediate", "meta", "argument_specs.yml")
         with open(path, encoding="utf-8") as handle:
-            specs = yaml.safe_load(handle)["argument_specs"]
+            specs = load_yaml(handle.read())["argument_specs"]
         if entry_point not in specs:
             raise AnsibleActionFail(f"{_NAME}: the remediate role has no entry point {entry_point!r} "
                                     f"(known: {', '.join(sorted(specs))})")
         _ROLE_SPECS[entry_point] = specs[entry_point].get("options") or {}
     return _ROLE_SPECS[entry_point]
+
+
+def warm() -> None:
+    """Parse what every run of this action needs (its argument spec, the role's, the bundled
+    runbooks and their index) in the calling process. The report callback calls this in the
+    controller's main process, before Ansible forks a worker per host: each worker then
+    starts with them in memory instead of parsing them again."""
+    argument_spec()
+    role_argument_spec("main")
+    load_knowledge([], [])
 
 
 def plan_hash(commands) -> str:

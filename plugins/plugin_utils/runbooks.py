@@ -30,6 +30,7 @@ from pathlib import Path
 
 import yaml
 
+from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec import load_yaml
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.failure_facts import (
     CAUSE,
     FACTS,
@@ -323,7 +324,7 @@ def read_runbook_file(path: str | Path) -> tuple[list[dict], list[str]]:
     """Every runbook in one file (a mapping, or a list of mappings); ``(books, problems)``."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
         return [], [f"{path}: cannot read: {exc.strerror or exc}"]
     except yaml.YAMLError as exc:
