@@ -107,13 +107,16 @@ def check_role_inputs(action: ActionBase, entry_point: str, task_vars: Mapping) 
     spec = role_argument_spec(entry_point)
     provided = {name: task_vars[name] for name in spec if name in task_vars}
     provided = action._templar.template(provided)
-    validation = ArgumentSpecValidator(spec).validate(provided)
+    if entry_point not in _ROLE_VALIDATORS:
+        _ROLE_VALIDATORS[entry_point] = ArgumentSpecValidator(spec)  # it copies the spec: once per process
+    validation = _ROLE_VALIDATORS[entry_point].validate(provided)
     if validation.error_messages:
         raise AnsibleActionFail(f"{_NAME}: bad input to the sentinel.remediation.remediate role ({entry_point}): "
                                 + "; ".join(validation.error_messages))
 
 
 _ROLE_SPECS: dict = {}
+_ROLE_VALIDATORS: dict = {}
 
 
 def role_argument_spec(entry_point: str) -> dict:
@@ -130,12 +133,13 @@ def role_argument_spec(entry_point: str) -> dict:
 
 def warm() -> None:
     """Parse what every run of this action needs (its argument spec, the role's, the bundled
-    runbooks and their index) in the calling process. The report callback calls this in the
+    runbooks and their index, the default policy) in the calling process. The report callback calls this in the
     controller's main process, before Ansible forks a worker per host: each worker then
     starts with them in memory instead of parsing them again."""
     argument_spec()
-    role_argument_spec("main")
+    _ROLE_VALIDATORS.setdefault("main", ArgumentSpecValidator(role_argument_spec("main")))
     load_knowledge([], [])
+    policy_mod.load_policy()
 
 
 def plan_hash(commands) -> str:

@@ -70,13 +70,21 @@ class LoadedPolicy(dict):
 _DEFAULT_CACHE: LoadedPolicy | None = None
 
 
+_DEFAULTS_JSON: str | None = None
+
+
 def _read_defaults() -> dict[str, Any]:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    with _DEFAULTS_FILE.open(encoding="utf-8") as handle:
-        data = yaml.load(handle, Loader=loader)  # noqa: S506 - a safe loader
-    if not isinstance(data, dict):  # pragma: no cover - shipped file
-        raise PolicyError(f"{_DEFAULTS_FILE.name} is not a mapping")
-    return data
+    """A fresh copy of the shipped defaults: the YAML is parsed once per process and kept as
+    JSON, which is several times faster to copy out again than YAML is to parse."""
+    global _DEFAULTS_JSON
+    if _DEFAULTS_JSON is None:
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        with _DEFAULTS_FILE.open(encoding="utf-8") as handle:
+            data = yaml.load(handle, Loader=loader)  # noqa: S506 - a safe loader
+        if not isinstance(data, dict):  # pragma: no cover - shipped file
+            raise PolicyError(f"{_DEFAULTS_FILE.name} is not a mapping")
+        _DEFAULTS_JSON = json.dumps(data)
+    return json.loads(_DEFAULTS_JSON)
 
 
 def _merge(base: dict[str, Any], overrides: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -526,6 +526,10 @@ BAD_INPUT = {
     "base_url that cannot work": ({"remediate_llm": {"base_url": "not a url", "api_key": "k", "model": MODEL}}, [],
                                   "base_url=not a url"),
     "host pattern matching nothing": ({"remediate_hosts": "nosuchhost"}, [], "remediate_hosts=nosuchhost matches no host"),
+    # checked against the role's argument spec by the heal action, before its health round trip
+    "backend the role does not know": ({"remediate_backend": "guess"}, [], "value of remediate_backend must be one of"),
+    "webhook that is not http(s)": ({"remediate_webhook_url": "ftp://alerts.invalid/x"}, [],
+                                    "remediate_webhook_url=ftp://alerts.invalid/x"),
     "limit matching nothing": ({}, ["--limit", "nosuchhost"], "nosuchhost"),
 }
 
