@@ -122,7 +122,7 @@ def test_one_structured_call_with_usage(run_plan, llm_server):
     assert body["model"] == "test-model"
     assert body["response_format"]["type"] == "json_schema"
     schema = body["response_format"]["json_schema"]["schema"]
-    assert schema["required"] == ["diagnosis", "commands", "rationale"]
+    assert schema["required"] == ["diagnosis", "commands", "rationale", "escalate"]
     assert schema["properties"]["commands"]["maxItems"] == 2
     usage = result["llm"]
     assert usage["calls"] == 1 and usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
