@@ -132,25 +132,31 @@ _SYMBOLIC = re.compile(r"^[ugoa]*([-+=]([rwxXst]*|[ugo]))+$")
 class Mode:
     """What a chmod-style mode does: setuid/setgid, world-writable, sticky, or unknown."""
 
-    __slots__ = ("setid", "setuid", "world_writable", "sticky", "unsure", "valid", "text")
+    __slots__ = ("setid", "setuid", "world_writable", "sticky", "unsure", "valid", "text", "private")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.setid = self.setuid = self.world_writable = self.sticky = self.unsure = False
         self.valid = True
+        # Only takes access away from others: an explicit mode that leaves other users nothing
+        # and the group at most read (0600, 0640, 0400), or symbolic clauses that only remove.
+        self.private = False
         if re.fullmatch(r"[0-7]{1,5}", text):
             value = int(text, 8)
             if value > 0o7777:
                 self.valid = False
                 return
+            self.private = not value & 0o7037
             self.setid = bool(value & 0o6000)
             self.setuid = bool(value & 0o4000)
             self.sticky = bool(value & 0o1000)
             self.world_writable = bool(value & 0o002)
             return
+        self.private = all(re.fullmatch(r"[ugoa]*-[rwxXst]+", clause) for clause in text.split(","))
         for clause in text.split(","):
             if not _SYMBOLIC.match(clause):
                 self.valid = False
+                self.private = False
                 return
             who = re.match(r"^[ugoa]*", clause).group(0)  # type: ignore[union-attr]
             for op, perms in re.findall(r"([-+=])([rwxXstugo]*)", clause[len(who):]):

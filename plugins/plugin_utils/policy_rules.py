@@ -108,8 +108,25 @@ def _secret(chk: Check, canon: str) -> str | None:
     return None
 
 
+def _private_key_file(chk: Check, canon: str) -> bool:
+    """A key or credential file a daemon reads (its mode may be tightened with approval); not an
+    account database (shadow, sudoers: who may log in and what they may do) and not a kernel view."""
+    c = chk.compiled
+    if canon.startswith(("/proc/", "/sys/", "/dev/")):
+        return False
+    if c["access_paths"].match(canon):
+        # Access control lives there (sshd_config, shadow, sudoers); only the daemon's own key
+        # files beside it (/etc/ssh/ssh_host_ed25519_key) qualify.
+        return _KEY_FILE.search(canon.rpartition("/")[2]) is not None
+    return True
+
+
+# How private key files are named (a host key, a TLS key, an SSH identity).
+_KEY_FILE = re.compile(r"(?:[._-]key|\.pem)$|^(?:id_(?:rsa|dsa|ecdsa|ed25519)|privkey)")
+
+
 def path(chk: Check, raw: str, access: str, *, recursive: bool = False, what: str | None = None,
-         owner: str | None = None) -> str | None:
+         owner: str | None = None, mode_text: str | None = None) -> str | None:
     """Judge one path effect; returns the normal path, or None when refused."""
     value, reason = normalise(raw)
     if value is None:
@@ -123,6 +140,15 @@ def path(chk: Check, raw: str, access: str, *, recursive: bool = False, what: st
                    "(it can reach any file, secrets included); name the real path")
         return None
     secret = _secret(chk, canon)
+    if secret and access == "attr" and not recursive and mode_text is not None and Mode(mode_text).private \
+            and _private_key_file(chk, canon):
+        # A daemon refuses a key that others may read ("UNPROTECTED PRIVATE KEY FILE", "private key
+        # file has group or world access"): taking access away reads and changes nothing of it.
+        chk.become = True
+        chk.effect(f"{what or 'sets the mode of'} {value}")
+        chk.approve(f"{q(value)} {secret}: mode {q(mode_text)} only takes access away from other users (its "
+                    "content is neither read nor changed); a human should confirm")
+        return value
     if secret and access not in META:
         chk.reject(f"{q(value)} {secret}; no command may read, copy, change or send it")
         return None

@@ -918,7 +918,8 @@ def chmod(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         return
     recursive = parsed.has("-R")
     for item in operands:
-        found = judge.path(chk, item, "attr", recursive=recursive, what=f"sets mode {text} on" if text else None)
+        found = judge.path(chk, item, "attr", recursive=recursive, what=f"sets mode {text} on" if text else None,
+                           mode_text=text)
         if found is not None and text is not None:
             judge.mode(chk, text, found)
     if text is None:
