@@ -51,7 +51,8 @@ def test_every_fault_was_prepared_and_answered_from_the_recording(replayed):
     assert rc == 0, {k: r.get("reason") for k, r in rows.items() if r["state"] == "not_prepared"}
     assert set(rows) == {(f["fault"], f["kind"]) for f in faults}
     for key, row in rows.items():
-        assert row["llm_calls"] >= 1, (key, row)
+        # A fault a runbook learned to fix since the recording heals without asking the model.
+        assert row["llm_calls"] >= 1 or (row["healed"] and set(row["sources"]) <= {"runbook", "memory"}), (key, row)
         assert "no scripted reply" not in row.get("reason", ""), (key, row["reason"])
 
 
