@@ -142,6 +142,26 @@ def warm() -> None:
     policy_mod.load_policy()
 
 
+def _dependencies_first(definitions: Mapping[str, Mapping], rows: Mapping[str, Mapping]) -> list[str]:
+    """The services in their given order, except that a failing service comes after the failing
+    services it depends on (``blocked_by`` of the health check): the database before the app."""
+    ordered: list[str] = []
+    visiting: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in ordered or name in visiting or name not in definitions:
+            return
+        visiting.add(name)
+        for dep in (rows.get(name) or {}).get("blocked_by") or ():
+            visit(str(dep))
+        visiting.discard(name)
+        ordered.append(name)
+
+    for name in definitions:
+        visit(name)
+    return ordered
+
+
 def plan_hash(commands) -> str:
     """What an approver approves: each argv and whether it runs as root."""
     return hashlib.sha256(json.dumps([[c.get("argv"), bool(c.get("become"))] for c in commands]).encode("utf-8")).hexdigest()
@@ -282,11 +302,12 @@ class ActionModule(ActionBase):
             out[str(item["name"])] = dict(item)
         return out
 
-    def _check_health(self) -> dict:
+    def _check_health(self, services: list | None = None) -> dict:
         """Every watched service's health in one round trip, with evidence for those that fail
         (none when monitoring only)."""
         args = self._args
-        module_args = {"services": args["services"], "evidence": not args["monitor_only"],
+        module_args = {"services": services if services is not None else args["services"],
+                       "evidence": not args["monitor_only"],
                        "evidence_log_lines": args["evidence_log_lines"],
                        "evidence_max_bytes": args["evidence_max_bytes"]}
         health = self._execute_module(module_name="sentinel.remediation.service_health", module_args=module_args,
@@ -306,8 +327,16 @@ class ActionModule(ActionBase):
         rows = {str(r.get("name")): r for r in health.get("services") or [] if isinstance(r, Mapping)}
         tools = health.get("tools") or {}
         incidents, outcomes = [], []
-        for name, definition in definitions.items():
+        states: dict[str, str] = {}
+        for name in _dependencies_first(definitions, rows):
+            definition = definitions[name]
             row = rows.get(name)
+            if row is not None and row.get("blocked_by") and not row.get("healthy") and not self._args["monitor_only"]:
+                row, blocked = self._after_dependencies(name, definition, row, states)
+                if blocked is not None:
+                    outcomes.append(blocked)
+                    states[name] = blocked["state"]
+                    continue
             if row is None or row.get("skipped"):
                 reason = (row or {}).get("msg") or "the health check did not report this service"
                 outcomes.append(engine.service_outcome(name, "failed", str(reason)))
@@ -343,7 +372,36 @@ class ActionModule(ActionBase):
             self._close(name, incident.state, incident.reason)
             incidents.append(incident)
             outcomes.append(engine.outcome(incident))
+            states[name] = incident.state
+        order = {name: index for index, name in enumerate(definitions)}
+        outcomes.sort(key=lambda o: order.get(o["service"], len(order)))
         return incidents, outcomes
+
+    def _after_dependencies(self, name: str, definition: Mapping, row: Mapping, states: Mapping[str, str]):
+        """A service that failed while services it depends on failed too: those were handled
+        first. When they all healed, look again (it often recovers by itself, or shows its own
+        cause now); otherwise it is not remediated: fixing it cannot work while they are down.
+        Returns the row to go on with, and the outcome when it stops here."""
+        waiting = {dep: states.get(dep, "failed") for dep in row["blocked_by"]}
+        unhealed = {dep: state for dep, state in waiting.items() if state not in ("healed", "healthy")}
+        error = str(row.get("error") or "health check failed")
+        if unhealed:
+            said = ", ".join(f"{dep} ({state})" for dep, state in unhealed.items())
+            state = "dry_run" if self._check_mode else "failed"
+            return row, engine.service_outcome(
+                name, state, f"{error}; not remediated: it depends on {said}, which must be healthy first")
+        fresh = self._check_health([definition])
+        if fresh.get("unreachable"):
+            return row, engine.service_outcome(name, "unreachable", str(fresh.get("msg") or "host unreachable"))
+        again = next((r for r in fresh.get("services") or [] if r.get("name") == name), None)
+        if again is None:
+            return row, None
+        if again.get("healthy"):
+            return again, engine.service_outcome(
+                name, "healthy", f"recovered once {', '.join(waiting)} healed (it had failed with: {error})")
+        again = dict(again)
+        again.pop("blocked_by", None)
+        return again, None
 
     # ------------------------------------------------------------------ the loop
     def _loop(self, incident: engine.Incident, definition: dict, evidence: dict, tools: Mapping,

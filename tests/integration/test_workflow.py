@@ -8,6 +8,7 @@ healed lab changes nothing and asks nothing.
 """
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -139,3 +140,33 @@ def test_fleet_plan_with_host_specific_pid(fleet, tmp_path):
         assert commands == [f"kill {pids[host]}", "service nginx start"], (host, commands, pids)
         assert outcomes[(host, "nginx")]["state"] == "healed"
         assert lab.health(host)["nginx"].healthy
+
+
+def test_a_dependency_is_healed_before_the_service_that_needs_it(fleet, tmp_path):
+    """The app is listed before its database, and only the database broke: the database is
+    healed first, then the app is looked at again and found healthy (nothing ran for it, and
+    its process was not restarted), whatever the order of remediate_services."""
+    lab, _inventory, _server = fleet
+    inventory = lab.write_inventory(tmp_path / "deps.json", services=True)
+    data = json.loads(inventory.read_text())
+    group = data["all"]["children"]["lab"]["children"]["lab_sysv"]["vars"]
+    names = [s["name"] for s in group["remediate_services"]]
+    app = names.index("sentinel-app")
+    db = names.index("postgresql")
+    group["remediate_services"].insert(0, group["remediate_services"].pop(app))   # the app first
+    assert [s["name"] for s in group["remediate_services"]].index("postgresql") > 0
+    inventory.write_text(json.dumps(data))
+    app_pid = lab.exec("lab01", "pgrep -o -f /usr/local/bin/sentinel-app").stdout.strip()
+    assert app_pid and db >= 0
+    lab.inject("lab01", "app_database_down")
+    assert not lab.health("lab01", ["app"])["app"].healthy
+
+    run = Workspace(tmp_path, inventory).run(extravars={"remediate_backend": "runbook", "remediate_hosts": "lab01"})
+    outcomes = {s: o for (h, s), o in run.outcomes().items() if h == "lab01"}
+    assert outcomes["postgresql"]["state"] == "healed", outcomes["postgresql"]
+    assert outcomes["sentinel-app"]["state"] == "healthy", outcomes["sentinel-app"]
+    assert "recovered once postgresql healed" in outcomes["sentinel-app"]["reason"], outcomes["sentinel-app"]
+    assert outcomes["sentinel-app"]["commands"] == [] and outcomes["sentinel-app"]["attempts"] == 0
+    # judged by the lab itself: both healthy, the app's process the same one
+    assert all(h.healthy for h in lab.health("lab01", ["postgres", "app"]).values())
+    assert lab.exec("lab01", "pgrep -o -f /usr/local/bin/sentinel-app").stdout.strip() == app_pid
