@@ -632,10 +632,41 @@ def _walk_files(roots: list):
                 yield os.path.join(here, name)
 
 
-def recent_config_changes(defn: dict, units: dict, now=None, files=None) -> dict:
+RECENT_READ_MAX = 262144
+_ACTIVE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+
+
+def _active_lines(raw: bytes, hint: str) -> str:
+    """The settings of a large configuration file: its lines that are neither comments nor
+    blank, numbered; when they do not fit, the lines naming a word of ``hint`` (the health
+    error, the newest log lines) first, then the others in file order."""
+    lines = []
+    for number, line in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
+        text = line.strip()
+        if text and not text.startswith(("#", ";", "//")):
+            lines.append((number, redact_text(text)[:200]))
+    words = set(w.lower() for w in _ACTIVE_WORD.findall(hint or ""))
+    ranked = sorted(lines, key=lambda item: (not (set(w.lower() for w in _ACTIVE_WORD.findall(item[1])) & words),
+                                             item[0]))
+    shown, size = [], 0
+    for number, text in ranked:
+        entry = "%d: %s" % (number, text)
+        if size + len(entry) + 1 > RECENT_CONTENT_MAX:
+            break
+        shown.append((number, entry))
+        size += len(entry) + 1
+    shown.sort()
+    left = len(lines) - len(shown)
+    head = "settings (comments and blank lines left out%s):\n" % (
+        "; %d more not shown, those naming words of the error first" % left if left else "")
+    return head + "\n".join(entry for _n, entry in shown)
+
+
+def recent_config_changes(defn: dict, units: dict, now=None, files=None, hint: str = "") -> dict:
     """The service's configuration files changed in the last RECENT_DAYS days, newest first
     (at most RECENT_FILES): when, how big, and the content of a small text file whose name
-    does not suggest a secret (redacted). ``{path: text}``."""
+    does not suggest a secret (redacted); of a larger one, its settings (the lines naming
+    words of ``hint`` first). ``{path: text}``."""
     moment = time.time() if now is None else now
     found = []
     for path in files if files is not None else _walk_files(_config_roots(defn, units)):
@@ -652,17 +683,20 @@ def recent_config_changes(defn: dict, units: dict, now=None, files=None) -> dict
         if _SECRETISH_NAME.search(os.path.basename(path)):
             out[path] = head + " (content not shown: the name suggests a key or secret)"
             continue
-        if size > RECENT_CONTENT_MAX:
-            out[path] = head + " (content not shown: larger than %d bytes)" % RECENT_CONTENT_MAX
+        if size > RECENT_READ_MAX:
+            out[path] = head + " (content not shown: larger than %d bytes)" % RECENT_READ_MAX
             continue
         try:
             with open(path, "rb") as handle:
-                raw = handle.read(RECENT_CONTENT_MAX)
+                raw = handle.read(RECENT_READ_MAX)
         except (IOError, OSError) as exc:
             out[path] = head + " (unreadable: %s)" % (exc.strerror or exc)
             continue
         if b"\0" in raw:
             out[path] = head + " (binary)"
+            continue
+        if size > RECENT_CONTENT_MAX:
+            out[path] = head + ", " + _active_lines(raw, hint)
             continue
         out[path] = head + ":\n" + redact_text(raw.decode("utf-8", "replace")).rstrip("\n")
     return out
@@ -770,7 +804,9 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
         evidence["config_context"] = budget.take_items(contexts, cap)
     # One walk of the configuration (and the units' local files) serves both sections.
     config_files = list(_walk_files(_config_roots(defn, units)))
-    recent = recent_config_changes(defn, units, files=config_files)
+    recent = recent_config_changes(defn, units, files=config_files,
+                                   hint="\n".join([error or "", test_output, _newest_first(journal)[:2000]]
+                                                   + [_newest_first(text)[:2000] for text in logs.values()]))
     if recent:
         evidence["recent_changes"] = budget.take_all(recent, cap, keep="head")
     certs = certificates(defn, timeout, files=config_files)

@@ -412,7 +412,8 @@ def test_recently_changed_configuration_is_shown_newest_first(tmp_path: Path) ->
     assert recent[str(broken)].startswith("modified ") and "listen 80 default_server" in recent[str(broken)]
     assert "hunter2" not in recent[str(broken)]                     # redacted
     assert "ExecStart=/usr/sbin/web -x" in recent[str(dropin)]      # the unit's drop-in counts
-    assert recent[str(big)].endswith("(content not shown: larger than 1500 bytes)")
+    # only comments: no settings to show
+    assert recent[str(big)].endswith("settings (comments and blank lines left out):\n")
     four = service_evidence.recent_config_changes(defn, units, now=time.time() + 10)
     assert str(key) not in four and str(old) not in four
     service_evidence.RECENT_FILES, saved = 5, service_evidence.RECENT_FILES
@@ -422,6 +423,25 @@ def test_recently_changed_configuration_is_shown_newest_first(tmp_path: Path) ->
         service_evidence.RECENT_FILES = saved
     assert five[str(key)].endswith("(content not shown: the name suggests a key or secret)")
     assert str(old) not in five
+
+
+def test_a_large_changed_file_shows_its_settings_those_the_error_names_first(tmp_path: Path) -> None:
+    conf = tmp_path / "redis.conf"
+    lines = ["# " + "comment " * 10] * 300
+    lines += ["setting-%03d value-%03d" % (i, i) for i in range(200)]
+    lines.insert(150, "maxmemory 1mb")
+    lines.insert(151, "requirepass s3cr3t-Passw0rd-xyz")
+    lines.append("maxmemory-policy noeviction")
+    conf.write_text("\n".join(lines) + "\n")
+    defn = service_spec.resolve({"name": "redis-server", "config_paths": [str(tmp_path)]})
+    hint = "OOM command not allowed when used memory > 'maxmemory'."
+    text = service_evidence.recent_config_changes(defn, {}, hint=hint)[str(conf)]
+    assert "151: maxmemory 1mb" in text and "maxmemory-policy noeviction" in text
+    assert "s3cr3t-Passw0rd-xyz" not in text                     # redacted like any other content
+    assert "more not shown, those naming words of the error first" in text
+    assert "comment comment" not in text and len(text) < 1700
+    numbers = [int(line.split(":")[0]) for line in text.splitlines()[1:]]
+    assert numbers == sorted(numbers)                            # shown in file order
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
