@@ -47,7 +47,10 @@ UNIT_PROPERTIES = UNIT_STATE_KEYS + (
     # The directories the unit declares as its own (systemd creates and owns them) and its
     # PID file: the incident scope of a service nobody described in detail.
     "RuntimeDirectory", "StateDirectory", "LogsDirectory", "CacheDirectory", "ConfigurationDirectory", "PIDFile",
+    # Units it cannot start without: one that does not exist (or is masked) stops every start.
+    "Requires", "Requisite", "BindsTo",
 )
+_HARD_DEPENDENCIES = ("Requires", "Requisite", "BindsTo")
 
 # What a planner may want to run, and so needs to know is there: coreutils and the usual
 # process, network, init, package and file tools. The service's own programs are added.
@@ -147,12 +150,35 @@ def status_text(defn: dict, init: str, timeout: int) -> str:
 
 
 def unit_properties(defn: dict, timeout: int) -> dict:
-    """``{unit: {property: value}}`` of the service's units (only the non-empty values)."""
+    """``{unit: {property: value}}`` of the service's units (only the non-empty values); the
+    units it requires that systemd cannot load are named in ``RequiredNotLoaded``."""
     result = {}
     for unit in defn["units"]:
         props, problem = show_unit(unit, UNIT_PROPERTIES, timeout)
-        result[unit] = dict((k, v) for k, v in props.items() if v not in ("", "[not set]")) or {"error": problem}
+        props = dict((k, v) for k, v in props.items() if v not in ("", "[not set]"))
+        missing = unloadable_units(" ".join(props.get(k, "") for k in _HARD_DEPENDENCIES).split(), timeout)
+        if missing:
+            props["RequiredNotLoaded"] = " ".join("%s (%s)" % item for item in missing)
+        result[unit] = props or {"error": problem}
     return result
+
+
+def unloadable_units(units: list, timeout: int) -> list:
+    """``[(unit, load state)]`` of the units systemd has no usable definition of (not-found,
+    masked, bad-setting, error); one ``systemctl show`` for all of them."""
+    names = [u for u in dict.fromkeys(units) if u and not u.startswith("-")][:40]
+    if not names:
+        return []
+    rc, out, _err = host_probe.run_argv(["systemctl", "show", "--no-pager", "-p", "Id,LoadState"] + names,
+                                        timeout=timeout)
+    if rc != 0:
+        return []
+    found = []
+    for block in (out or "").split("\n\n"):
+        props = parse_show(block)
+        if props.get("LoadState") in ("not-found", "masked", "bad-setting", "error"):
+            found.append((props.get("Id") or "?", props["LoadState"]))
+    return found
 
 
 def journal_text(defn: dict, lines: int, timeout: int) -> str:

@@ -66,6 +66,8 @@ FACTS: dict[str, FactKind] = {
     "process_zombie": FactKind(CAUSE, ("pid", "process"), "a process of the service is a zombie"),
     "unit_masked": FactKind(CAUSE, ("unit",), "the systemd unit is masked"),
     "unit_not_found": FactKind(CAUSE, ("unit",), "systemd has no such unit"),
+    "required_unit_missing": FactKind(CAUSE, ("unit", "required"),
+                                      "the unit requires a unit systemd cannot load (not found or masked)"),
     # Weak: systemd says so of any unit that failed too often, whatever made it fail; a
     # runbook for that cause still applies (a start after StartLimitIntervalSec, or after
     # `systemctl reset-failed`, is accepted again).
@@ -665,6 +667,11 @@ def _unit_facts(result, facts, ev, sections, definition) -> None:
             why = _journal_refusal(sections)
             facts.add("unit_bad_setting", f"unit LoadState={load}" + (f": {why}" if why else ""), unit=name,
                       message=why or None)
+        for required in props.get("requirednotloaded", "").split(") "):
+            if required.strip():
+                other = required.split(" (")[0].strip()
+                facts.add("required_unit_missing", f"unit requires {required.strip().rstrip(')')})", unit=name,
+                          required=other)
         if res == "start-limit-hit":
             facts.add("start_limit_hit", f"unit Result={res}", unit=name)
         if props.get("needdaemonreload", "").lower() in ("yes", "true", "1"):

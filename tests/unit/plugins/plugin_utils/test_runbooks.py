@@ -310,6 +310,19 @@ def test_a_failure_the_program_says_it_ignored_is_no_cause() -> None:
     assert matched_ids(changed) == ["systemd_unit_changed"]
 
 
+def test_a_required_unit_that_does_not_exist_is_the_cause_not_a_plain_stop() -> None:
+    stopped = {"service": "redis-server", "error": "redis-server.service is inactive/dead", "evidence": {
+        "init": "systemd", "unit": {"Id": "redis-server.service", "LoadState": "loaded", "ActiveState": "inactive",
+                                    "Result": "success", "RequiredNotLoaded": "stunnel@redis.service (not-found)"},
+        "processes": [],
+        "journal": "Jan 01 10:00:00 web1 systemd[1]: Stopped redis-server.service - Advanced key-value store."}}
+    facts = extract_facts(stopped["service"], stopped["error"], stopped["evidence"]).facts
+    assert {"fact": "required_unit_missing", "required": "stunnel@redis.service"}.items() <= next(
+        f for f in facts if f["fact"] == "required_unit_missing").items()
+    assert matched_ids(stopped) == []          # a plain start cannot work: systemd refuses it
+    del stopped["evidence"]["unit"]["RequiredNotLoaded"]
+    assert matched_ids(stopped) == ["redis_stopped"]
+
 def test_cron_takes_over_the_pid_file_systemd_leaves_behind() -> None:
     stopped = {"service": "cron", "error": "no process named cron", "evidence": {
         "init": "systemd", "unit": {"Id": "cron.service", "ActiveState": "inactive", "Result": "success"},
