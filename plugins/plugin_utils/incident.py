@@ -502,7 +502,8 @@ def episode(incident: Incident, attempt: Attempt, key_facts: Sequence[str] = ())
         "error": incident.error if attempt.number == 1 else (_previous_error(incident, attempt) or incident.error),
         "diagnosis": attempt.diagnosis,
         "facts": list(key_facts)[:20],
-        "commands": [{"command": c.command, "source": c.source, "verdict": c.verdict, "rc": c.rc}
+        "commands": [dict({"command": c.command, "source": c.source, "verdict": c.verdict, "rc": c.rc},
+                          **({"read_only": True} if change_key(c) == () else {}))
                      for c in attempt.commands if c.ran],
         "success": bool(attempt.healthy),
         "attempts": attempt.number,

@@ -315,11 +315,13 @@ class KnowledgeIndex:
             return "about"
         return "other" if scope & (self.vocabulary - aliases) else "general"
 
-    def query(self, text: str, service: str | None = None, top: int = 3) -> list[dict]:
+    def query(self, text: str, service: str | None = None, top: int = 3, init: str | None = None) -> list[dict]:
         """The ``top`` passages for ``text``, best first; never one scoring zero.
 
         With ``service``, passages about other services are left out unless no other
-        passage scores, and are then marked ``other_service: true``.
+        passage scores, and are then marked ``other_service: true``. With ``init``, runbook
+        passages written for another init system (``init: [systemd]`` on a SysV host) are
+        left out.
         """
         if top <= 0 or not self.passages:
             return []
@@ -332,13 +334,16 @@ class KnowledgeIndex:
         # Best first, ties in passage order (a stable sort), zero scores left out.
         order = (-scores).argsort(kind="stable")
         ranked = [int(i) for i in order[: int((scores > 0).sum())]]
+        if init:
+            ranked = [i for i in ranked if not self.passages[i].get("init") or init in self.passages[i]["init"]]
         aliases = own_names(service) if service else frozenset()
         chosen, others = self._pick(ranked, aliases, top, bool(service))
         other_service = not chosen
         picked = chosen or others
         result = []
         for index in picked:
-            item = {k: v for k, v in self.passages[index].items() if k not in ("scope", "_scope", "services", "path")}
+            item = {k: v for k, v in self.passages[index].items()
+                    if k not in ("scope", "_scope", "services", "path", "init")}
             item["services"] = list(self.passages[index].get("services") or [])
             item["score"] = round(float(scores[index]), 3)
             item["other_service"] = bool(service) and other_service
@@ -392,8 +397,8 @@ class Knowledge:
     origin: str              # "built", "memory" or "cache"
     seconds: float
 
-    def query(self, text: str, service: str | None = None, top: int = 3) -> list[dict]:
-        return self.index.query(text, service, top)
+    def query(self, text: str, service: str | None = None, top: int = 3, init: str | None = None) -> list[dict]:
+        return self.index.query(text, service, top, init)
 
 
 _MEMORY: dict[str, Knowledge] = {}

@@ -63,12 +63,15 @@ def normalise_command(entry: Any) -> dict | None:
         command = " ".join(str(a) for a in entry["argv"])
     if not command or not isinstance(command, str):
         return None
-    return {
+    record = {
         "command": _text(command),
         "source": _text(entry.get("source") or "unknown", 40),
         "verdict": _text(entry.get("verdict") or "", 20),
         "rc": _rc(entry.get("rc")),
     }
+    if entry.get("read_only") is True:
+        record["read_only"] = True  # a diagnosis: its exit code is an answer, not a failed fix
+    return record
 
 
 def normalise_episode(episode: Any) -> dict | None:
@@ -178,7 +181,8 @@ def _summarise(signature: str, episodes: list[dict]) -> dict:
     for episode in episodes:
         for command in episode["commands"]:
             text = command["command"]
-            if command["rc"] not in (0, None) and text not in healed_commands and text not in failed:
+            if command["rc"] not in (0, None) and not command.get("read_only") and text not in healed_commands \
+                    and text not in failed:
                 failed.append(text)
     return {
         "signature": signature,

@@ -388,7 +388,9 @@ class Planner:
         started = time.monotonic()
         matches = self.runbook_matches()
         query = " ".join([self.service, self.error] + key_facts(self.service, self.error, self.evidence))
-        passages = self.knowledge.query(query, self.service, self.passage_count) if self.passage_count else []
+        init = str(self.evidence.get("init") or "").lower() if isinstance(self.evidence, Mapping) else ""
+        passages = self.knowledge.query(query, self.service, self.passage_count, init=init or None) \
+            if self.passage_count else []
         configured = bool(self.settings is not None and self.settings.configured)
         order = engine.source_order(self.backend, configured or self.backend == "llm", self.incident)
         plan = None

@@ -588,7 +588,7 @@ def passages(books: Sequence[Mapping]) -> list[dict]:
     for book in books:
         path = Path(book.get("path") or f"{book['id']}.yml")
         where = {"runbook": book["id"], "file": f"{path.parent.name}/{path.name}", "heading": book["title"],
-                 "services": list(book["services"]), "source": "runbook"}
+                 "services": list(book["services"]), "source": "runbook", "init": list(book.get("init") or [])}
         head = f"{book['title']} (services: {', '.join(book['services']) or 'any'})"
         if book["escalate"]:
             head += " ESCALATE: needs a human, no commands."

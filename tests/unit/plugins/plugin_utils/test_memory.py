@@ -86,3 +86,12 @@ def test_corrupt_cache_files(tmp_path):
     (tmp_path / "binary").write_bytes(b"\xff\xfe\x00")
     assert memory.corrupt_cache_files(str(tmp_path)) == [str(tmp_path / n) for n in ("binary", "s1_bad", "s1_list")]
     assert memory.corrupt_cache_files(str(tmp_path / "missing")) == []
+
+
+def test_a_diagnostic_that_exited_non_zero_is_no_failed_fix():
+    # `dpkg -s pg-cron` exiting 1 means "not installed": an answer, not a fix that failed.
+    read = {"command": "dpkg -s postgresql-15-cron", "source": "llm", "rc": 1, "read_only": True}
+    fix = {"command": "service postgresql start", "source": "llm", "rc": 1}
+    mem = memory.append_episode(None, dict(episode(False), commands=[read, fix]))
+    assert mem[0]["commands"][0]["read_only"] is True and "read_only" not in mem[0]["commands"][1]
+    assert memory.lookup([mem], SIG)["failed_commands"] == ["service postgresql start"]
