@@ -470,12 +470,31 @@ def paths_named_in(text: str) -> list:
     return found
 
 
-def named_paths(sources: list, user, limit: int = MAX_NAMED_PATHS) -> dict:
+_QUOTED_NAME = re.compile(r"""['"`]([\w][\w.@+-]{0,100})['"`]""")
+
+
+def relative_names_in(text: str, roots: list) -> list:
+    """Quoted bare names in a message (cron: "'crontabs' is not a directory") that exist
+    under one of ``roots`` (the service's own directories): the paths the message means."""
+    found = []
+    for match in _QUOTED_NAME.finditer(text or ""):
+        name = match.group(1)
+        if name in (".", ".."):
+            continue
+        for root in roots:
+            candidate = os.path.join(root, name)
+            if os.path.lexists(candidate) and candidate not in found:
+                found.append(candidate)
+    return found
+
+
+def named_paths(sources: list, user, limit: int = MAX_NAMED_PATHS, roots=None) -> dict:
     """``{path: facts}`` (host_probe.path_facts) for the paths named in ``sources``, a list
-    of ``(where, text)`` in priority order; each entry says where it was named."""
+    of ``(where, text)`` in priority order; each entry says where it was named. With
+    ``roots``, a quoted bare name that exists in one of those directories counts too."""
     result = {}
     for where, text in sources:
-        for path in paths_named_in(text):
+        for path in paths_named_in(text) + relative_names_in(text, roots or []):
             if path in result:
                 continue
             facts = host_probe.path_facts(path, DIR_ENTRIES, user)
@@ -849,7 +868,9 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     sources = [("error", error or ""), ("config_test", test_output)]
     sources.append(("journal", _newest_first(journal)))
     sources.extend(("log %s" % path, _newest_first(text)) for path, text in logs.items())
-    found = named_paths(sources, defn["user"])
+    roots = [p for key in ("data_paths", "runtime_paths", "config_paths", "paths") for p in defn.get(key) or []
+             if os.path.isdir(p)]
+    found = named_paths(sources, defn["user"], roots=roots)
     if found:
         evidence["named_paths"] = budget.take_mapping(found, cap)
     if defn["pid_files"]:

@@ -458,3 +458,14 @@ def test_certificates_show_subject_and_expiry_never_a_key(tmp_path: Path) -> Non
     assert "(valid 1 more days)" in now[str(tls / "site.crt")] or "(valid 2 more days)" in now[str(tls / "site.crt")]
     later = service_evidence.certificates(defn, 10, now=time.time() + 5 * 86400)
     assert "(EXPIRED 3 days ago)" in later[str(tls / "site.crt")], later
+
+
+def test_a_quoted_bare_name_is_looked_up_in_the_services_directories(tmp_path: Path) -> None:
+    spool = tmp_path / "spool" / "cron"
+    spool.mkdir(parents=True)
+    (spool / "crontabs").write_text("* * * * * true\n")          # a file where a directory belongs
+    text = "cron[42]: (CRON) DEATH (can't chdir to 'crontabs' is not a directory, bailing out)"
+    assert service_evidence.relative_names_in(text, [str(spool)]) == [str(spool / "crontabs")]
+    assert service_evidence.relative_names_in(text, [str(tmp_path)]) == []   # nothing by that name there
+    found = service_evidence.named_paths([("journal", text)], "root", roots=[str(spool)])
+    assert found[str(spool / "crontabs")]["type"] == "file" and found[str(spool / "crontabs")]["named_in"] == "journal"
