@@ -379,17 +379,15 @@ class ActionModule(ActionBase):
 
     def _after_dependencies(self, name: str, definition: Mapping, row: Mapping, states: Mapping[str, str]):
         """A service that failed while services it depends on failed too: those were handled
-        first. When they all healed, look again (it often recovers by itself, or shows its own
-        cause now); otherwise it is not remediated: fixing it cannot work while they are down.
-        Returns the row to go on with, and the outcome when it stops here."""
+        first. When they all healed, look again: it often recovers by itself (nothing runs for
+        it), or shows its own cause now (fresh evidence for its incident). Returns the row to go
+        on with, and the outcome when it stops here."""
         waiting = {dep: states.get(dep, "failed") for dep in row["blocked_by"]}
-        unhealed = {dep: state for dep, state in waiting.items() if state not in ("healed", "healthy")}
         error = str(row.get("error") or "health check failed")
-        if unhealed:
-            said = ", ".join(f"{dep} ({state})" for dep, state in unhealed.items())
-            state = "dry_run" if self._check_mode else "failed"
-            return row, engine.service_outcome(
-                name, state, f"{error}; not remediated: it depends on {said}, which must be healthy first")
+        if self._check_mode or any(state not in ("healed", "healthy") for state in waiting.values()):
+            # Its own incident goes on with the evidence it has (its dependencies FAILING in it):
+            # starting a dependency is in its scope, a deeper fix of one waits in that one's incident.
+            return row, None
         fresh = self._check_health([definition])
         if fresh.get("unreachable"):
             return row, engine.service_outcome(name, "unreachable", str(fresh.get("msg") or "host unreachable"))

@@ -20,6 +20,7 @@ import time
 from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe
 from ansible_collections.sentinel.remediation.plugins.module_utils.health_checks import (
     UNIT_STATE_KEYS,
+    parse_show,
     show_unit,
 )
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text, redact_value

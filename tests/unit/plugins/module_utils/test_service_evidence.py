@@ -469,3 +469,20 @@ def test_a_quoted_bare_name_is_looked_up_in_the_services_directories(tmp_path: P
     assert service_evidence.relative_names_in(text, [str(tmp_path)]) == []   # nothing by that name there
     found = service_evidence.named_paths([("journal", text)], "root", roots=[str(spool)])
     assert found[str(spool / "crontabs")]["type"] == "file" and found[str(spool / "crontabs")]["named_in"] == "journal"
+
+
+def test_required_units_systemd_cannot_load_are_named(monkeypatch) -> None:
+    seen = []
+
+    def fake_run(argv, timeout=None, **_kw):
+        seen.append(list(argv))
+        return 0, ("Id=sysinit.target\nLoadState=loaded\n\nId=stunnel@redis.service\nLoadState=not-found\n\n"
+                   "Id=old.service\nLoadState=masked\n"), ""
+
+    monkeypatch.setattr(service_evidence.host_probe, "run_argv", fake_run)
+    found = service_evidence.unloadable_units(["sysinit.target", "stunnel@redis.service", "old.service",
+                                               "sysinit.target"], timeout=5)
+    assert found == [("stunnel@redis.service", "not-found"), ("old.service", "masked")]
+    assert seen == [["systemctl", "show", "--no-pager", "-p", "Id,LoadState", "sysinit.target",
+                     "stunnel@redis.service", "old.service"]]      # one call, each unit once
+    assert service_evidence.unloadable_units([], timeout=5) == [] and len(seen) == 1
