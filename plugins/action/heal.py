@@ -338,7 +338,9 @@ class ActionModule(ActionBase):
                     states[name] = blocked["state"]
                     continue
             if row is None or row.get("skipped"):
-                reason = (row or {}).get("msg") or "the health check did not report this service"
+                skipped = (row or {}).get("skipped")
+                reason = (row or {}).get("msg") or (skipped if isinstance(skipped, str) else "") or \
+                    "the health check did not report this service"
                 outcomes.append(engine.service_outcome(name, "failed", str(reason)))
                 continue
             interrupted = self._interrupted(name)
