@@ -850,9 +850,9 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
         evidence["config_context"] = budget.take_items(contexts, cap)
     # One walk of the configuration (and the units' local files) serves both sections.
     config_files = list(_walk_files(_config_roots(defn, units)))
-    recent = recent_config_changes(defn, units, files=config_files,
-                                   hint="\n".join([error or "", test_output, _newest_first(journal)[:2000]]
-                                                   + [_newest_first(text)[:2000] for text in logs.values()]))
+    hint = [error or "", test_output, _newest_first(journal)[:2000]]
+    hint.extend(_newest_first(text)[:2000] for text in logs.values())
+    recent = recent_config_changes(defn, units, files=config_files, hint="\n".join(hint))
     if recent:
         evidence["recent_changes"] = budget.take_all(recent, cap, keep="head")
     certs = certificates(defn, timeout, files=config_files)

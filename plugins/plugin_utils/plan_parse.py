@@ -48,8 +48,8 @@ def plan_schema(max_commands: int) -> dict:
                 "maxItems": max_commands,
             },
             "rationale": {"type": "string", "description": "Why these commands fix it, briefly."},
-            "escalate": {"type": "boolean", "description": "True when only a human can fix it: the commands then only "
-                                                          "show the problem (read-only)."},
+            "escalate": {"type": "boolean",
+                         "description": "True when only a human can fix it: the commands then only show the problem."},
         },
         "required": ["diagnosis", "commands", "rationale", "escalate"],
         "additionalProperties": False,

@@ -323,6 +323,7 @@ def test_a_required_unit_that_does_not_exist_is_the_cause_not_a_plain_stop() -> 
     del stopped["evidence"]["unit"]["RequiredNotLoaded"]
     assert matched_ids(stopped) == ["redis_stopped"]
 
+
 def test_cron_takes_over_the_pid_file_systemd_leaves_behind() -> None:
     stopped = {"service": "cron", "error": "no process named cron", "evidence": {
         "init": "systemd", "unit": {"Id": "cron.service", "ActiveState": "inactive", "Result": "success"},
