@@ -264,7 +264,39 @@ def signature_basis(service: str, error: str | None, evidence: Mapping | str | N
         "service": _service_name(service),
         "error": normalise_error(error, hostnames),
         "facts": key_facts(service, error, evidence, hostnames),
+        "causes": cause_facts(service, error, evidence, hostnames),
     }
+
+
+def cause_facts(service: str, error: str | None, evidence: Mapping | str | None,
+                hostnames: Iterable[str] = ()) -> list[str]:
+    """The typed causes the evidence shows (failure_facts: a config error and its message, a
+    log error line, a missing path, a stopped process...), host values normalised: two
+    failures that look alike from outside ("postgresql is not running") but have different
+    causes get different signatures, so hosts never share a plan across causes."""
+    # Imported here: failure_facts builds on this module.
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils.failure_facts import (  # noqa: E501 pylint: disable=import-outside-toplevel
+        CAUSE,
+        describe,
+        extract_facts,
+    )
+
+    if not isinstance(evidence, Mapping):
+        return []
+    found = extract_facts(service, error, evidence)
+    hostnames = tuple(hostnames)
+    out = set()
+    for fact in found.facts:
+        if fact["class"] != CAUSE:
+            continue
+        # Log lines carry times, PIDs and counters: every number and month name goes.
+        text = _NUMBER.sub("#", normalise_error(describe(fact), hostnames))
+        out.add(_MONTH.sub("Mon", text)[:200])
+    return sorted(out)
+
+
+_NUMBER = re.compile(r"\d+")
+_MONTH = re.compile(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\b")
 
 
 def failure_signature(service: str, error: str | None, evidence: Mapping | str | None,

@@ -73,3 +73,21 @@ def test_a_hosts_names_are_taken_once_and_templates_left_out() -> None:
     assert names == ["web1", "ip-10-0-0-7"]
     assert failure_signature("nginx", "nginx on web1 is down", "", names) == \
         failure_signature("nginx", "nginx on web2 is down", "", hostnames_of({"inventory_hostname": "web2"}))
+
+
+def test_alike_failures_with_different_causes_get_different_signatures():
+    """Two PostgreSQL hosts that are both "down" for different reasons must never share a plan."""
+    status = "$ service postgresql status\nrc 3\n15/main (port 5432): down"
+
+    def evidence(line: str, when: str, pid: int) -> dict:
+        return {"init": "systemd", "status": status, "journal": f"{when} db1 postgres[{pid}]: {line}"}
+
+    preload = 'FATAL:  could not access file "pg_cron": No such file or directory'
+    hba = 'LOG:  invalid authentication method "scram-sha256"'
+    one = failure_signature("postgresql", "postgresql is down", evidence(preload, "2026-11-26T10:24:35+0000", 12),
+                            ["db1"])
+    again = failure_signature("postgresql", "postgresql is down", evidence(preload, "2026-12-02T07:01:09+0000", 991),
+                              ["db1"])
+    other = failure_signature("postgresql", "postgresql is down", evidence(hba, "2026-11-26T10:24:35+0000", 12), ["db1"])
+    assert one == again          # the same cause at another time and PID: the same failure
+    assert one != other          # the same symptom, another cause
