@@ -97,6 +97,15 @@ _ROLE_VARS = {"max_attempts": "remediate_max_retries", "max_commands": "remediat
               "evidence_max_bytes": "remediate_evidence_max_bytes"}
 
 
+def _unreachable(result: Mapping) -> str | None:
+    """Why a module run did not reach the host (the connection said so, or the container
+    went away under it), or None when it did."""
+    gone = _HOST_GONE.search(f"{result.get('msg', '')} {result.get('module_stderr', '')}")
+    if gone:
+        return gone.group(0)
+    return str(result.get("msg", "")) if result.get("unreachable") else None
+
+
 def _role_var(option: str, value) -> str:
     return f" ({_ROLE_VARS[option]}={value})" if option in _ROLE_VARS else ""
 
@@ -107,9 +116,7 @@ def check_role_inputs(action: ActionBase, entry_point: str, task_vars: Mapping) 
     spec = role_argument_spec(entry_point)
     provided = {name: task_vars[name] for name in spec if name in task_vars}
     provided = action._templar.template(provided)
-    if entry_point not in _ROLE_VALIDATORS:
-        _ROLE_VALIDATORS[entry_point] = ArgumentSpecValidator(spec)  # it copies the spec: once per process
-    validation = _ROLE_VALIDATORS[entry_point].validate(provided)
+    validation = _role_validator(entry_point).validate(provided)
     if validation.error_messages:
         raise AnsibleActionFail(f"{_NAME}: bad input to the sentinel.remediation.remediate role ({entry_point}): "
                                 + "; ".join(validation.error_messages))
@@ -117,6 +124,12 @@ def check_role_inputs(action: ActionBase, entry_point: str, task_vars: Mapping) 
 
 _ROLE_SPECS: dict = {}
 _ROLE_VALIDATORS: dict = {}
+
+
+def _role_validator(entry_point: str) -> ArgumentSpecValidator:
+    if entry_point not in _ROLE_VALIDATORS:
+        _ROLE_VALIDATORS[entry_point] = ArgumentSpecValidator(role_argument_spec(entry_point))  # copies the spec
+    return _ROLE_VALIDATORS[entry_point]
 
 
 def role_argument_spec(entry_point: str) -> dict:
@@ -137,7 +150,7 @@ def warm() -> None:
     controller's main process, before Ansible forks a worker per host: each worker then
     starts with them in memory instead of parsing them again."""
     argument_spec()
-    _ROLE_VALIDATORS.setdefault("main", ArgumentSpecValidator(role_argument_spec("main")))
+    _role_validator("main")
     load_knowledge([], [])
     policy_mod.load_policy()
 
@@ -207,7 +220,7 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"{_NAME}: bad input: the LLM base URL is not an http(s) URL: "
                                     f"remediate_llm.base_url={self._settings.base_url} "
                                     f"(from {self._settings.origin.get('base_url', 'the settings')})")
-        self._definitions()  # names present and unique
+        self._defs = self._definitions()  # names present and unique; read by every step after
         self._routes = None
         if args["notify_routes"] is not None:
             try:
@@ -312,17 +325,16 @@ class ActionModule(ActionBase):
                        "evidence_max_bytes": args["evidence_max_bytes"]}
         health = self._execute_module(module_name="sentinel.remediation.service_health", module_args=module_args,
                                       task_vars=self._vars)
-        gone = _HOST_GONE.search(f"{health.get('msg', '')} {health.get('module_stderr', '')}")
-        if health.get("unreachable") or gone:
-            return {"unreachable": True, "changed": False,
-                    "msg": f"host unreachable at the health check: {gone.group(0) if gone else health.get('msg', '')}"}
+        gone = _unreachable(health)
+        if gone is not None:
+            return {"unreachable": True, "changed": False, "msg": f"host unreachable at the health check: {gone}"}
         if health.get("failed") and not health.get("services"):
             raise AnsibleActionFail(f"{_NAME}: the health check could not run on {self._host}: "
                                     f"{health.get('msg') or health.get('module_stderr') or 'no reason given'}")
         return {k: v for k, v in health.items() if not k.startswith("_ansible") and k != "invocation"}
 
     def _heal_all(self):
-        definitions = self._definitions()
+        definitions = self._defs
         health = self._args["health"]
         rows = {str(r.get("name")): r for r in health.get("services") or [] if isinstance(r, Mapping)}
         tools = health.get("tools") or {}
@@ -698,7 +710,7 @@ class ActionModule(ActionBase):
         A dependency that is itself a watched service stands for its units (the Debian
         ``postgresql`` umbrella stands for ``postgresql@15-main``)."""
         pids = evidence.get("service_pids") if isinstance(evidence, Mapping) else None
-        definitions = self._definitions()
+        definitions = self._defs
         depends = []
         for name in definition.get("depends_on") or []:
             other = definitions.get(name)
@@ -766,7 +778,7 @@ class ActionModule(ActionBase):
         record = self._pending.get(approval_id)
         if not isinstance(record, Mapping):
             raise AnsibleActionFail(f"{_NAME}: this host holds no pending plan {approval_id!r}")
-        definitions = self._definitions()
+        definitions = self._defs
         incident = engine.Incident.from_dict(record.get("incident") or {
             "host": self._host, "service": record.get("service"), "error": record.get("error", "")})
         definition = definitions.get(incident.service, {"name": incident.service})
@@ -867,12 +879,11 @@ class ActionModule(ActionBase):
         except journal_mod.JournalError as exc:
             display.warning(f"{_NAME}: {exc}")
         pause_at("after_verify", self._host)  # test-only, inert unless its variable is set
-        gone = _HOST_GONE.search(f"{result.get('msg', '')} {result.get('module_stderr', '')}")
-        if result.get("unreachable") or gone:
+        gone = _unreachable(result)
+        if gone is not None:
             incident.state = "unreachable"
-            incident.reason = (f"host unreachable while running attempt {attempt.number}: "
-                               f"{gone.group(0) if gone else result.get('msg', '')}; the outcome of its commands "
-                               "is unknown (the journal holds what was sent)")
+            incident.reason = (f"host unreachable while running attempt {attempt.number}: {gone}; the outcome "
+                               "of its commands is unknown (the journal holds what was sent)")
             self._unreachable = True
             for command in attempt.commands:
                 command.skipped, command.reason = True, "host unreachable: outcome unknown"

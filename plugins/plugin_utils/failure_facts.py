@@ -667,11 +667,8 @@ def _unit_facts(result, facts, ev, sections, definition) -> None:
             why = _journal_refusal(sections)
             facts.add("unit_bad_setting", f"unit LoadState={load}" + (f": {why}" if why else ""), unit=name,
                       message=why or None)
-        for required in props.get("requirednotloaded", "").split(") "):
-            if required.strip():
-                other = required.split(" (")[0].strip()
-                facts.add("required_unit_missing", f"unit requires {required.strip().rstrip(')')})", unit=name,
-                          required=other)
+        for other, state in _NOT_LOADED.findall(props.get("requirednotloaded", "")):
+            facts.add("required_unit_missing", f"unit requires {other} ({state})", unit=name, required=other)
         if res == "start-limit-hit":
             facts.add("start_limit_hit", f"unit Result={res}", unit=name)
         if props.get("needdaemonreload", "").lower() in ("yes", "true", "1"):
@@ -688,6 +685,10 @@ def _unit_facts(result, facts, ev, sections, definition) -> None:
 
 _REFUSAL = re.compile(r"Refusing|bad unit file setting|Invalid (?:argument|section|setting)|Unknown (?:key|section)|"
                       r"has more than one|Failed to parse|is not allowed", re.IGNORECASE)
+
+
+# The evidence module's RequiredNotLoaded: "stunnel@redis.service (not-found) old.service (masked)".
+_NOT_LOADED = re.compile(r"(\S+) \(([\w-]+)\)")
 
 
 def _journal_refusal(sections) -> str:

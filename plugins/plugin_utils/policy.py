@@ -33,8 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from ._argspec import load_yaml
 from . import policy_sed, policy_tools, policy_tools_apps
 from .policy_options import OptionSpec, parse_options, spec_from_table
 from .policy_paths import ancestor_regex, canonical, name_regex, pattern_regex
@@ -78,9 +77,7 @@ def _read_defaults() -> dict[str, Any]:
     JSON, which is several times faster to copy out again than YAML is to parse."""
     global _DEFAULTS_JSON
     if _DEFAULTS_JSON is None:
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        with _DEFAULTS_FILE.open(encoding="utf-8") as handle:
-            data = yaml.load(handle, Loader=loader)  # noqa: S506 - a safe loader
+        data = load_yaml(_DEFAULTS_FILE.read_text(encoding="utf-8"))
         if not isinstance(data, dict):  # pragma: no cover - shipped file
             raise PolicyError(f"{_DEFAULTS_FILE.name} is not a mapping")
         _DEFAULTS_JSON = json.dumps(data)

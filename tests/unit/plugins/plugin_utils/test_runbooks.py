@@ -280,16 +280,16 @@ def test_a_config_error_the_config_test_now_accepts_is_history() -> None:
         "Jan 01 10:00:00 web1 systemd[1]: billing-api.service: Main process exited, code=exited, status=1/FAILURE\n"
         "Jan 01 10:00:01 web1 systemd[1]: billing-api.service: Start request repeated too quickly.\n"
         "Jan 01 10:00:01 web1 systemd[1]: Failed to start billing-api.service.")
-    hit["evidence"]["config_test"] = ("$ billing-api --config /etc/billing-api/settings.toml --check\nrc 0\n"
-                                      "billing-api: configuration /etc/billing-api/settings.toml is ok")
+    passing = ("$ billing-api --config /etc/billing-api/settings.toml --check\nrc 0\n"
+               "billing-api: configuration /etc/billing-api/settings.toml is ok")
+    hit["evidence"]["config_test"] = passing
     assert matched_ids(hit) == ["systemd_start_limit_hit"]
     # the same complaint while the test still fails is the cause: no reset and start
     hit["evidence"]["config_test"] = hit["evidence"]["config_test"].replace("rc 0", "rc 1").replace(
         "is ok", "listen must be HOST:PORT")
     assert matched_ids(hit) == []
     # a test run as root passes where the service's user cannot read: access stays a cause
-    hit["evidence"]["config_test"] = ("$ billing-api --config /etc/billing-api/settings.toml --check\nrc 0\n"
-                                      "billing-api: configuration /etc/billing-api/settings.toml is ok")
+    hit["evidence"]["config_test"] = passing
     hit["evidence"]["journal"] = hit["evidence"]["journal"].replace(
         "[server] listen must be HOST:PORT, got '127.0.0.1:80800'", "Permission denied")
     assert "permission_denied" in [f["fact"] for f in extract_facts(hit["service"], hit["error"], hit["evidence"]).facts]
