@@ -69,7 +69,7 @@ def _import() -> SimpleNamespace:
 
     return SimpleNamespace(runbooks=importlib.import_module(f"{_PKG}.runbooks"),
                            policy=importlib.import_module(f"{_PKG}.policy"),
-                           facts=importlib.import_module(f"{_PKG}.failure_facts"))
+                           facts=importlib.import_module("ansible_collections.sentinel.remediation.plugins.module_utils.failure_facts"))
 
 
 def _plain_stop(service: str) -> dict:

@@ -49,7 +49,12 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share im
 )
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner, PlannerError
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import load_knowledge
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import failure_signature, hostnames_of, key_facts
+from ansible_collections.sentinel.remediation.plugins.module_utils.signature import (
+    failure_signature,
+    hostnames_of,
+    key_facts,
+    signature_prefix,
+)
 
 display = Display()
 _NAME = "sentinel.remediation.heal"
@@ -58,6 +63,9 @@ _announced_no_llm = False
 _announced_share = set()
 # What the docker daemon answers when a container went away under the connection (a failed
 # module run, not an unreachable host, for the community.docker.docker connection).
+# Remembered fixes sent with the health check: at most this many failure signatures per service.
+AHEAD_PER_SERVICE = 8
+_PLACEHOLDER = re.compile(r"\{[a-z_]+(?::[^{}\s]+)?\}")
 _HOST_GONE = re.compile(r"Error response from daemon: (?:[Cc]ontainer \S+ is (?:not running|paused|restarting)"
                         r"|No such container)")
 
@@ -267,9 +275,12 @@ class ActionModule(ActionBase):
             ttl=args["max_attempts"] * (args["plan_wait"] + args["command_timeout"] * 3 + 60),
             process=_run_process())
         self._lease = self._redis_lease() or self._file_lease
+        self._ahead = {}
         if args["health"] is None and not args["resume"]:
-            health = self._check_health()
+            self._ahead = self._send_ahead(self._ahead_fixes())
+            health = self._check_health(ahead=self._ahead)
             if health.get("unreachable"):
+                self._lease.release()
                 return dict(result, **health)
             result["health"] = self._args["health"] = health
         try:
@@ -315,14 +326,23 @@ class ActionModule(ActionBase):
             out[str(item["name"])] = dict(item)
         return out
 
-    def _check_health(self, services: list | None = None) -> dict:
+    def _check_health(self, services: list | None = None, ahead: Mapping | None = None) -> dict:
         """Every watched service's health in one round trip, with evidence for those that fail
-        (none when monitoring only)."""
+        (none when monitoring only), and the remembered fixes ``ahead`` run where the host finds
+        the very failure they healed (``_ahead_fixes``)."""
         args = self._args
         module_args = {"services": services if services is not None else args["services"],
                        "evidence": not args["monitor_only"],
                        "evidence_log_lines": args["evidence_log_lines"],
                        "evidence_max_bytes": args["evidence_max_bytes"]}
+        if ahead:
+            module_args.update(
+                remembered=[{"service": name, "signature": signature,
+                             "commands": [{"argv": list(c.get("argv") or []), "become": bool(c.get("become")),
+                                           "label": str(c.get("command"))[:200]} for c in fix["commands"]]}
+                            for name, fixes in ahead.items() for signature, fix in fixes.items()],
+                hostnames=list(self._hostnames), command_timeout=args["command_timeout"],
+                output_max=args["output_max"], settle=args["settle"])
         health = self._execute_module(module_name="sentinel.remediation.service_health", module_args=module_args,
                                       task_vars=self._vars)
         gone = _unreachable(health)
@@ -340,6 +360,7 @@ class ActionModule(ActionBase):
         tools = health.get("tools") or {}
         incidents, outcomes = [], []
         states: dict[str, str] = {}
+        self._resolve_ahead(rows)
         for name in _dependencies_first(definitions, rows):
             definition = definitions[name]
             row = rows.get(name)
@@ -382,7 +403,11 @@ class ActionModule(ActionBase):
             incident = engine.Incident(host=self._host, service=name, error=error, started=_now())
             if interrupted:
                 incident.attempts.append(self._interrupted_attempt(interrupted, error))
-            self._loop(incident, definition, row.get("evidence") or {}, row.get("tools") or tools)
+            ran = row.get("remembered") if isinstance(row.get("remembered"), Mapping) else {}
+            ahead = None
+            if ran.get("ran") and ran.get("signature") in self._ahead.get(name, {}):
+                ahead = dict(self._ahead[name][ran["signature"]], record=ran)
+            self._loop(incident, definition, row.get("evidence") or {}, row.get("tools") or tools, ahead=ahead)
             self._close(name, incident.state, incident.reason)
             incidents.append(incident)
             outcomes.append(engine.outcome(incident))
@@ -417,7 +442,10 @@ class ActionModule(ActionBase):
 
     # ------------------------------------------------------------------ the loop
     def _loop(self, incident: engine.Incident, definition: dict, evidence: dict, tools: Mapping,
-              approved: list[dict] | None = None, approved_record: Mapping | None = None) -> None:
+              approved: list[dict] | None = None, approved_record: Mapping | None = None,
+              ahead: Mapping | None = None) -> None:
+        """The attempts of one incident. ``ahead``: a remembered fix that already ran in the
+        health round trip (its plan and the host's record), taken as attempt 1."""
         args = self._args
         while incident.state == "open":
             checked_with, scope = evidence, None
@@ -425,7 +453,17 @@ class ActionModule(ActionBase):
             error = incident.current_error
             attempt.signature = failure_signature(incident.service, error, evidence, self._hostnames)
             incident.signature = incident.signature or attempt.signature
-            if approved is not None:
+            if ahead is not None:
+                checked, attempt.source, attempt.recall = list(ahead["commands"]), "memory", "exact"
+                attempt.diagnosis = ahead["diagnosis"]
+                attempt.notes = [f"Plan for {incident.service} from a remembered fix: {len(checked)} command(s) "
+                                 f"({len(checked)} allow), run with the health check: the host found the failure "
+                                 "it healed (the same signature)."]
+                if ahead["record"].get("signature") != attempt.signature:
+                    self._warnings.append(
+                        f"{_NAME}: {self._host} computed the signature {ahead['record'].get('signature')} for "
+                        f"{incident.service} and the controller {attempt.signature}; the remembered fix had run")
+            elif approved is not None:
                 checked, attempt.source = approved, "approved"
                 record = approved_record or {}
                 attempt.diagnosis = str(record.get("diagnosis") or "")
@@ -464,7 +502,9 @@ class ActionModule(ActionBase):
                 argv=c.get("argv"), become=bool(c.get("become")), reasons=list(c.get("reasons") or []),
                 effects=[str(e) for e in c.get("effects") or []])
                 for c in engine.runnable(checked)]
-            if attempt.source != "approved":
+            if ahead is not None:
+                attempt.gate = "execute"  # it ran: only plans the policy allows outright are sent ahead
+            elif attempt.source != "approved":
                 attempt.gate = engine.gate(checked, auto_approve=args["auto_approve"],
                                            require_approval=args["require_approval"], check_mode=self._check_mode)
             else:
@@ -484,7 +524,11 @@ class ActionModule(ActionBase):
             if attempt.gate == "approval":
                 self._wait_for_approval(incident, attempt, checked, scope, evidence, tools)
                 break
-            after = self._execute(incident, attempt, definition, checked, checked_with)
+            if ahead is not None:
+                after = self._ran_ahead(incident, attempt, ahead["record"], evidence)
+                ahead = None
+            else:
+                after = self._execute(incident, attempt, definition, checked, checked_with)
             if incident.state != "open":
                 break
             self._remember(incident, attempt, evidence, definition)
@@ -518,6 +562,8 @@ class ActionModule(ActionBase):
         """An attempt a killed run left half done: it ran, its outcome is unknown, the service
         is still failing, so its plan is not run again blindly."""
         reason = f"interrupted: run {record.get('run')} stopped before its result was recorded"
+        if record.get("conditional"):
+            reason += " (a remembered fix sent with its health check may have run)"
         return engine.Attempt(
             number=1, source=str(record.get("source") or "unknown"), signature=str(record.get("signature") or ""),
             gate="execute", healthy=False, error_after=error, notes=[reason],
@@ -652,16 +698,22 @@ class ActionModule(ActionBase):
                 self._warnings.append(f"{_NAME}: {warning}")
         return plan, how
 
-    def _plan(self, incident, attempt, definition, error, evidence, tools, scope) -> dict:
-        args = self._args
-        known = self._memory_index().get(attempt.signature) or {}
+    def _memory_plans(self, signature: str) -> tuple[list[dict], list[str]]:
+        """What memory offers for ``signature``: the plans that healed it (this host's first;
+        none this host demoted) and the commands that failed on it."""
+        known = self._memory_index().get(signature) or {}
         # Episodes written during this run by this host are not in the run's index yet.
-        own = memory_mod.lookup([self._memory], attempt.signature) if self._memory else {}
+        own = memory_mod.lookup([self._memory], signature) if self._memory else {}
         successes = list(own.get("successes") or []) + [
             s for s in known.get("successes") or [] if s not in (own.get("successes") or [])]
         demoted = {tuple(d["commands"]) for d in own.get("demoted") or []}
         successes = [s for s in successes if tuple(s["commands"]) not in demoted]
         failed = list(dict.fromkeys(list(known.get("failed_commands") or []) + list(own.get("failed_commands") or [])))
+        return successes, failed
+
+    def _plan(self, incident, attempt, definition, error, evidence, tools, scope) -> dict:
+        args = self._args
+        successes, failed = self._memory_plans(attempt.signature)
         history = [(a.signature, list(a.key), [c.rc for c in a.commands], a.healthy) for a in incident.attempts]
         # What the planner is given besides the evidence: hosts (or controllers) whose memory
         # differs plan for themselves rather than reuse a plan made without what they know.
@@ -879,6 +931,12 @@ class ActionModule(ActionBase):
         except journal_mod.JournalError as exc:
             display.warning(f"{_NAME}: {exc}")
         pause_at("after_verify", self._host)  # test-only, inert unless its variable is set
+        return self._results(incident, attempt, result, evidence)
+
+    def _results(self, incident, attempt, result: Mapping, evidence) -> dict:
+        """The host's report of an attempt (execute_plan's, or a remembered fix's from the health
+        check) into the attempt; returns the evidence to go on with."""
+        args = self._args
         gone = _unreachable(result)
         if gone is not None:
             incident.state = "unreachable"
@@ -895,11 +953,105 @@ class ActionModule(ActionBase):
                 command.skipped, command.reason = True, "not run: the host module failed"
             return evidence
         engine.record_results(attempt, result.get("results") or [], args["output_max"])
+        verify = result.get("verify") if isinstance(result.get("verify"), Mapping) else {}
         attempt.healthy = bool(verify.get("healthy"))
         error = verify.get("error") or verify.get("msg") or "still failing"
         attempt.error_after = "" if attempt.healthy else str(error)
         new_evidence = result.get("evidence")
         return new_evidence if isinstance(new_evidence, Mapping) and new_evidence else evidence
+
+    # ------------------------------------------------------------------ remembered fixes ahead
+    def _ahead_fixes(self) -> dict[str, dict[str, dict]]:
+        """The remembered fixes that may run inside the health round trip, by service and
+        signature: for each signature this service failed with before, the plan the planner
+        would take from memory for it (memory comes first in every backend's order), kept only
+        when the policy allows each of its commands outright in the scope the service
+        definition alone gives (evidence only widens a scope), no command signals a PID or
+        holds a placeholder that evidence fills, and no approval is required. The host runs
+        one only where its fresh evidence gives that very signature."""
+        args = self._args
+        if self._check_mode or args["monitor_only"] or args["require_approval"] or args["health"] is not None \
+                or args["resume"]:
+            return {}
+        index = self._memory_index()
+        own = memory_mod.index([self._memory]) if self._memory else {}
+        loaded = None
+        out: dict[str, dict[str, dict]] = {}
+        for name, definition in self._defs.items():
+            prefix = signature_prefix(name)
+            signatures = [sig for sig in list(own) + [s for s in index if s not in own] if sig.startswith(prefix)]
+            if not signatures or self._interrupted(name):
+                continue
+            scope = self._scope(definition, {})
+            for signature in signatures[:AHEAD_PER_SERVICE]:
+                successes, failed = self._memory_plans(signature)
+                bad = {engine.command_key(c) for c in failed}
+                for success in successes:
+                    texts = [str(c).strip() for c in success.get("commands") or [] if str(c).strip()]
+                    if not texts or any(engine.command_key(t) in bad for t in texts):
+                        continue  # the planner skips these too
+                    if len(texts) > args["max_commands"] or any(_PLACEHOLDER.search(t) for t in texts):
+                        break  # the planner would take it, changed: not sent ahead
+                    loaded = loaded or policy_mod.load_policy(self._host_policy({}))
+                    verdicts = policy_mod.classify_many(texts, loaded, scope=scope)
+                    if any(v["verdict"] == "reject" for v in verdicts):
+                        continue  # the planner skips a plan the policy refuses
+                    if all(v["verdict"] == "allow" and not v.get("pids") for v in verdicts):
+                        out.setdefault(name, {})[signature] = {
+                            "commands": [dict(v, source="memory") for v in verdicts],
+                            "diagnosis": str(success.get("diagnosis") or "")
+                            or "The same failure was healed before with these commands."}
+                    break
+        return out
+
+    def _send_ahead(self, fixes: dict[str, dict[str, dict]]) -> dict[str, dict[str, dict]]:
+        """Take the host's lease and record the fixes in the journal before they go: nothing
+        runs that is not recorded first. Returns the fixes to send (none when either fails)."""
+        if not fixes:
+            return {}
+        try:
+            self._take_lease()
+        except LeaseBusy:
+            return {}  # the incident says busy, as without fixes ahead
+        try:
+            self._journal.append(dict(journal_mod.conditional(
+                self._run, {name: [dict(fix, signature=sig) for sig, fix in by_sig.items()]
+                            for name, by_sig in fixes.items()}), host=self._host))
+        except journal_mod.JournalError as exc:
+            display.warning(f"{_NAME}: {exc}")
+            return {}
+        return fixes
+
+    def _resolve_ahead(self, rows: Mapping[str, Mapping]) -> None:
+        """After the health check: the services for which no fix sent ahead ran are resolved in
+        the journal (those that ran get their attempt's intent and result)."""
+        idle = [name for name in self._ahead
+                if not ((rows.get(name) or {}).get("remembered") or {}).get("ran")]
+        if not idle:
+            return
+        try:
+            self._journal.append(dict(journal_mod.resolved(self._run, idle), host=self._host))
+        except journal_mod.JournalError as exc:
+            display.warning(f"{_NAME}: {exc}")
+
+    def _ran_ahead(self, incident, attempt, record: Mapping, evidence) -> dict:
+        """A remembered fix that ran in the health round trip: journal its intent and result,
+        as an attempt run through execute_plan, and read its results."""
+        runnable = [{"command": c.command, "argv": c.argv, "verdict": c.verdict, "become": c.become}
+                    for c in attempt.commands]
+        verify = record.get("verify") if isinstance(record.get("verify"), Mapping) else {}
+        try:
+            self._journal.append(dict(journal_mod.intent(self._run, incident.service, attempt.number, runnable,
+                                                         incident.approval, attempt.source, attempt.signature,
+                                                         incident.current_error, attempt.diagnosis),
+                                      host=self._host))
+            self._journal.append(dict(journal_mod.result(self._run, incident.service, attempt.number,
+                                                         record.get("results") or [], verify.get("healthy"),
+                                                         str(verify.get("error") or "")), host=self._host))
+        except journal_mod.JournalError as exc:
+            display.warning(f"{_NAME}: {exc}")
+        attempt.finished = _now()
+        return self._results(incident, attempt, record, evidence)
 
     # ------------------------------------------------------------------ memory
     def _recover_episode(self, service: str, definition: Mapping) -> str:

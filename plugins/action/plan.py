@@ -11,7 +11,7 @@ from ansible_collections.sentinel.remediation.plugins.modules.plan import DOCUME
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec import from_documentation
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client import LLMError, resolve_settings
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner, PlannerError
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import hostnames_of
+from ansible_collections.sentinel.remediation.plugins.module_utils.signature import hostnames_of
 
 display = Display()
 _NAME = "sentinel.remediation.plan"

@@ -51,7 +51,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import (
+from ansible_collections.sentinel.remediation.plugins.module_utils.signature import (
     failure_signature as _failure_signature,
 )
 

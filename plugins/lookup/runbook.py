@@ -102,7 +102,7 @@ from ansible.plugins.lookup import LookupBase
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text, redact_value
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import KnowledgeError, load_knowledge
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.runbooks import RunbookError, match_runbooks
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import key_facts
+from ansible_collections.sentinel.remediation.plugins.module_utils.signature import key_facts
 
 
 class LookupModule(LookupBase):

@@ -79,6 +79,65 @@ options:
         the others say why they have none (RV(services[].skipped)).
     type: int
     default: 8
+  remembered:
+    description:
+      - Remembered fixes the caller has already judged (the C(sentinel.remediation.heal) action
+        sends the plans its safety policy allows without approval). For a failing service that
+        has evidence and whose dependencies are healthy, the module computes the failure's
+        signature from the evidence it is about to return; when it equals the O(remembered[].signature)
+        of a fix for that service, the fix's commands run in order (as
+        M(sentinel.remediation.execute_plan) runs them, stopping at the first failure) and the
+        service is checked again, in the same round trip (RV(services[].remembered)).
+      - Ignored in check mode and without O(evidence).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      service:
+        description: The service the fix is for, as named in O(services).
+        type: str
+        required: true
+      signature:
+        description: The failure signature the fix healed.
+        type: str
+        required: true
+      commands:
+        description: The fix, one argv per command, each with whether it runs as root.
+        type: list
+        elements: dict
+        required: true
+        suboptions:
+          argv:
+            description: The program and its arguments.
+            type: list
+            elements: str
+            required: true
+          become:
+            description: Run as root (else as the user the connection logged in as).
+            type: bool
+            default: false
+          label:
+            description: The command as the policy judged it, for the record.
+            type: str
+  hostnames:
+    description:
+      - Names of the host that may appear in the evidence; the signature leaves them out (as the
+        controller computes it).
+    type: list
+    elements: str
+    default: []
+  command_timeout:
+    description: Seconds each command of a remembered fix may run.
+    type: int
+    default: 60
+  output_max:
+    description: Characters of each command's output kept.
+    type: int
+    default: 2000
+  settle:
+    description: Seconds a service is given to become healthy after a remembered fix ran.
+    type: int
+    default: 5
 seealso:
   - module: sentinel.remediation.evidence
   - module: sentinel.remediation.execute_plan
@@ -219,6 +278,17 @@ services:
       elements: str
       returned: when the service fails and a service it depends on fails too
       sample: [postgresql]
+    remembered:
+      description:
+        - What became of the O(remembered) fixes for this failing service. V(signature) is the
+          failure's signature computed here; V(ran) says whether a fix of that signature ran.
+          When it ran, V(results) and V(stopped_at) are as
+          RV(sentinel.remediation.execute_plan#module:results) and
+          RV(sentinel.remediation.execute_plan#module:stopped_at), V(verify) is the health check
+          after it, and V(evidence) is gathered again when the service still fails.
+      type: dict
+      returned: when O(remembered) names the failing service
+      sample: {"signature": "nginx:0123456789abcdef", "ran": false}
 tools:
   description:
     - Which tools the host has (RV(sentinel.remediation.evidence#module:tools)), over the default
@@ -236,6 +306,7 @@ tools:
       elements: str
 """
 
+import json
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
@@ -244,9 +315,11 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.sentinel.remediation.plugins.module_utils import (
     health_checks,
     host_probe,
+    plan_runner,
     service_evidence,
     service_spec,
 )
+from ansible_collections.sentinel.remediation.plugins.module_utils.signature import failure_signature
 
 
 def argument_spec() -> dict:
@@ -259,6 +332,19 @@ def argument_spec() -> dict:
         evidence_max_bytes=dict(type="int", default=6000),
         evidence_log_lines=dict(type="int", default=30),
         evidence_max_services=dict(type="int", default=8),
+        remembered=dict(type="list", elements="dict", default=[], options=dict(
+            service=dict(type="str", required=True),
+            signature=dict(type="str", required=True),
+            commands=dict(type="list", elements="dict", required=True, options=dict(
+                argv=dict(type="list", elements="str", required=True),
+                become=dict(type="bool", default=False),
+                label=dict(type="str"),
+            )),
+        )),
+        hostnames=dict(type="list", elements="str", default=[]),
+        command_timeout=dict(type="int", default=60),
+        output_max=dict(type="int", default=2000),
+        settle=dict(type="int", default=5),
     )
 
 
@@ -296,6 +382,8 @@ def check_services(definitions: list, params: dict) -> dict:
             continue
         result["evidence"] = collected["evidence"]
         result["truncated"] = collected["truncated"]
+    if params["remembered"] and params["evidence"]:
+        run_remembered(definitions, results, params)
     names = []
     for defn in definitions:
         names.extend(service_evidence.tool_candidates(defn))
@@ -303,6 +391,40 @@ def check_services(definitions: list, params: dict) -> dict:
     return dict(services=results, healthy=first is None,
                 error="%s: %s" % (first["name"], first["error"]) if first else "",
                 tools=host_probe.tools_report(names))
+
+
+def run_remembered(definitions: list, results: list, params: dict) -> None:
+    """Run a remembered fix where this failure is the one it healed (the same signature,
+    computed from the very evidence returned), then check the service again. Services
+    whose dependencies fail, or that have no evidence, are left to the caller."""
+    fixes = {}
+    for fix in params["remembered"]:
+        fixes.setdefault(fix["service"], {}).setdefault(fix["signature"], fix)
+    invoker = None
+    for defn, result in zip(definitions, results):
+        mine = fixes.get(defn["name"])
+        if result["healthy"] or not mine or result.get("blocked_by") or "evidence" not in result:
+            continue
+        error = str(result.get("error") or result.get("msg") or "health check failed")
+        # The evidence as the caller will read it (JSON types), so both compute one signature.
+        evidence = json.loads(json.dumps(result["evidence"]))
+        signature = failure_signature(defn["name"], error, evidence, params["hostnames"])
+        fix = mine.get(signature)
+        if fix is None:
+            result["remembered"] = dict(signature=signature, ran=False)
+            continue
+        if invoker is None:
+            invoker = plan_runner.invoking_identity()
+        commands = plan_runner.normalise_commands(fix["commands"])
+        ran = plan_runner.run_plan(commands, {}, invoker, stop_on_failure=True,
+                                   timeout=params["command_timeout"], output_max=params["output_max"])
+        verify = health_checks.settle_health(defn, params["timeout"], params["settle"] if ran["ran"] else 0)
+        record = dict(signature=signature, ran=True, results=ran["results"], stopped_at=ran["stopped_at"],
+                      verify=verify)
+        if not verify["healthy"]:
+            collected = _evidence(defn, verify["error"], params)
+            record.update(evidence=collected["evidence"], truncated=collected["truncated"])
+        result["remembered"] = record
 
 
 def main() -> None:
@@ -314,11 +436,23 @@ def main() -> None:
     )
     params = module.params
     empty = dict(healthy=False, error="", checks=[])
-    for key in ("timeout", "evidence_max_services"):
+    if module.check_mode:
+        params["remembered"] = []  # check mode changes nothing
+    for key in ("timeout", "evidence_max_services", "command_timeout"):
         if params[key] <= 0:
             module.fail_json(msg="%s must be positive, got %d" % (key, params[key]), **empty)
     if params["evidence_max_bytes"] < 200:
         module.fail_json(msg="evidence_max_bytes must be at least 200, got %d" % params["evidence_max_bytes"], **empty)
+    if params["output_max"] < 100 or params["settle"] < 0:
+        module.fail_json(msg="output_max must be at least 100 and settle not negative, got %d and %d"
+                         % (params["output_max"], params["settle"]), **empty)
+    if params["remembered"] and params["services"] is None:
+        module.fail_json(msg="remembered needs services (the one-round-trip form)", **empty)
+    for index, fix in enumerate(params["remembered"]):
+        try:
+            plan_runner.normalise_commands(fix["commands"])
+        except plan_runner.PlanError as exc:
+            module.fail_json(msg="remembered[%d]: %s" % (index, to_native(exc)), **empty)
     try:
         if params["services"] is not None:
             definitions = [service_spec.resolve(item) for item in params["services"]]

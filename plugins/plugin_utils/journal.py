@@ -87,14 +87,50 @@ def result(run: str, service: str, attempt: int, results: Sequence[Mapping], hea
             "error": error, "results": [{"rc": r.get("rc"), "skipped": bool(r.get("skipped"))} for r in results]}
 
 
+def conditional(run: str, fixes: Mapping[str, Sequence[Mapping]]) -> dict:
+    """The remembered fixes sent with a health check, each to run only where the host finds
+    the failure it healed: ``{service: [{"signature", "commands"}]}``. Until a ``resolved``
+    record (nothing ran) or the attempt's own intent and result follow, any of them may have run."""
+    return {"kind": "conditional", "run": run,
+            "services": {service: [{"signature": fix.get("signature"),
+                                    "commands": [{"command": c.get("command"), "argv": c.get("argv"),
+                                                  "verdict": c.get("verdict"), "become": bool(c.get("become"))}
+                                                 for c in fix.get("commands") or []]}
+                                   for fix in items]
+                         for service, items in fixes.items()}}
+
+
+def resolved(run: str, services: Sequence[str]) -> dict:
+    """The services of a ``conditional`` record for which no fix ran."""
+    return {"kind": "resolved", "run": run, "services": list(services)}
+
+
+def conditional_intent(record: Mapping, service: str, fixes: Sequence[Mapping]) -> dict:
+    """A ``conditional`` record read as the intent of attempt 1: every command it may have run."""
+    commands = [c for fix in fixes if isinstance(fix, Mapping) for c in fix.get("commands") or []
+                if isinstance(c, Mapping)]
+    return {"kind": "intent", "conditional": True, "run": record.get("run"), "service": service, "attempt": 1,
+            "source": "memory", "signature": "", "approval": "none", "commands": commands}
+
+
 def interrupted(records: Sequence[Mapping], service: str) -> dict | None:
     """The last intent for ``service`` that has no result after it (a run killed mid-attempt),
     unless a later record closed the incident."""
     pending = None
     for record in records:
+        kind = record.get("kind")
+        if kind == "conditional":
+            fixes = record.get("services") if isinstance(record.get("services"), Mapping) else {}
+            if fixes.get(service):
+                pending = conditional_intent(record, service, fixes[service])
+            continue
+        if kind == "resolved":
+            if pending is not None and pending.get("run") == record.get("run") and \
+                    service in (record.get("services") or ()):
+                pending = None
+            continue
         if record.get("service") != service:
             continue
-        kind = record.get("kind")
         if kind == "intent":
             pending = record
         elif kind == "closed" and pending is not None:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.failure_facts import own_names, service_name
+from ansible_collections.sentinel.remediation.plugins.module_utils.failure_facts import own_names, service_name
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.runbooks import (
     DEFAULT_DIR,
     collect_runbooks,

@@ -46,7 +46,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.runbooks impo
     match_runbooks,
     resolve_placeholders,
 )
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import (
+from ansible_collections.sentinel.remediation.plugins.module_utils.signature import (
     failure_signature,
     key_facts,
     signature_basis,

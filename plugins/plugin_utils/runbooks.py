@@ -8,7 +8,7 @@ what evidence selects it (``match``), ordered ``steps`` (each a ``command`` and 
 steps. An operator's runbook with the id of a bundled one replaces it.
 
 Matching is on the *specific evidence* of a fault. ``match`` holds facts read from the
-evidence (``plugin_utils/failure_facts.py``: ``port_held_by_other``, ``stale_pid_file``,
+evidence (``module_utils/failure_facts.py``: ``port_held_by_other``, ``stale_pid_file``,
 ``config_invalid``...) and/or regexes over the failure's text. A runbook is *exclusive*
 by default: every ``cause`` fact the evidence shows must be one the runbook requires or
 tolerates (or one of its regexes recognised), so a runbook for a stale PID file does not
@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec import load_yaml
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.failure_facts import (
+from ansible_collections.sentinel.remediation.plugins.module_utils.failure_facts import (
     CAUSE,
     FACTS,
     WEAK,
@@ -44,7 +44,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.failure_facts
     parse_requirement,
     service_name,
 )
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import (
+from ansible_collections.sentinel.remediation.plugins.module_utils.signature import (
     _evidence_texts,
     key_facts,
     listeners,

@@ -80,6 +80,21 @@ def test_fleet_planning_memory_and_idempotence(fleet, tmp_path):
     assert {c["source"] for o in second.report["outcomes"] for c in o["commands"]} == {"memory"}
     assert second.report["llm"]["calls"] == 0
     assert_lab_healthy(lab)
+    # Each remembered fix went with the health check and ran there: the journal's bytes hold,
+    # per host, the fixes sent (before anything ran), then the one attempt's intent and result,
+    # and no second round trip's intent.
+    for host, service in [(h, "nginx") for h in NGINX_HOSTS] + [(h, "redis-server") for h in REDIS_HOSTS]:
+        lines = [json.loads(line) for line in (work.artifacts_dir / "journal" / f"{host}.jsonl").read_text().splitlines()]
+        run2 = lines[[i for i, r in enumerate(lines) if r["kind"] == "conditional"][0]:]
+        # (The fleet's fix of the other service went too: it did not run, its service is healthy.)
+        assert all(service not in r["services"] for r in run2 if r["kind"] == "resolved"), run2
+        steps = [r for r in run2 if r["kind"] not in ("closed", "resolved")]
+        kinds = [(r["kind"], r.get("service")) for r in steps]
+        assert kinds[:3] == [("conditional", None), ("intent", service), ("result", service)], kinds
+        assert service in steps[0]["services"] and steps[1]["source"] == "memory" and steps[2]["healthy"] is True
+        assert [("intent", service)] == [k for k in kinds if k[0] == "intent"], kinds
+        outcome = second.outcomes()[(host, service)]
+        assert outcome["attempts"] == 1 and outcome["commands"][0]["rc"] == 0, outcome
 
     # Run 3: nothing is broken -> nothing changes, no LLM call.
     third = work.run(extravars={"remediate_backend": "llm"})

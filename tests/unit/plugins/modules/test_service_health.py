@@ -283,3 +283,87 @@ def test_the_single_form_can_gather_evidence_too(capsys, fake_service) -> None:
 def test_bad_service_lists_are_named(capsys, args: dict, message: str) -> None:
     result = run_module(capsys, args)
     assert result["failed"] is True and message in result["msg"], result["msg"]
+
+
+# ---------------------------------------------------------------- remembered fixes ahead
+def _marker_service(tmp_path: Path, name: str = "flagd", **extra) -> dict:
+    """A service that is healthy while its marker file exists (its 'fix' creates it)."""
+    return {"name": name, "checks": [{"type": "command", "argv": ["test", "-e", str(tmp_path / f"{name}.up")]}],
+            "logs": [str(tmp_path / f"{name}.log")], **extra}
+
+
+def _signature_now(capsys, services: list, name: str) -> str:
+    """The signature the controller computes from what the module returns (no fix sent)."""
+    from ansible_collections.sentinel.remediation.plugins.module_utils.signature import failure_signature
+    row = next(r for r in run_module(capsys, {"services": services, "evidence": True})["services"] if r["name"] == name)
+    return failure_signature(name, row["error"], row["evidence"], ["testhost"])
+
+
+def test_a_remembered_fix_runs_where_the_host_finds_its_signature(capsys, tmp_path: Path) -> None:
+    (tmp_path / "flagd.log").write_text("flagd: lost its flag file\n")
+    services = [_marker_service(tmp_path)]
+    signature = _signature_now(capsys, services, "flagd")
+    touch = {"argv": ["touch", str(tmp_path / "flagd.up")], "become": False, "label": "touch flag"}
+    result = run_module(capsys, {"services": services, "evidence": True, "hostnames": ["testhost"], "settle": 0,
+                                 "remembered": [{"service": "flagd", "signature": "flagd:0000000000000000",
+                                                 "commands": [{"argv": ["false"]}]},
+                                                {"service": "flagd", "signature": signature, "commands": [touch]}]})
+    assert (tmp_path / "flagd.up").exists()  # what ran: the file the fix creates
+    row = result["services"][0]
+    assert row["healthy"] is False and "evidence" in row  # the state found, before the fix
+    ran = row["remembered"]
+    assert ran["ran"] is True and ran["signature"] == signature and ran["stopped_at"] is None
+    assert [r["rc"] for r in ran["results"]] == [0] and ran["results"][0]["label"] == "touch flag"
+    assert ran["verify"]["healthy"] is True and "evidence" not in ran
+    assert result["changed"] is False  # a health check reports; the heal action records the change
+
+
+def test_a_remembered_fix_of_another_failure_does_not_run(capsys, tmp_path: Path) -> None:
+    services = [_marker_service(tmp_path)]
+    result = run_module(capsys, {"services": services, "evidence": True, "remembered": [
+        {"service": "flagd", "signature": "flagd:0123456789abcdef",
+         "commands": [{"argv": ["touch", str(tmp_path / "flagd.up")]}]}]})
+    assert not (tmp_path / "flagd.up").exists()
+    ran = result["services"][0]["remembered"]
+    assert ran["ran"] is False and ran["signature"].startswith("flagd:") and ran["signature"] != "flagd:0123456789abcdef"
+
+
+def test_a_failed_fix_is_checked_again_with_fresh_evidence(capsys, tmp_path: Path) -> None:
+    services = [_marker_service(tmp_path)]
+    signature = _signature_now(capsys, services, "flagd")
+    result = run_module(capsys, {"services": services, "evidence": True, "settle": 0, "remembered": [
+        {"service": "flagd", "signature": signature,
+         "commands": [{"argv": ["false"]}, {"argv": ["touch", str(tmp_path / "flagd.up")]}]}],
+        "hostnames": ["testhost"]})
+    ran = result["services"][0]["remembered"]
+    assert ran["ran"] is True and ran["stopped_at"] == 0 and ran["results"][1]["skipped"] is True
+    assert not (tmp_path / "flagd.up").exists()
+    assert ran["verify"]["healthy"] is False and ran["evidence"]["status"]  # gathered again after the fix
+
+
+def test_no_fix_runs_in_check_mode_or_behind_a_failing_dependency(capsys, tmp_path: Path) -> None:
+    base = _marker_service(tmp_path, "base")
+    app = _marker_service(tmp_path, "app", depends_on=["base"])
+    sig_app = _signature_now(capsys, [base, app], "app")
+    sig_base = _signature_now(capsys, [base, app], "base")
+    touch_app = {"argv": ["touch", str(tmp_path / "app.up")]}
+    result = run_module(capsys, {"services": [base, app], "evidence": True, "hostnames": ["testhost"], "remembered": [
+        {"service": "app", "signature": sig_app, "commands": [touch_app]}]})
+    assert not (tmp_path / "app.up").exists() and "remembered" not in result["services"][1]
+    assert result["services"][1]["blocked_by"] == ["base"]
+    fix = {"service": "base", "signature": sig_base, "commands": [{"argv": ["touch", str(tmp_path / "base.up")]}]}
+    checked = run_module(capsys, {"services": [base], "evidence": True, "hostnames": ["testhost"],
+                                  "_ansible_check_mode": True, "remembered": [fix]})
+    assert not (tmp_path / "base.up").exists() and "remembered" not in checked["services"][0]
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"remembered": [{"service": "flagd", "signature": "s", "commands": [{"argv": []}]}]},
+     "remembered[0]: commands[0].argv: a non-empty list of strings is needed"),
+    ({"remembered": [{"service": "flagd", "signature": "s", "commands": [{"become": True}]}]}, "argv"),
+    ({"settle": -1}, "settle not negative"),
+])
+def test_bad_remembered_fixes_are_named(capsys, tmp_path: Path, args: dict, message: str) -> None:
+    result = run_module(capsys, dict({"services": [_marker_service(tmp_path)], "evidence": True}, **args))
+    assert result["failed"] is True and message in result["msg"], result["msg"]
+    assert not (tmp_path / "flagd.up").exists()

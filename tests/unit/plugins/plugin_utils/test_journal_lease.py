@@ -28,6 +28,34 @@ def test_intent_without_result_is_found_and_a_result_closes_it(tmp_path):
     assert journal.interrupted(j.records(), "nginx") is None
 
 
+def test_fixes_sent_with_a_health_check_count_as_run_until_resolved(tmp_path):
+    """A run killed while remembered fixes were on their way: any of them may have run."""
+    j = journal.Journal(str(tmp_path), "web1")
+    redis = [{"command": "service redis-server start", "argv": ["service", "redis-server", "start"],
+              "verdict": "allow", "become": True}]
+    j.append(journal.conditional("run-1", {"nginx": [{"signature": "nginx:a", "commands": CMDS}],
+                                           "redis-server": [{"signature": "redis-server:b", "commands": redis}]}))
+    stored = json.loads((tmp_path / "web1.jsonl").read_text())
+    assert stored["kind"] == "conditional" and stored["services"]["nginx"][0]["commands"][0]["argv"] == CMDS[0]["argv"]
+    found = journal.interrupted(j.records(), "nginx")
+    assert found["conditional"] is True and found["attempt"] == 1 and found["run"] == "run-1"
+    assert [c["argv"] for c in found["commands"]] == [CMDS[0]["argv"]]
+    assert journal.interrupted(j.records(), "cron") is None
+    # Nothing ran for redis-server: resolved. nginx's fix ran: its own intent and result follow.
+    j.append(journal.resolved("run-1", ["redis-server"]))
+    assert journal.interrupted(j.records(), "redis-server") is None
+    assert journal.interrupted(j.records(), "nginx")["conditional"] is True
+    j.append(journal.intent("run-1", "nginx", 1, CMDS, "none", "memory", "nginx:a"))
+    assert journal.interrupted(j.records(), "nginx").get("conditional") is None  # the plan that ran
+    j.append(journal.result("run-1", "nginx", 1, [{"rc": 0}], True, ""))
+    assert journal.interrupted(j.records(), "nginx") is None
+    assert journal.unrecorded_success(j.records(), "nginx")[0]["source"] == "memory"
+    # A resolution of another run does not close this run's pending fixes.
+    j.append(journal.conditional("run-2", {"nginx": [{"signature": "nginx:a", "commands": CMDS}]}))
+    j.append(journal.resolved("run-1", ["nginx"]))
+    assert journal.interrupted(j.records(), "nginx")["run"] == "run-2"
+
+
 def test_a_torn_last_line_is_skipped_not_fatal(tmp_path):
     j = journal.Journal(str(tmp_path), "web1")
     j.append(journal.intent("run-1", "nginx", 1, CMDS, "none", "llm", "nginx:abc"))

@@ -13,7 +13,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils import incide
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import memory, report
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client import resolve_settings
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import failure_signature, key_facts
+from ansible_collections.sentinel.remediation.plugins.module_utils.signature import failure_signature, key_facts
 from fault_samples import sample
 from llm_server import plan_content
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.failure_facts import (
+from ansible_collections.sentinel.remediation.plugins.module_utils.failure_facts import (
     FACTS,
     extract_facts,
     instances,

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import (
+from ansible_collections.sentinel.remediation.plugins.module_utils.signature import (
     hostnames_of,
     failure_signature,
     key_facts,

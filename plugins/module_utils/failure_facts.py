@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.signature import (
+from ansible_collections.sentinel.remediation.plugins.module_utils.signature import (
     SERVICE_PORTS,
     listeners,
 )

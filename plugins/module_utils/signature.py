@@ -2,6 +2,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Failure signatures: one stable fingerprint per kind of failure, whatever the host.
 
+Computed on the controller and, for a remembered fix sent with the health check, on the
+target (service_health): standard library only.
+
 Hosts with the same fault share a signature (so they share one plan and one memory
 record) even when their PIDs, timestamps, host names and counters differ; different
 faults of the same service get different signatures because the signature also
@@ -256,6 +259,11 @@ def _service_name(service: str | None) -> str:
     return name[:-len(".service")] if name.endswith(".service") else name
 
 
+def signature_prefix(service: str | None) -> str:
+    """How every signature of ``service``'s failures begins (``"nginx:"``)."""
+    return f"{_service_name(service) or 'unknown'}:"
+
+
 def signature_basis(service: str, error: str | None, evidence: Mapping | str | None,
                     hostnames: Iterable[str] = ()) -> dict:
     """What the signature is made of, for reports and debugging."""
@@ -275,7 +283,7 @@ def cause_facts(service: str, error: str | None, evidence: Mapping | str | None,
     failures that look alike from outside ("postgresql is not running") but have different
     causes get different signatures, so hosts never share a plan across causes."""
     # Imported here: failure_facts builds on this module.
-    from ansible_collections.sentinel.remediation.plugins.plugin_utils.failure_facts import (  # noqa: E501 pylint: disable=import-outside-toplevel
+    from ansible_collections.sentinel.remediation.plugins.module_utils.failure_facts import (  # noqa: E501 pylint: disable=import-outside-toplevel
         CAUSE,
         describe,
         extract_facts,
@@ -308,4 +316,4 @@ def failure_signature(service: str, error: str | None, evidence: Mapping | str |
     """
     basis = signature_basis(service, error, evidence, hostnames)
     digest = hashlib.sha256(json.dumps(basis, sort_keys=True).encode("utf-8")).hexdigest()
-    return f"{basis['service'] or 'unknown'}:{digest[:16]}"
+    return f"{signature_prefix(basis['service'])}{digest[:16]}"
