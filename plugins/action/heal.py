@@ -30,7 +30,12 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import notifications as routing
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_pause import pause_at
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import generalize, host_values, localize_values
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import (
+    PLACEHOLDER,
+    generalize,
+    host_values,
+    localize_values,
+)
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import (
     Lease,
     LeaseBusy,
@@ -65,7 +70,6 @@ _announced_share = set()
 # module run, not an unreachable host, for the community.docker.docker connection).
 # Remembered fixes sent with the health check: at most this many failure signatures per service.
 AHEAD_PER_SERVICE = 8
-_PLACEHOLDER = re.compile(r"\{[a-z_]+(?::[^{}\s]+)?\}")
 _HOST_GONE = re.compile(r"Error response from daemon: (?:[Cc]ontainer \S+ is (?:not running|paused|restarting)"
                         r"|No such container)")
 
@@ -990,7 +994,7 @@ class ActionModule(ActionBase):
                     texts = [str(c).strip() for c in success.get("commands") or [] if str(c).strip()]
                     if not texts or any(engine.command_key(t) in bad for t in texts):
                         continue  # the planner skips these too
-                    if len(texts) > args["max_commands"] or any(_PLACEHOLDER.search(t) for t in texts):
+                    if len(texts) > args["max_commands"] or any(PLACEHOLDER.search(t) for t in texts):
                         break  # the planner would take it, changed: not sent ahead
                     loaded = loaded or policy_mod.load_policy(self._host_policy({}))
                     verdicts = policy_mod.classify_many(texts, loaded, scope=scope)

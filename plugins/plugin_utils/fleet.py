@@ -21,7 +21,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.runbooks impo
     resolve_placeholders,
 )
 
-_PLACEHOLDER = re.compile(r"\{[a-z_]+(?::[^{}\s]+)?\}")
+PLACEHOLDER = re.compile(r"\{[a-z_]+(?::[^{}\s]+)?\}")  # {port_owner_pid:80}: a value the evidence fills
 
 
 def host_values(evidence, service: str, ports: Iterable[int]) -> dict[str, str]:
@@ -68,7 +68,7 @@ def localize_values(commands: Sequence[Mapping], theirs: Mapping[str, str], to_e
                 problem = f"{value} is {placeholder} on the planned host; this host has none"
                 break
             text = _word(value).sub(mine[placeholder], text)
-        if problem is None and _PLACEHOLDER.search(text):
+        if problem is None and PLACEHOLDER.search(text):
             try:
                 text = resolve_placeholders(text, to_evidence, service)
             except PlaceholderError as exc:

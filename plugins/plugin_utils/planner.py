@@ -34,6 +34,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_parse im
     parse_plan,
     plan_schema,
 )
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import PLACEHOLDER
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import (
     Knowledge,
     KnowledgeIndex,
@@ -55,7 +56,6 @@ from ansible_collections.sentinel.remediation.plugins.module_utils.signature imp
 BACKENDS = ("auto", "llm", "runbook", "memory")
 # Lab/Debian service names whose init script has another name.
 INIT_NAMES = {"redis": "redis-server", "sshd": "ssh", "crond": "cron"}
-_PLACEHOLDER = re.compile(r"\{[a-z_]+(?::[^{}\s]+)?\}")
 _VERDICT_KEYS = ("command", "verdict", "reasons", "argv", "display", "become", "pids", "effects")
 
 
@@ -166,7 +166,7 @@ class Planner:
         for entry in item.get("commands") or []:
             entry = dict(entry) if isinstance(entry, Mapping) else {"command": str(entry), "original": str(entry)}
             text = str(entry.get("command") or "")
-            if _PLACEHOLDER.search(text):
+            if PLACEHOLDER.search(text):
                 try:
                     filled = resolve_placeholders(text, self.evidence, self.service, self.error,
                                                   service_def=self.service_def)
