@@ -14,6 +14,7 @@ next to a secret-like key. A value is left alone when it cannot be a secret: a n
 """
 from __future__ import absolute_import, division, print_function
 
+import base64
 import math
 import re
 
@@ -83,6 +84,10 @@ _RULES = (
     # Slack incoming webhooks: the path is the credential.
     ("webhook", re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]{8,}"),
      lambda m, kind: MARK % kind),
+    # Any other webhook URL (Discord, Teams, chat and CI services): the path after /hooks/ or
+    # /webhooks/ is the credential when it holds a random-looking segment.
+    ("webhook", re.compile(r"(?i)(\bhttps?://[^\s/]+/(?:[^\s/]+/)*?(?:web)?hooks?/)([^\s\"'<>]+)"),
+     "capability"),
     # Telegram bot tokens, bare or in API URLs.
     ("telegram_token", re.compile(r"(?<![A-Za-z0-9])(?:bot)?[0-9]{6,12}:AA[A-Za-z0-9_-]{30,40}(?![A-Za-z0-9_-])"),
      lambda m, kind: MARK % kind),
@@ -104,7 +109,7 @@ _RULES = (
         r"|(?:AKIA|ASIA|AROA|AIDA)[0-9A-Z]{16}"
         r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
         r"|glpat-[A-Za-z0-9_-]{20,}|gl(?:rt|dt|ptt|cbt|imt)-[A-Za-z0-9_-]{20,}"
-        r"|xox[abposr]-[A-Za-z0-9-]{10,}"
+        r"|xox[abposr]-[A-Za-z0-9-]{10,}|xapp-[0-9]-[A-Za-z0-9-]{20,}"
         r"|AIza[0-9A-Za-z_-]{35}"
         r"|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{16,}"
         r"|hv[sbr]\.[A-Za-z0-9_-]{20,}"
@@ -120,9 +125,15 @@ _RULES = (
      lambda m, kind: MARK % kind),
     # Redis: requirepass / masterauth in config files, CLI flags and CONFIG SET.
     ("requirepass", re.compile(
-        r"\b((?:--)?(?:requirepass|masterauth)\s+)(?:\"[^\"\n]*\"|'[^'\n]*'|\S+)",
+        r"\b((?:--)?(?:requirepass|masterauth)\s+)(?!(?:is|was|not|must|should|has|set|unset)\b)"
+        r"(?:\"[^\"\n]*\"|'[^'\n]*'|\S+)",
         re.IGNORECASE),
      lambda m, kind: m.group(1) + MARK % kind),
+    # Redis AUTH [user] password, as typed, logged or shown by MONITOR ("AUTH" "user" "pw").
+    ("password", re.compile(r"((?:\bAUTH|\"auth\"|\"AUTH\")\s+(?:\"?[A-Za-z0-9_.@-]+\"?\s+)?)"
+                            r"(?!(?:required|failed|failure|ok|error|errors|succeeded|successful|timeout|disabled|enabled)\b)"
+                            r"(\"?)([^\s\"]+)\2(?=[ \t]*(?:\n|$))"),
+     lambda m, kind: m.group(1) + m.group(2) + MARK % kind + m.group(2)),
     ("password", re.compile(r"(\bredis-cli\b[^\n]*?\s(?:-a|--pass)\s+)(\S+)"),
      lambda m, kind: m.group(1) + MARK % kind),
     # MySQL clients: -pSECRET (joined; a bare -p prompts).
@@ -148,6 +159,18 @@ _RULES = (
     ("password", re.compile(
         r"(--(?:password|passwd|pass|token|api-key|secret|client-secret)(?:\s+|=))(?!-)(\S+)", re.IGNORECASE),
      lambda m, kind: m.group(1) + MARK % kind),
+    # <password>value</password>: an element named like a secret.
+    ("password", re.compile(r"<(?P<tag>[A-Za-z_][A-Za-z0-9_.-]{0,60})>(?P<value>[^<\n]+)</(?P=tag)>"), "element"),
+    # A secret given by name and value fields: `key="ApiKey" value="..."`, Kubernetes and Docker
+    # environments (`- name: DB_PASS` / `value: ...`, `{"name": "TOKEN", "value": "..."}`).
+    ("password", re.compile(
+        r"(?P<head>[\"']?\b(?:name|key)[\"']?\s*[:=]\s*[\"']?(?P<name>[A-Za-z0-9_.-]{2,80})[\"']?\s*,?\s*"
+        r"(?:\n[ \t]*-?[ \t]*)?[\"']?value[\"']?\s*[:=]\s*)(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s,;}\]\"'/>]+)"),
+     "named"),
+    # A configuration directive `auth_pass SECRET`, `password SECRET` alone on its line.
+    ("password", re.compile(r"(?im)^(?P<key>[ \t]*[A-Za-z0-9_.-]*(?:pass(?:word|wd|phrase)?|secret)[A-Za-z0-9_.-]*[ \t]+)"
+                            r"(?P<value>[^\s=:#][^\s]*)[ \t]*$"),
+     "directive"),
     # key=value, key: value, "key": "value" (JSON), KEY="value" (env files), AccountKey=...;
     ("password", re.compile(
         r"(?P<key>[\"']?\b" + _SECRET_KEY + r"[\"']?\s*[:=]\s*)"
@@ -158,6 +181,103 @@ _RULES = (
     ("secret", re.compile(r"(?P<key>\b" + _SECRET_KEY + r"\s+)(?P<value>[A-Za-z0-9+/_.=-]{16,})", re.IGNORECASE),
      "entropy"),
 )
+
+
+# Tokens of many services share one shape: a short lowercase or mixed prefix, a separator and a
+# long random body (hf_..., ya29...., glsa_..., sq0atp-...). The body must look random.
+_PREFIXED_TOKEN = re.compile(r"(?<![A-Za-z0-9_./+=-])(?P<prefix>[A-Za-z]{2,8}[0-9]{0,2}[._-](?:[A-Za-z0-9]{1,6}[._-]){0,2})"
+                             r"(?P<body>[A-Za-z0-9_-]{20,})(?![A-Za-z0-9])")
+# A run of base64 long enough to hold a key.
+_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{40,}={0,2}(?![A-Za-z0-9+/=])")
+
+
+def _private_key_bytes(run):
+    """Does this base64 start a private key? An OpenSSH key ("openssh-key-v1"), or DER whose
+    first element is a version number (PKCS#1 RSA, PKCS#8, SEC1 EC keys; certificates and
+    public keys start with a sequence instead)."""
+    try:
+        head = base64.b64decode(run[:24])
+    except (ValueError, TypeError):
+        return False
+    if head.startswith(b"openssh-key-v1"):
+        return True
+    if len(head) < 8 or head[0] != 0x30:
+        return False
+    size = head[1]
+    at = 2 + (size & 0x7F if size & 0x80 else 0)
+    version = head[at:at + 3]
+    follow = head[at + 3:at + 4]
+    return version in (b"\x02\x01\x00", b"\x02\x01\x01") and follow in (b"\x02", b"\x30", b"\x04")
+
+
+def _redact_key_bodies(text):
+    """Base64 of a private key without its BEGIN line (a log cut it off, a JSON field holds it):
+    the run that starts the key and the base64 runs on the lines after it."""
+    if len(text) < 40:
+        return text
+    lines = text.split("\n")
+    inside = False
+    changed = False
+    for index, line in enumerate(lines):
+        runs = _BASE64_RUN.findall(line)
+        if not runs:
+            inside = False
+            continue
+        if not inside and not any(_private_key_bytes(run) for run in runs):
+            continue
+        start = next((i for i, run in enumerate(runs) if _private_key_bytes(run)), 0) if not inside else 0
+        for run in runs[start:]:
+            line = line.replace(run, MARK % "private_key", 1)
+        lines[index] = line
+        inside = changed = True
+    return "\n".join(lines) if changed else text
+
+
+def _prefixed_replace(match):
+    body = match.group("body")
+    classes = sum(1 for pattern in ("[a-z]", "[A-Z]", "[0-9]") if re.search(pattern, body))
+    if classes < 3 or _entropy(body) < 3.5:
+        return match.group(0)
+    return MARK % "token"
+
+
+def _capability_replace(match):
+    rest = match.group(2)
+    if any(len(part) >= 20 and _looks_random(part) for part in re.split(r"[/?&=]", rest)):
+        return match.group(1) + MARK % "webhook"
+    return match.group(0)
+
+
+def _element_replace(match):
+    name = match.group("tag")
+    value = match.group("value").strip()
+    if not is_secret_key(name) or not value or _HARMLESS_VALUE.match(value) or value.startswith("[REDACTED:"):
+        return match.group(0)
+    return "<%s>%s</%s>" % (name, MARK % _kind_for_key(name), name)
+
+
+def _named_replace(match):
+    name = match.group("name")
+    value = match.group("value")
+    bare = value.strip("\"'")
+    if not is_secret_key(name) or not bare or _HARMLESS_VALUE.match(bare) or bare.startswith("[REDACTED:"):
+        return match.group(0)
+    quote = value[0] if value[0] in "\"'" else ""
+    return match.group("head") + quote + MARK % _kind_for_key(name) + quote
+
+
+def _directive_replace(match):
+    name = match.group("key").strip().lower()
+    value = match.group("value")
+    if name in _NOT_SECRET_KEYS or _ABOUT_SECRET.search(name) or _HARMLESS_VALUE.match(value.rstrip(";")) \
+            or value.startswith("[REDACTED:") or "://" in value or "$" in value:
+        # URLs (proxy_pass http://...) have their own rule; `$var` is a reference, not a value.
+        return match.group(0)
+    return match.group("key") + MARK % _kind_for_key(name)
+
+
+_REPLACERS = {"capability": _capability_replace, "element": _element_replace, "named": _named_replace,
+              "directive": _directive_replace}
 
 
 _COOKIE_ATTRIBUTES = frozenset(("path", "domain", "expires", "max-age", "samesite", "secure", "httponly",
@@ -244,16 +364,19 @@ def redact_text(text):
         text = text.decode("utf-8", "replace")
     elif not isinstance(text, str):
         text = str(text)
+    text = _redact_key_bodies(text)
     for kind, pattern, replace in _RULES:
         if replace is None:
             text = pattern.sub(_kv_replace, text)
+        elif replace in _REPLACERS:
+            text = pattern.sub(_REPLACERS[replace], text)
         elif replace == "entropy":
             text = pattern.sub(_entropy_replace, text)
         elif replace == "cookie":
             text = pattern.sub(_cookie_replace, text)
         else:
             text = pattern.sub(lambda m, _k=kind, _r=replace: _r(m, _k), text)
-    return text
+    return _PREFIXED_TOKEN.sub(_prefixed_replace, text)
 
 
 def is_secret_key(name):

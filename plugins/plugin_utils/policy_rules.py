@@ -349,7 +349,8 @@ def unit_category(chk: Check, unit: str) -> str:
 
 
 _UNIT_REASONS = {
-    "power": "powers off, reboots, suspends or isolates the host (or unmounts everything); never run by a command here",
+    "power": "powers off, reboots, suspends or isolates the host, unmounts everything or opens a root shell on a "
+             "console; never run by a command here",
     "mount": "mounts or unmounts a file system; mount changes are never run by a command here",
     "system": "acts on a slice, scope or device unit (whole groups of processes or hardware); never run here",
     "firewall": "changes the firewall; firewall changes are never run by a command here",
@@ -417,6 +418,11 @@ def unit(chk: Check, raw: str, verb: str, *, shown_verb: str | None = None) -> N
             chk.approve(f"`{word} {name}`: {name} is outside the incident's scope ({incident}); a human should "
                         "confirm")
         return
+    if action in ("stop", "unboot") and category == "target":
+        # A target groups units: stopping or masking it stops or keeps down every unit it pulls in.
+        chk.reject(f"`{word} {name}` stops or keeps down every unit the target pulls in (services, sockets, "
+                   "mounts, the network); refused")
+        return
     if action == "stop":
         if category in ("protected", "scope-protected", "infra"):
             chk.reject(f"`{word} {name}` would take down remote access, login, messaging or networking; refused")
@@ -430,6 +436,10 @@ def unit(chk: Check, raw: str, verb: str, *, shown_verb: str | None = None) -> N
                        "starting; refused")
         else:
             chk.approve(f"`{word} {name}` keeps a service from starting; a human should confirm")
+        return
+    if action == "boot" and word == "revert" and category in ("protected", "scope-protected", "infra"):
+        chk.reject(f"`{word} {name}` drops the local configuration of a unit the host needs (remote access, login, "
+                   "networking); refused")
         return
     if action == "boot":
         chk.approve(f"`{word} {name}` changes what starts at boot; a human should confirm")

@@ -194,6 +194,12 @@ def systemctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
             chk.reject(f"`systemctl {verb}` needs a unit")
             return
         chk.become = True
+        if verb == "set-property" and unit_name(units[0]) is not None and judge.unit_category(
+                chk, unit_name(units[0]) or "") in ("protected", "scope-protected", "infra"):
+            # Resource limits can starve a unit as surely as stopping it (CPUQuota=1%, MemoryMax=1M).
+            chk.reject(f"`systemctl set-property {unit_name(units[0])}` limits a unit the host needs (remote access, "
+                       "login, messaging, networking); refused")
+            return
         judge.unit(chk, units[0], "boot", shown_verb=verb)
         return
     if verb not in _UNIT_VERBS:
@@ -364,6 +370,7 @@ def journalctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
             chk.reject(f"{q(text)} is not a line count or boot id for `journalctl {name}`")
     insert_flag(chk, parsed, "--no-pager")
     chk.become = True
+    _vacuum_floor(chk, parsed)
     for item in parsed.operands:
         if item.startswith("/"):
             judge.path(chk, item, "meta")
@@ -371,6 +378,40 @@ def journalctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
             chk.reject(f"{q(item)} is not a journal match (FIELD=value) or a path")
     units = parsed.values("-u")
     chk.effect("reads the journal" + (f" of {', '.join(units[:4])}" if units else ""))
+
+
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50, "E": 1 << 60}
+_TIME_UNITS = {"us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "s": 1, "sec": 1, "second": 1, "seconds": 1,
+               "": 1, "m": 60, "min": 60, "minute": 60, "minutes": 60, "h": 3600, "hr": 3600, "hour": 3600,
+               "hours": 3600, "d": 86400, "day": 86400, "days": 86400, "w": 604800, "week": 604800,
+               "weeks": 604800, "M": 2629800, "month": 2629800, "months": 2629800, "y": 31557600, "year": 31557600,
+               "years": 31557600}
+# Below these, a vacuum keeps (nearly) nothing: the journal, the record of what happened, is erased.
+_VACUUM_FLOOR = {"--vacuum-size": 64 << 20, "--vacuum-time": 86400, "--vacuum-files": 2}
+
+
+def _vacuum_kept(name: str, text: str) -> float | None:
+    """What `journalctl --vacuum-*` keeps (bytes, seconds or files); None when unreadable."""
+    if name == "--vacuum-files":
+        return float(text) if text.isdigit() else None
+    if name == "--vacuum-size":
+        found = re.fullmatch(r"([0-9]{1,12})([KMGTPE]?)(?:iB|B)?", text)
+        return float(int(found.group(1)) * _SIZE_UNITS[found.group(2)]) if found else None
+    total = 0.0
+    for number, unit in re.findall(r"([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)", text):
+        if unit not in _TIME_UNITS:
+            return None
+        total += float(number) * _TIME_UNITS[unit]
+    return total if re.fullmatch(r"(?:\s*[0-9]+(?:\.[0-9]+)?\s*[A-Za-z]*)+\s*", text) else None
+
+
+def _vacuum_floor(chk: Check, parsed: Parsed) -> None:
+    for name, text in parsed.options:
+        if name in _VACUUM_FLOOR and text is not None:
+            kept = _vacuum_kept(name, text)
+            if kept is None or kept < _VACUUM_FLOOR[name]:
+                chk.reject(f"`journalctl {name}={text}` keeps (almost) none of the journal: it erases the record of "
+                           "what happened on the host; keep at least a day, 64M or 2 files")
 
 
 # ---------------------------------------------------------------- signals
@@ -609,6 +650,10 @@ def fuser(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
                 chk.reject(f"`fuser -k` on {q(path)} kills every process using a whole file system")
                 return
             ports_in_scope = ports_in_scope and (chk.scope.locate(path) is not None if chk.scope.explicit else True)
+    if parsed.has("-k") and not ports_in_scope:
+        chk.reject("`fuser -k` would signal whatever holds a port or file outside the incident's scope (another "
+                   "service, remote access); name the PID after `fuser -v`")
+        return
     if parsed.has("-k"):
         chk.effect(f"sends {signal} to every process found")
         chk.approve(f"`fuser -k` sends {signal} to whatever processes it finds, unseen; check with `fuser -v` "
@@ -719,7 +764,7 @@ def grep(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         paths.append(found)
     logs_only = all(chk.compiled["log_areas"].match(p) for p in paths)
     for pattern in patterns:
-        if hunting.search(pattern) and not logs_only:
+        if not logs_only and (hunting.search(pattern) or _grep_selects_secrets(chk, pattern, parsed)):
             chk.reject(f"searching files for {q(pattern)} hunts for secrets (passwords, keys, tokens); "
                        "search the logs, or read the specific setting another way")
             return
@@ -729,6 +774,128 @@ def grep(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
                 chk.reject(f"a recursive `{chk.tool}` whose pattern matches any text would print whole "
                            "files (keys included); search for the specific message")
                 return
+
+
+# What a pattern selects, not how it is spelled: `pass.ord`, `pa[s]sw`, `requ\?irepass` or `auth`
+# select the lines below that carry secrets while selecting none of the ordinary lines.
+_SECRET_LINES = (
+    "requirepass s3cr3tValue", "masterauth s3cr3tValue", "password = s3cr3tValue", "DB_PASSWORD=s3cr3tValue",
+    "passwd: s3cr3tValue", "PGPASSWORD=s3cr3tValue", "secret_key_base: 0a1b2c3d", "client_secret=0a1b2c3d",
+    "api_key: 0a1b2c3d", "apikey=0a1b2c3d", "token: 0a1b2c3d", "access_token=0a1b2c3d", "credentials: s3cr3tValue",
+    "auth_pass s3cr3tValue", "-----BEGIN RSA PRIVATE KEY-----", "-----BEGIN OPENSSH PRIVATE KEY-----",
+    "-----BEGIN PRIVATE KEY-----", "aws_secret_access_key = wJalrXUtnFEMI/K7MDENGbPxRfiCYEXAMPLEKEY",
+    "aws_access_key_id = AKIAIOSFODNN7EXAMPLE", "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9",
+    "Authorization: Basic YWRtaW46czNjcjN0", "root:$6$rounds$Hd8w0kqEc1:19000:0:99999:7:::",
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0ZXN0 admin", "postgres://app:s3cr3tValue@db.internal/app",
+    "ghp_0123456789abcdefghijABCDEFGHIJ012345", "xoxb-1234-5678-abcdefghij",
+)
+_ORDINARY_LINES = (
+    "user www-data;", "worker_processes auto;", "pid /run/nginx.pid;", "listen 80 default_server;",
+    "server_name example.com www.example.com;", "error_log /var/log/nginx/error.log warn;",
+    "include /etc/nginx/conf.d/*.conf;", "ssl_certificate /etc/ssl/certs/site.pem;", "location / { try_files $uri =404; }",
+    "proxy_pass http://127.0.0.1:3000;", "port 6379", "bind 127.0.0.1 ::1", "maxmemory-policy allkeys-lru",
+    "dir /var/lib/redis", "appendonly no", "listen_addresses = 'localhost'", "max_connections = 100",
+    "data_directory = '/var/lib/postgresql/15/main'", "Port 22", "UsePAM yes", "LogLevel INFO",
+    "SHELL=/bin/sh", "17 * * * * root cd / && run-parts --report /etc/cron.hourly",
+    "2024-05-01 12:00:01 [error] 1234#0: *5 connect() failed (111: Connection refused) while connecting to upstream",
+    "May  1 12:00:01 web01 systemd[1]: Starting nginx.service - A high performance web server and a reverse proxy",
+    "FATAL:  could not bind IPv4 address \"127.0.0.1\": Address already in use", "QUIT 0 QUERY 9 EXIT",
+    "Version: 1.22.1-9; Status: install ok installed; Depends: libc6 (>= 2.34), zlib1g",
+)
+_POSIX_CLASSES = {"alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z", "lower": "a-z",
+                  "space": " \\t\\n\\r\\f\\v", "blank": " \\t", "punct": "!-/:-@\\[-`{-~", "xdigit": "0-9A-Fa-f",
+                  "print": " -~", "graph": "!-~", "cntrl": "\\x00-\\x1f"}
+
+
+def _grep_python_regex(pattern: str, basic: bool) -> str:
+    """A grep pattern as a Python regular expression: POSIX classes spelled out and, for basic
+    regular expressions, the escaped and plain meta characters swapped (`\\|` is alternation)."""
+    out: list[str] = []
+    i, bracket = 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if bracket:
+            klass = re.match(r"\[:([a-z]+):\]", pattern[i:])
+            if klass and klass.group(1) in _POSIX_CLASSES:
+                out.append(_POSIX_CLASSES[klass.group(1)])
+                i += len(klass.group(0))
+                continue
+            if char == "]":
+                bracket = False
+            out.append("\\" + char if char in "\\[" else char)
+            i += 1
+            continue
+        if char == "[":
+            bracket = True
+            out.append(char)
+            if pattern[i + 1:i + 2] == "^":
+                out.append("^")
+                i += 1
+            if pattern[i + 1:i + 2] == "]":
+                out.append("\\]")
+                i += 1
+            i += 1
+            continue
+        if char == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            if nxt in "<>":
+                out.append(r"\b")
+            elif basic and nxt in "|(){}+?":
+                out.append(nxt)
+            else:
+                out.append("\\" + nxt)
+            i += 2
+            continue
+        out.append("\\" + char if basic and char in "|(){}+?" else char)
+        i += 1
+    return "".join(out)
+
+
+def _top_level_alternatives(regex: str) -> list[str]:
+    parts, depth, start, i, bracket = [], 0, 0, 0, False
+    while i < len(regex):
+        char = regex[i]
+        if char == "\\":
+            i += 2
+            continue
+        if bracket:
+            bracket = char != "]"
+        elif char == "[":
+            bracket = True
+            if regex[i + 1:i + 2] == "]":
+                i += 1
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            parts.append(regex[start:i])
+            start = i + 1
+        i += 1
+    parts.append(regex[start:])
+    return parts
+
+
+def _grep_selects_secrets(chk: Check, pattern: str, parsed: Parsed) -> bool:
+    """Would the pattern (or one of its alternatives) pick the lines that carry secrets while
+    leaving ordinary configuration and log lines alone? A pattern the policy cannot read counts."""
+    flags = re.IGNORECASE if parsed.has("-i") else 0
+    if parsed.has("-F"):
+        alternatives = [re.escape(p) for p in pattern.split("\n")]
+    else:
+        basic = not (parsed.has("-E", "-P") or chk.tool == "egrep")
+        alternatives = _top_level_alternatives(_grep_python_regex(pattern, basic))
+    for body in alternatives:
+        if parsed.has("-w"):
+            body = rf"(?<!\w)(?:{body})(?!\w)"
+        try:
+            compiled = re.compile(body, flags)
+        except (re.error, OverflowError):
+            return True
+        if any(compiled.search(line) for line in _SECRET_LINES) and \
+                not any(compiled.search(line) for line in _ORDINARY_LINES):
+            return True
+    return False
 
 
 def _grep_matches_base64(pattern: str, parsed: Parsed) -> bool:
@@ -1029,7 +1196,17 @@ def truncate(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     if not count_bounds(chk, parsed.operands, 1, 8, "file"):
         return
     for item in parsed.operands:
-        judge.path(chk, item, "write", what="truncates")
+        found = judge.path(chk, item, "write", what="truncates")
+        if found is not None and _holds_data(chk, found):
+            chk.reject(f"truncating {q(found)} destroys the data it holds (a database or data file cannot be "
+                       "recovered from a cut); move it aside, or a human decides")
+
+
+def _holds_data(chk: Check, path: str) -> bool:
+    """A file with a service's data: under the incident's (or any service's) data paths, or named like a database."""
+    names = chk.compiled["data_file_names"]
+    kind = chk.scope.locate(path) if chk.scope.explicit else chk.compiled["default_scope"].locate(path)
+    return kind == "data" or names is not None and names.search(path) is not None
 
 
 _INSTALL = _table({"-d|--directory": None, "-m|--mode": "word", "-o|--owner": "word", "-g|--group": "word",
@@ -1203,6 +1380,10 @@ def apt(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     for item in local:
         if judge.path(chk, item, "read") is None:
             return
+        if not _verified_package_file(item):
+            chk.reject(f"{q(item)} is a package file apt did not download: its maintainer scripts would run as root "
+                       "and nothing vouches for where it came from; install by package name, or a human does it")
+            return
     names = [p for p in packages if not p.startswith("/")]
     for name in names:
         if not _PACKAGE.match(name):
@@ -1225,6 +1406,11 @@ def apt(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     chk.effect(("would install " if simulate else "installs ") + (", ".join(names + local) or "pending fixes"))
     if not simulate:
         chk.approve(f"`{chk.tool} {verb}` installs or upgrades software; a human should confirm")
+
+
+def _verified_package_file(item: str) -> bool:
+    """A .deb in apt's own archive cache, where only packages whose signatures apt checked land."""
+    return re.fullmatch(r"/var/cache/apt/archives/[A-Za-z0-9.+~:%_-]+\.deb", item) is not None and "/../" not in item
 
 
 _DPKG_READ = {"-l", "--list", "-L", "--listfiles", "-s", "--status", "-S", "--search", "-p", "--print-avail",
@@ -1273,6 +1459,11 @@ def dpkg(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
             return
         for item in rest:
             if judge.path(chk, item, "read") is None:
+                return
+            if not _verified_package_file(item):
+                chk.reject(f"{q(item)} is a package file apt did not download: its maintainer scripts would run as "
+                           "root and nothing vouches for where it came from; install from the archive (apt-get "
+                           "install NAME), or a human does it")
                 return
         chk.effect("installs " + ", ".join(rest))
         chk.approve(f"`dpkg {action}` installs a package file; a human should confirm where it came from")
@@ -1783,7 +1974,14 @@ def systemd_tmpfiles(chk: Check, args: list[str], spec: Mapping[str, Any]) -> No
         return
     chk.become = True
     for item in files:
-        if judge.path(chk, item, "read") is None:
+        # Each line of a tmpfiles.d file creates, writes or chmods any path as root: only files from the
+        # system's tmpfiles.d directories are configuration; one from elsewhere is a root write primitive.
+        tmpfiles_dir = re.fullmatch(r"/(?:etc|usr/lib|lib|run|usr/local/lib)/tmpfiles\.d/[A-Za-z0-9@._-]+\.conf", item)
+        if judge.path(chk, item, "read" if tmpfiles_dir and "/../" not in item else "config") is None:
+            return
+        if not tmpfiles_dir:
+            chk.reject(f"{q(item)} is not in a tmpfiles.d directory; a tmpfiles file from elsewhere can create or "
+                       "change any file as root")
             return
     prefixes = [f.partition("=")[2] for f in flags if f.startswith("--prefix=")]
     if prefixes:

@@ -407,8 +407,15 @@ def _strip_sql(sql: str, dialect: str) -> str | None:
     return out
 
 
+# Server settings whose value is a program the server runs or a library it loads.
+_CODE_SETTINGS = re.compile(r"(?i)\b[a-z_]*(?:_command|preload_libraries|library_path|plugin_dir|plugin_load(?:_add)?)\b")
+
+
 def sql(chk: Check, text: str, dialect: str) -> None:
     """Judge SQL given with psql -c / mysql -e."""
+    if re.search(r"(?i)\b(?:SET|RESET)\b", text) and _CODE_SETTINGS.search(text):
+        chk.reject("that statement sets a server setting that names a program to run or a library to load; refused")
+        return
     if _SECRET_TABLES.search(text):
         chk.reject("that query reads password hashes or credentials of database users; never run here")
         return
@@ -523,7 +530,7 @@ def psql(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     if not count_bounds(chk, parsed.operands, 0, 2, "database or user name"):
         return
     for item in parsed.operands:
-        if "=" in item and ("password" in item.lower() or "host" in item.lower()):
+        if "://" in item or "=" in item and ("password" in item.lower() or "host" in item.lower()):
             chk.reject("connection strings with hosts or passwords are not allowed; use -h localhost -U USER")
             return
         value(chk, "word", item, "a database name")
@@ -596,14 +603,22 @@ def pg_ctlcluster(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         chk.reject(f"{q(action)} is not a `pg_ctlcluster` action this policy allows")
 
 
+_PG_CTL = spec_from_table({
+    "-D|--pgdata": "text", "-m|--mode": "word", "-t|--timeout": "int", "-w|--wait": None, "-W|--no-wait": None,
+    "-s|--silent": None, "-c|--core-files": None, "-l|--log": "path:create",
+    **dict.fromkeys(("-o|--options", "-p"), {"type": "text", "deny": "`pg_ctl -o/-p` passes options to the server "
+                                                                    "or names its binary (settings that run programs "
+                                                                    "or load libraries); refused"}),
+}, permute=True)
+
+
 def pg_ctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
-    words = [a for a in args if not a.startswith("-")]
-    data = None
-    for i, word in enumerate(args):
-        if word in ("-D", "--pgdata") and i + 1 < len(args):
-            data = args[i + 1]
-        elif word.startswith("--pgdata="):
-            data = word.partition("=")[2]
+    parsed = parse(chk, _PG_CTL, args)
+    if chk.rejected:
+        return
+    option_values(chk, _PG_CTL, parsed)
+    words = list(parsed.operands)
+    data = parsed.last("-D")
     actions = ("status", "start", "stop", "restart", "reload", "promote", "kill", "init", "initdb", "logrotate")
     action = next((w for w in words if w in actions), None)
     if action is None or data is None:
@@ -1019,6 +1034,12 @@ def curl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     if chk.rejected:
         return
     option_values(chk, _CURL, parsed)
+    for name, text in parsed.options:
+        # curl reads a value written `@FILE` from that file (`-H @FILE`, `-w @FILE`): a read to judge.
+        if text is not None and text.startswith("@"):
+            if text == "@-" or judge.path(chk, text[1:], "read", what=f"sends or prints (`curl {name}`)") is None:
+                chk.reject(f"`curl {name} {text[:60]}` reads its value from a file or from the input; name the value")
+                return
     output = parsed.last("-o")
     if output is not None and output not in ("/dev/null", "-"):
         chk.reject("`curl -o` may only write to /dev/null (the body is read from the output otherwise)")
