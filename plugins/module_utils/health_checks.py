@@ -203,19 +203,24 @@ def service_health(defn: dict, default_timeout: int) -> dict:
     return {"healthy": not failing, "error": failing[0]["detail"] if failing else "", "checks": results}
 
 
-def settle_health(defn: dict, default_timeout: int, settle: float, interval: float = 1.0) -> dict:
-    """:func:`service_health`, asked again every ``interval`` seconds for up to ``settle``
-    seconds until healthy: a service just started may need a moment to open its port.
+def settle_health(defn: dict, default_timeout: int, settle: float, interval: float = 1.0,
+                  first: float = 0.2) -> dict:
+    """:func:`service_health`, asked again for up to ``settle`` seconds until healthy: a
+    service just started may need a moment to open its port. The waits double from
+    ``first`` up to ``interval`` seconds, so a service that is up within a fraction of a
+    second is seen then, and a slow one is not checked more than once per ``interval``.
     Adds ``rounds`` (how many times the checks ran) and ``seconds`` (time spent)."""
     started = time.monotonic()
     deadline = started + max(0.0, settle)
     rounds = 0
+    wait = min(first, interval)
     while True:
         rounds += 1
         result = service_health(defn, default_timeout)
-        if result["healthy"] or time.monotonic() + interval > deadline:
+        if result["healthy"] or time.monotonic() + wait > deadline:
             break
-        time.sleep(interval)
+        time.sleep(wait)
+        wait = min(wait * 2, interval)
     result["rounds"] = rounds
     result["seconds"] = round(time.monotonic() - started, 3)
     return result
