@@ -38,6 +38,7 @@ BACKEND_ORDERS = {
 }
 OUTPUT_TAIL = 600        # characters of a command's stdout/stderr kept in the incident
 HISTORY_TAIL = 300       # characters of each output shown to the model per command
+READ_TAIL = 1500         # characters of a read-only diagnostic's output shown (both ends): it was asked for
 _SUDO = re.compile(r"^sudo(?:\s+-[nSEH]+)*\s+")
 
 
@@ -51,7 +52,7 @@ def _tail(text: Any, limit: int) -> str:
     return value if len(value) <= limit else "..." + value[-(limit - 3):]
 
 
-def _ends(text: Any, limit: int) -> str:
+def both_ends(text: Any, limit: int) -> str:
     """Both ends of a long output: a diagnostic's first lines and its last ones."""
     value = ("" if text is None else str(text)).rstrip()
     if len(value) <= limit:
@@ -400,7 +401,7 @@ def record_results(attempt: Attempt, results: Sequence[Mapping], output_max: int
     for command, result in zip(runnable_commands, results):
         rc = result.get("rc")
         command.rc = int(rc) if isinstance(rc, int) and not isinstance(rc, bool) else None
-        command.stdout = _ends(result.get("stdout"), output_max)
+        command.stdout = both_ends(result.get("stdout"), output_max)
         command.stderr = _tail(result.get("stderr") or result.get("msg"), output_max)
         command.skipped = bool(result.get("skipped"))
         command.reason = str(result.get("reason") or "")
@@ -430,7 +431,8 @@ def history(incident: Incident, tail: int = HISTORY_TAIL) -> list[dict]:
                     # its first lines as much as its last.
                     output = "\n".join(part for part in ((c.stdout or "").strip(), (c.stderr or "").strip()) if part)
                     if output:
-                        entry["output"] = _ends(output, max(tail, OUTPUT_TAIL))
+                        entry["output"] = both_ends(output, max(tail, READ_TAIL))
+                        entry["read"] = True
                 else:
                     output = (c.stderr or c.stdout or "").strip()
                     if output:

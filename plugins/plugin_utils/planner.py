@@ -295,7 +295,7 @@ class Planner:
         remembered = [c for fix in self.fixes for c in _fix_commands(fix)[0]]
         scope_lines = []
         if self.scope is not None:
-            scope_lines = _policy().describe_scope(self.scope)
+            scope_lines = _policy().describe_scope(self.scope, self.policy.compiled["access_paths"])
         messages = prompt_mod.build_messages(
             service=self.service, error=self.error, evidence=self.evidence, max_commands=self.max_commands,
             tools_present=self.tools_present, tools_absent=self.tools_absent, failed_commands=self.failed,

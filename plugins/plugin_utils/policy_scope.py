@@ -329,8 +329,10 @@ def compile_scope(scope: Mapping[str, Any] | None, default: Mapping[str, Any],
     return Scope(merged, explicit)
 
 
-def describe_scope(scope: Mapping[str, Any] | None) -> list[str]:
-    """Short lines for the LLM prompt: what the model may do in this incident without approval."""
+def describe_scope(scope: Mapping[str, Any] | None, access_paths: re.Pattern[str] | None = None) -> list[str]:
+    """Short lines for the LLM prompt: what the model may do in this incident without approval.
+    ``access_paths`` (the policy's compiled pattern): configuration under it (sshd's, PAM's) is
+    access control, which no command may change, so the lines say refused, not approval."""
     if not scope:
         return [
             "No incident scope was given: the service's own unit, its files under /run, /var/log, "
@@ -361,8 +363,11 @@ def describe_scope(scope: Mapping[str, Any] | None) -> list[str]:
         allowed.append("signal its PIDs " + ", ".join(str(p) for p in scope["pids"][:12]))
     lines.append("Allowed without approval: read-only diagnostics of non-secret state; " + "; ".join(allowed) + ".")
     gated = []
-    if scope.get("config_paths"):
-        gated.append("editing, moving or deleting its configuration (" + ", ".join(scope["config_paths"][:6]) + ")")
+    config = list(scope.get("config_paths") or [])
+    access = [c for c in config if access_paths is not None and access_paths.match(canonical(c))]
+    config = [c for c in config if c not in access]
+    if config:
+        gated.append("editing, moving or deleting its configuration (" + ", ".join(config[:6]) + ")")
     if scope.get("data_paths"):
         gated.append("moving or deleting its data (" + ", ".join(scope["data_paths"][:6]) + ")")
     if scope.get("depends_on"):
@@ -371,6 +376,11 @@ def describe_scope(scope: Mapping[str, Any] | None) -> list[str]:
     gated.append("any change to other services, paths or processes; stopping the service; SIGKILL outside "
                  "its PIDs; installing packages")
     lines.append("Needs approval: " + "; ".join(gated) + ".")
+    if access:
+        lines.append("Refused whatever the incident: changing its access-control configuration ("
+                     + ", ".join(access[:6]) + "): who may log in and how. Only host keys are handled there, with "
+                     "approval (creating missing ones, tightening a key file's mode). When the fix is an edit of "
+                     "a configuration file there, escalate and write the exact edit in the rationale.")
     lines.append(_REFUSED)
     lines.append("Do not write sudo: the policy decides which commands run as root.")
     return lines

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.incident import both_ends
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import passage_label, passages_header
 
 EVIDENCE_BUDGET = 6000      # characters of evidence in one prompt (about 1,500 tokens)
@@ -25,7 +26,8 @@ PASSAGE_BUDGET = 450        # characters of one runbook passage
 # runs and listens, the paths errors name; then the unit's settings and the declared paths.
 _KEY_ORDER = ("config_test", "config_context", "status", "recent_changes", "certificates", "processes", "listeners",
               "journal", "logs", "named_paths", "unit", "pid_files", "paths", "dependencies", "ports", "disk", "oom")
-HISTORY_BUDGET = 2500       # characters of incident history in one prompt
+HISTORY_BUDGET = 4500       # characters of incident history in one prompt
+READ_OUTPUT = 1200          # characters of one read-only diagnostic's output, its lines kept
 RECALL_BUDGET = 1800        # characters of similar incidents in one prompt
 _PROCESS_COLUMNS = ("pid", "ppid", "user", "state", "started", "ports", "cmdline")
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -178,7 +180,14 @@ def render_history(attempts: Sequence[Mapping], budget: int = HISTORY_BUDGET) ->
                  + (f": {_clean(str(attempt.get('diagnosis') or ''))[:200]}" if attempt.get("diagnosis") else "")]
         for command in attempt.get("commands") or []:
             text = _clean(str(command.get("command", "")))[:200]
-            if "rc" in command:
+            if "rc" in command and command.get("read"):
+                # A read the model asked for: what it printed, line by line (both ends when long).
+                line = f"  - `{text}` exit {command['rc']} (read-only)"
+                output = _clean(str(command.get("output") or "")).strip()
+                if output:
+                    rows = both_ends(output, READ_OUTPUT).splitlines()
+                    line += ", output:\n" + "\n".join(f"    | {row}" for row in rows)
+            elif "rc" in command:
                 line = f"  - `{text}` exit {command['rc']}"
                 output = " ".join(_clean(str(command.get("output") or "")).split())
                 if output:

@@ -282,3 +282,22 @@ def test_the_history_shows_more_of_what_a_diagnostic_read_printed():
     assert shown[0]["output"] == listing[-engine.OUTPUT_TAIL:] or shown[0]["output"].endswith(listing[-200:])
     assert len(shown[0]["output"]) > engine.HISTORY_TAIL
     assert len(shown[1]["output"]) <= engine.HISTORY_TAIL
+
+
+def test_the_model_sees_a_diagnostic_read_line_by_line():
+    """A read the model asked for comes back with its lines, up to a bound, the middle line too."""
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils.prompt import READ_OUTPUT, render_history
+
+    defaults = "\n".join([f"# comment line {n} of the packaged defaults file" for n in range(8)]
+                         + ['EXTRA_OPTS="-m off"'] + [f"# trailing note {n}" for n in range(4)])
+    read = ran_checked("cat /etc/default/cron", 0)
+    read.stdout = defaults
+    state = incident(attempt(1, "llm", [read], healthy=False))
+    text = render_history(engine.history(state))
+    assert '    | EXTRA_OPTS="-m off"' in text and "(read-only)" in text
+    assert text.count("    | ") == len(defaults.splitlines())
+    long_read = ran_checked("systemctl cat cron.service", 0)
+    long_read.stdout = "\n".join(f"Line{n}=" + "v" * 60 for n in range(60))
+    shown = render_history(engine.history(incident(attempt(1, "llm", [long_read], healthy=False))))
+    assert "Line0=" in shown and "Line59=" in shown and "\n    | ...\n" in shown
+    assert len(shown) < READ_OUTPUT + 600

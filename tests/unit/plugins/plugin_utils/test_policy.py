@@ -474,6 +474,21 @@ def test_describe_scope() -> None:
     assert describe_scope(None)[0].startswith("No incident scope")
 
 
+def test_the_prompt_says_what_the_policy_does_to_access_control_configuration() -> None:
+    """What the scope lines promise is what the policy decides: sshd's configuration is refused
+    (not approval, as any other service's configuration), its host keys need approval."""
+    ssh = {"name": "ssh", "units": ["ssh.service"], "config_paths": ["/etc/ssh"], "processes": ["sshd"]}
+    scope = scope_from_service(ssh)
+    lines = describe_scope(scope, load_policy().compiled["access_paths"])
+    refused = next(line for line in lines if line.startswith("Refused whatever the incident"))
+    assert "/etc/ssh" in refused and not any("/etc/ssh" in line for line in lines if line.startswith("Needs approval"))
+    assert classify("sed -i '/^UseDNS/d' /etc/ssh/sshd_config", scope=ssh)["verdict"] == "reject"
+    assert classify("ssh-keygen -A", scope=ssh)["verdict"] == "approval"
+    assert "host keys" in refused and "escalate" in refused
+    nginx = describe_scope(scope_from_service(NGINX), load_policy().compiled["access_paths"])
+    assert not any(line.startswith("Refused whatever") for line in nginx)
+
+
 # ---------------------------------------------------------------- policy as data
 
 def test_overrides_merge_over_defaults() -> None:
