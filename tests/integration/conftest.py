@@ -22,7 +22,8 @@ if str(LAB_DIR) not in sys.path:
 
 from sentinel_lab import Lab, kinds_for  # noqa: E402
 
-SESSION_PREFIX = "sentinel-test"
+# One per pytest-xdist worker (scripts/test runs two): workers never share containers.
+SESSION_PREFIX = "sentinel-test" + (f"-{os.environ['PYTEST_XDIST_WORKER']}" if os.environ.get("PYTEST_XDIST_WORKER") else "")
 
 
 def _unavailable(reason: str) -> None:

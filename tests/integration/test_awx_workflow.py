@@ -24,7 +24,7 @@ import yaml
 from sentinel_lab import Lab
 
 REPO = Path(__file__).resolve().parents[2]
-PREFIX = os.environ.get("SENTINEL_LAB_PREFIX", "sentinel") + "-drv"   # the lab of test_driver.py, reused
+PREFIX = os.environ.get("SENTINEL_LAB_PREFIX", "sentinel") + "-awx"   # its own lab: test files run in parallel
 
 
 def _job(tmp: Path, name: str, playbook: str, inventory: Path, extravars: dict) -> tuple[str, dict]:

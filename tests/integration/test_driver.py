@@ -21,7 +21,7 @@ from sentinel_lab import Lab
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-PREFIX = "sentinel-drv"   # one lab shared with test_awx_workflow.py and test_eda.py
+PREFIX = "sentinel-drv"   # this module's own lab (test files run in parallel, one lab each)
 RUNBOOK = ["-e", "remediate_backend=runbook"]
 
 
