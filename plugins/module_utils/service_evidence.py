@@ -897,12 +897,13 @@ def _systemd_environment(defn: dict, timeout: int) -> dict:
                     referenced.append((unit, key, argv.replace("$$", "")))
     unset = {}
     for unit, key, argv in referenced:
+        # Only ${VAR}: unset, it is an empty argument. A bare $VAR word unset is zero arguments,
+        # systemd's idiom for optional options (Debian's cron -f $EXTRA_OPTS), not a fault.
         for match in _ENV_REF.finditer(argv):
-            name = match.group("braced") or match.group("word")
-            if name in assigned or name in _SYSTEMD_SETS:
+            name = match.group("braced")
+            if not name or name in assigned or name in _SYSTEMD_SETS:
                 continue
-            form = "${%s} (an empty argument)" % name if match.group("braced") else \
-                "$%s (dropped from the command)" % name
+            form = "${%s} (an empty argument)" % name
             unset.setdefault("%s of %s" % (key, unit), [])
             if form not in unset["%s of %s" % (key, unit)]:
                 unset["%s of %s" % (key, unit)].append(form)
@@ -997,7 +998,7 @@ def _include_matches(pattern: str, word: str) -> str:
             return "empty directory"
         head = "directory of %d" % len(found)
     elif os.path.lexists(pattern):
-        return _entry_text(pattern)
+        return _entry_text(pattern) if os.path.islink(pattern) else ""
     else:
         optional = word.lower() in ("include_if_exists", "includeoptional")
         return "missing" + (" (optional)" if optional else "")
@@ -1042,9 +1043,11 @@ def include_matches(defn: dict, files=None) -> dict:
                 continue
             target = match.group("target")
             resolved = _resolve_include(target, os.path.dirname(path), roots)
+            matches = _include_matches(resolved, match.group("word"))
+            if not matches:
+                continue  # one file that is there (mime.types): nothing to tell
             key = "%s:%d %s %s" % (path, number, match.group("word"), target)
-            out[key[:300]] = _include_matches(resolved, match.group("word")) + (
-                "" if resolved == target else " (as %s)" % resolved)
+            out[key[:300]] = matches + ("" if resolved == target else " (as %s)" % resolved)
             if len(out) >= INCLUDE_DIRECTIVES:
                 return out
     return out

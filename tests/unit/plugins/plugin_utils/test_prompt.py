@@ -93,7 +93,7 @@ def test_start_environment_and_includes_render_one_line_each_after_the_changes()
         "status": "failed",
     }
     text = render_evidence(evidence)
-    order = [text.index(f"### {key}") for key in ("status", "recent_changes", "environment", "includes", "journal")]
+    order = [text.index(f"### {key}") for key in ("status", "recent_changes", "environment", "journal", "includes")]
     assert order == sorted(order)
     assert "[/etc/default/cron]\nsettings:\nEXTRA_OPTS='-L 15 -bogus'" in text
     assert "unset in ExecStartPre of app.service: uses ${APP_CONF} (an empty argument)" in text
