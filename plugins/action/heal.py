@@ -907,6 +907,9 @@ class ActionModule(ActionBase):
             "verify": definition,
             "settle": args["settle"],
             "evidence": True,
+            # watched dependencies are judged by their own checks, as the health check does
+            "depends": [self._defs[name] for name in dict.fromkeys(definition.get("depends_on") or [])
+                        if name in self._defs and name != definition.get("name")],
             "evidence_log_lines": args["evidence_log_lines"],
             "evidence_max_bytes": args["evidence_max_bytes"],
         }

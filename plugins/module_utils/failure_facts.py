@@ -257,7 +257,7 @@ def _sections(error: str | None, evidence) -> list[_Section]:
         return out
     structured = {"listeners", "paths", "pid_files", "processes", "named_paths", "unit", "other_units", "init",
                   "service_pids", "tools", "config_context", "user", "disk", "dependencies", "recent_changes",
-                  "certificates"}
+                  "certificates", "environment", "includes"}
     for key in sorted(evidence, key=str):
         value = evidence[key]
         if key in structured or value is None:

@@ -12,6 +12,7 @@ Runs on targets: standard library only, Python 3.9 compatible.
 from __future__ import annotations
 
 import calendar
+import glob
 import json
 import os
 import re
@@ -103,6 +104,22 @@ class EvidenceBudget:
             result[key] = self.take(text, share, keep)
             section_left -= before - self.remaining
         return result
+
+    def take_keyed(self, texts: dict, cap: int, keep: str = "head") -> dict:
+        """:meth:`take_all` with the keys counted too (long paths are most of a small section):
+        the entries whose keys do not fit are left out, the rest share what the keys leave."""
+        limit = min(cap, self.remaining)
+        kept, used = {}, 2
+        for key, text in texts.items():
+            key = redact_text(key)
+            size = json_len(key) + 4  # the colon, the comma and the value's quotes
+            if used + size > limit:
+                self.truncated = True
+                break
+            kept[key] = text
+            used += size
+        self.remaining -= used
+        return self.take_all(kept, limit - used, keep)
 
     def _fit(self, items: list, cap: int) -> list:
         """The first of ``items`` (redacted) whose JSON list fits in ``cap`` bytes."""
@@ -793,6 +810,249 @@ def certificates(defn: dict, timeout: int, now=None, files=None) -> dict:
     return out
 
 
+# ---------------------------------------------------------------------------------------
+# What a start reads besides the configuration: environment files, included files
+
+ENV_FILES = 6
+ENV_LINES = 20
+ENV_READ_MAX = 65536
+_ENV_PROPERTIES = ("EnvironmentFiles", "Environment", "PassEnvironment", "ExecStartPre", "ExecStart",
+                   "ExecStartPost")
+_EXEC_ARGV = re.compile(r"argv\[\]=(.*?) ; ignore_errors=")
+_ENV_REF = re.compile(r"\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|\$(?P<word>[A-Za-z_][A-Za-z0-9_]*)")
+_ENV_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=")
+_ENV_SETTING = re.compile(r"""(?:^|\s)["']?([A-Za-z_][A-Za-z0-9_]*)=""")
+INIT_SCRIPTS = "/etc/init.d"
+DEFAULTS_DIR = "/etc/default"
+# What systemd itself puts in a service's environment (systemd.exec(5), "Environment
+# Variables in Spawned Processes"): a reference to one of these is not an unset variable.
+_SYSTEMD_SETS = frozenset((
+    "PATH", "LANG", "USER", "LOGNAME", "HOME", "SHELL", "INVOCATION_ID", "JOURNAL_STREAM", "NOTIFY_SOCKET",
+    "MAINPID", "MANAGERPID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_PID", "WATCHDOG_USEC",
+    "TERM", "RUNTIME_DIRECTORY", "STATE_DIRECTORY", "CACHE_DIRECTORY", "LOGS_DIRECTORY",
+    "CONFIGURATION_DIRECTORY", "CREDENTIALS_DIRECTORY", "SERVICE_RESULT", "EXIT_CODE", "EXIT_STATUS",
+    "MONITOR_SERVICE_RESULT", "TRIGGER_UNIT", "TRIGGER_PATH", "SYSTEMD_EXEC_PID", "PIDFILE",
+))
+
+
+def _show_lines(unit: str, timeout: int) -> list:
+    """``[(property, value)]`` of the unit's start environment, one pair per line: systemctl
+    prints one ``EnvironmentFiles=`` and one ``ExecStartPre=`` line per entry."""
+    rc, out, _err = host_probe.run_argv(["systemctl", "show", "--no-pager", "-p", ",".join(_ENV_PROPERTIES), unit],
+                                        timeout=timeout)
+    if rc != 0:
+        return []
+    pairs = []
+    for line in (out or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key in _ENV_PROPERTIES and value.strip():
+            pairs.append((key, value.strip()))
+    return pairs
+
+
+def env_file_text(path: str, optional: bool, reader: str) -> tuple:
+    """``(text, names)``: the settings of an environment file (comments and blank lines left
+    out, at most ENV_LINES, redacted) and the variable names it sets; or why there are none."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(ENV_READ_MAX)
+    except (IOError, OSError) as exc:
+        if getattr(exc, "errno", None) == 2:
+            if optional:
+                return "missing (optional: %s goes on without it)" % reader, set()
+            return "missing, and required: %s stops without it" % reader, set()
+        return "unreadable: %s" % (exc.strerror or exc), set()
+    if b"\0" in raw:
+        return "binary, not an environment file", set()
+    lines = [line.strip() for line in raw.decode("utf-8", "replace").splitlines()]
+    lines = [line for line in lines if line and not line.startswith(("#", ";"))]
+    names = set(m.group(1) for m in (_ENV_ASSIGN.match(line) for line in lines) if m)
+    if not lines:
+        return "no settings (only comments and blank lines)", names
+    shown = [redact_text(line)[:CONTEXT_LINE_WIDTH] for line in lines[:ENV_LINES]]
+    more = len(lines) - len(shown)
+    return "settings:\n" + "\n".join(shown) + ("\n(%d more lines)" % more if more else ""), names
+
+
+def _systemd_environment(defn: dict, timeout: int) -> dict:
+    out, assigned, referenced = {}, set(), []
+    for unit in defn["units"]:
+        for key, value in _show_lines(unit, timeout):
+            if key == "EnvironmentFiles":
+                # "/etc/default/cron (ignore_errors=yes)"; a "-" prefix in the unit file is ignore_errors=yes
+                path, _sep, flags = value.partition(" (")
+                optional = "ignore_errors=yes" in flags
+                matches = glob.glob(path) if any(c in path for c in "*?[") else [path]
+                for item in matches[:ENV_FILES] or [path]:
+                    if len(out) < ENV_FILES and item not in out:
+                        text, names = env_file_text(item, optional, "the start of %s" % unit)
+                        out[item] = text
+                        assigned.update(names)
+            elif key in ("Environment", "PassEnvironment"):
+                assigned.update(_ENV_SETTING.findall(" " + value) if key == "Environment" else value.split())
+                if key == "Environment":
+                    out["Environment= of %s" % unit] = redact_text(value)[:400]
+            else:
+                for argv in _EXEC_ARGV.findall(value):
+                    referenced.append((unit, key, argv.replace("$$", "")))
+    unset = {}
+    for unit, key, argv in referenced:
+        # Only ${VAR}: unset, it is an empty argument. A bare $VAR word unset is zero arguments,
+        # systemd's idiom for optional options (Debian's cron -f $EXTRA_OPTS), not a fault.
+        for match in _ENV_REF.finditer(argv):
+            name = match.group("braced")
+            if not name or name in assigned or name in _SYSTEMD_SETS:
+                continue
+            form = "${%s} (an empty argument)" % name
+            unset.setdefault("%s of %s" % (key, unit), [])
+            if form not in unset["%s of %s" % (key, unit)]:
+                unset["%s of %s" % (key, unit)].append(form)
+    for where, forms in unset.items():
+        out["unset in %s" % where] = "uses %s, set by no Environment=/EnvironmentFile=" % ", ".join(forms)
+    return out
+
+
+def _sysv_environment(defn: dict) -> dict:
+    """The defaults files (``/etc/default/<name>``) the service's init script reads."""
+    out = {}
+    names = [defn["name"]] + [u[:-len(".service")] if u.endswith(".service") else u for u in defn["units"]]
+    for name in dict.fromkeys(names):
+        script = os.path.join(INIT_SCRIPTS, name)
+        try:
+            with open(script, "rb") as handle:
+                said = handle.read(ENV_READ_MAX).decode("utf-8", "replace")
+        except (IOError, OSError):
+            continue
+        # the files the script names, else the usual one when it is there
+        named = re.findall(re.escape(DEFAULTS_DIR.rstrip("/")) + r"/[\w.@-]+", said)
+        wanted = [p for p in dict.fromkeys(named) if not p.endswith(".")]
+        own = os.path.join(DEFAULTS_DIR, name)
+        if own not in wanted and (os.path.lexists(own) or DEFAULTS_DIR.rstrip("/") + "/$" in said):
+            wanted.append(own)
+        for path in wanted:
+            if len(out) < ENV_FILES and path not in out:
+                out[path] = env_file_text(path, True, "the init script")[0]
+    return out
+
+
+def start_environment(defn: dict, init: str, timeout: int) -> dict:
+    """What the service's start reads from the environment: on systemd, each
+    ``EnvironmentFile=`` of its units (settings, or missing and whether that stops the start),
+    their ``Environment=``, and the variables its ``ExecStartPre``/``ExecStart``/``ExecStartPost``
+    use that nothing sets; under SysV, the ``/etc/default`` files its init script reads.
+    ``{path or what: text}``."""
+    if init == "systemd":
+        return _systemd_environment(defn, timeout)
+    return _sysv_environment(defn)
+
+
+INCLUDE_DIRECTIVES = 8
+INCLUDE_ENTRIES = 10
+INCLUDE_SCAN_FILES = 60
+_INCLUDE = re.compile(
+    r"""^\s*[!$@]?(?P<word>include(?:_dir|_if_exists|dir|optional|config)?)(?:\s*=\s*|\s+)["']?"""
+    r"""(?P<target>[\w./~*?\[-][^"';\s]*)""",
+    re.IGNORECASE)
+
+
+def _scan_candidates(defn: dict) -> list:
+    """The configuration files to read for include directives, each once (a file linked
+    from sites-enabled is read where it lives)."""
+    files = [os.path.realpath(a) for a in defn["config_test"][1:] if a.startswith("/") and os.path.isfile(a)]
+    for path in _walk_files(list(defn["config_paths"])):
+        if len(files) >= INCLUDE_SCAN_FILES:
+            break
+        real = os.path.realpath(path)
+        if real not in files and os.path.isfile(real) and not _SECRETISH_NAME.search(os.path.basename(real)):
+            files.append(real)
+    return files
+
+
+def _entry_text(path: str) -> str:
+    name = os.path.basename(path.rstrip("/")) or path
+    if os.path.islink(path):
+        target = os.readlink(path)
+        return "%s -> %s%s" % (name, target, "" if os.path.exists(path) else " (target missing)")
+    if os.path.isdir(path):
+        return name + "/"
+    return name
+
+
+def _include_matches(pattern: str, word: str) -> str:
+    """What an include pattern matches now: the names (symlinks with their targets, those
+    whose target is missing marked), a directory's entries, or that it matches nothing."""
+    if any(c in pattern for c in "*?["):
+        found = sorted(glob.glob(pattern))
+        if not found:
+            parent = os.path.dirname(pattern)
+            while any(c in parent for c in "*?["):
+                parent = os.path.dirname(parent)
+            return "matches nothing" + ("" if os.path.isdir(parent) else " (directory %s missing)" % parent)
+        head = "%d match%s" % (len(found), "" if len(found) == 1 else "es")
+    elif os.path.isdir(pattern):
+        try:
+            found = sorted(os.path.join(pattern, n) for n in os.listdir(pattern))
+        except OSError as exc:
+            return "directory, unreadable: %s" % (exc.strerror or exc)
+        if not found:
+            return "empty directory"
+        head = "directory of %d" % len(found)
+    elif os.path.lexists(pattern):
+        return _entry_text(pattern) if os.path.islink(pattern) else ""
+    else:
+        optional = word.lower() in ("include_if_exists", "includeoptional")
+        return "missing" + (" (optional)" if optional else "")
+    shown = [_entry_text(p) for p in found[:INCLUDE_ENTRIES]]
+    more = len(found) - len(shown)
+    return head + ": " + ", ".join(shown) + (", and %d more" % more if more else "")
+
+
+def _resolve_include(target: str, here: str, roots: list) -> str:
+    """An absolute pattern as is; a relative one against the including file's directory,
+    else the first configuration directory where it matches (nginx resolves from its prefix,
+    PostgreSQL from the including file)."""
+    if target.startswith("/"):
+        return target
+    bases = [here] + [r for r in roots if os.path.isdir(r) and r != here]
+    for base in bases:
+        candidate = os.path.normpath(os.path.join(base, target))
+        if glob.glob(candidate) or os.path.lexists(candidate):
+            return candidate
+    return os.path.normpath(os.path.join(here, target))
+
+
+def include_matches(defn: dict, files=None) -> dict:
+    """The include directives (``include``, ``include_dir``, ``Include``, ``!includedir``...)
+    in the service's configuration files, each with what it matches on the host now:
+    ``{"FILE:LINE include PATTERN": text}``, at most INCLUDE_DIRECTIVES."""
+    out = {}
+    roots = [p.rstrip("/") for p in defn["config_paths"]]
+    for path in files if files is not None else _scan_candidates(defn):
+        try:
+            if os.path.getsize(path) > RECENT_READ_MAX:
+                continue
+            with open(path, "rb") as handle:
+                raw = handle.read(RECENT_READ_MAX)
+        except (IOError, OSError):
+            continue
+        if b"\0" in raw or b"nclude" not in raw and b"NCLUDE" not in raw:
+            continue
+        for number, line in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
+            match = _INCLUDE.match(line)
+            if not match:
+                continue
+            target = match.group("target")
+            resolved = _resolve_include(target, os.path.dirname(path), roots)
+            matches = _include_matches(resolved, match.group("word"))
+            if not matches:
+                continue  # one file that is there (mime.types): nothing to tell
+            key = "%s:%d %s %s" % (path, number, match.group("word"), target)
+            out[key[:300]] = matches + ("" if resolved == target else " (as %s)" % resolved)
+            if len(out) >= INCLUDE_DIRECTIVES:
+                return out
+    return out
+
+
 def tool_candidates(defn: dict) -> list:
     """DEFAULT_TOOLS and the service's own programs (its processes, config test, checks)."""
     names = list(DEFAULT_TOOLS) + [defn["name"]] + list(defn["processes"])
@@ -858,6 +1118,13 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     certs = certificates(defn, timeout, files=config_files)
     if certs:
         evidence["certificates"] = budget.take_all(certs, cap // 2, keep="head")
+    # What the start reads besides the configuration: each is small and said in a few lines.
+    environment = start_environment(defn, init, timeout)
+    if environment:
+        evidence["environment"] = budget.take_keyed(environment, cap)
+    includes = include_matches(defn)
+    if includes:
+        evidence["includes"] = budget.take_keyed(includes, cap * 3 // 4)
     evidence["processes"] = budget.take_items(processes, cap + cap // 2)
     # Every PID a plan may signal, the holders of the service's ports first. Not cut by the
     # budget: a PID left out here is one the policy would not let a plan signal (known gap: a

@@ -182,6 +182,12 @@ def _ports_of_interest(service: str, error: str) -> set[int]:
     return ports
 
 
+# Evidence sections that show settings on disk (environment files, what includes match), not
+# what failed: a setting that breaks the start is named by the message it causes (the journal,
+# the config test), which the signature already reads.
+_SETTINGS_SECTIONS = frozenset(("environment", "includes"))
+
+
 def key_facts(service: str, error: str | None, evidence: Mapping | str | None,
               hostnames: Iterable[str] = ()) -> list[str]:
     """The few facts from the evidence that tell one fault from another (sorted)."""
@@ -195,6 +201,8 @@ def key_facts(service: str, error: str | None, evidence: Mapping | str | None,
             facts.add(f"port {owner['port']} held by {owner['process'] or 'unknown'}")
 
     for key, text in texts.items():
+        if key.split(".", 1)[0] in _SETTINGS_SECTIONS:
+            continue
         lines = text.splitlines()
         # Logs keep history; only their recent end says what is wrong now.
         if "log" in key.lower():

@@ -125,6 +125,17 @@ options:
         M(sentinel.remediation.evidence) does) in the same call, for the next attempt.
     type: bool
     default: false
+  depends:
+    description:
+      - The definitions (as O(verify) takes one) of the services that O(verify) depends on
+        (its C(depends_on)) and that are themselves watched. When evidence is gathered, each is
+        judged by its own health checks, so the evidence's C(dependencies) says whether the
+        dependency works, not only what its init system says (a Debian C(postgresql) umbrella
+        unit is active while the cluster is down).
+      - A dependency given no definition here is reported by its init system's status.
+    type: list
+    elements: dict
+    default: []
   evidence_max_bytes:
     description:
       - Upper bound of the evidence, in UTF-8 bytes.
@@ -298,6 +309,7 @@ def argument_spec() -> dict:
         settle=dict(type="int", default=5),
         timeout=dict(type="int", default=10),
         evidence=dict(type="bool", default=False),
+        depends=dict(type="list", elements="dict", default=[], options=service_spec.definition_spec()),
         evidence_max_bytes=dict(type="int", default=6000),
         evidence_log_lines=dict(type="int", default=30),
     )
@@ -315,6 +327,16 @@ def _check_numbers(params: dict) -> None:
         raise plan_runner.PlanError("evidence_max_bytes must be at least 200, got %d" % params["evidence_max_bytes"])
 
 
+def _resolve_depends(raw: list) -> list:
+    resolved = []
+    for index, item in enumerate(raw or []):
+        try:
+            resolved.append(service_spec.resolve(item))
+        except service_spec.DefinitionError as exc:
+            raise service_spec.DefinitionError("depends[%d]: %s" % (index, exc))
+    return resolved
+
+
 def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     params = module.params
@@ -325,6 +347,7 @@ def main() -> None:
         expect = plan_runner.normalise_expectations(params["expect_pids"])
         invoker = plan_runner.invoking_identity(unprivileged_user=params["unprivileged_user"])
         definition = service_spec.resolve(params["verify"]) if params["verify"] else None
+        depends = _resolve_depends(params["depends"])
     except (plan_runner.PlanError, service_spec.DefinitionError) as exc:
         module.fail_json(msg=to_native(exc), **empty)
 
@@ -341,9 +364,11 @@ def main() -> None:
             settle = params["settle"] if ran["ran"] else 0
             result["verify"] = health_checks.settle_health(definition, params["timeout"], settle)
             if params["evidence"] and not result["verify"]["healthy"]:
+                checked = dict((d["name"], health_checks.service_health(d, params["timeout"]))
+                               for d in depends if d["name"] in definition["depends_on"])
                 collected = service_evidence.collect(
                     definition, max_bytes=params["evidence_max_bytes"], log_lines=params["evidence_log_lines"],
-                    timeout=params["timeout"], error=result["verify"]["error"])
+                    timeout=params["timeout"], error=result["verify"]["error"], checked=checked)
                 result.update(evidence=collected["evidence"], evidence_truncated=collected["truncated"])
         changed = ran["ran"] > 0
     except Exception as exc:  # an internal error: keep what already ran in the record

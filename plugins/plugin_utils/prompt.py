@@ -24,8 +24,9 @@ PASSAGE_BUDGET = 450        # characters of one runbook passage
 # Evidence keys worth reading first (the rest follow in name order).
 # Most telling first: what the service said (config test, status, its journal and logs), what
 # runs and listens, the paths errors name; then the unit's settings and the declared paths.
-_KEY_ORDER = ("config_test", "config_context", "status", "recent_changes", "certificates", "processes", "listeners",
-              "journal", "logs", "named_paths", "unit", "pid_files", "paths", "dependencies", "ports", "disk", "oom")
+_KEY_ORDER = ("config_test", "config_context", "status", "recent_changes", "environment", "certificates", "processes",
+              "listeners", "journal", "includes", "logs", "named_paths", "unit", "pid_files", "paths", "dependencies",
+              "ports", "disk", "oom")
 HISTORY_BUDGET = 4500       # characters of incident history in one prompt
 READ_OUTPUT = 1200          # characters of one read-only diagnostic's output, its lines kept
 RECALL_BUDGET = 1800        # characters of similar incidents in one prompt

@@ -486,3 +486,155 @@ def test_required_units_systemd_cannot_load_are_named(monkeypatch) -> None:
     assert seen == [["systemctl", "show", "--no-pager", "-p", "Id,LoadState", "sysinit.target",
                      "stunnel@redis.service", "old.service"]]      # one call, each unit once
     assert service_evidence.unloadable_units([], timeout=5) == [] and len(seen) == 1
+
+
+# --- what a start reads: environment files, includes -----------------------------------------
+
+@pytest.fixture()
+def systemd_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A systemctl stand-in whose app.service reads two environment files (one optional and
+    missing) and whose drop-in's ExecStartPre uses a variable nothing sets, as systemd 252
+    prints them (one line per file and per command)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "app.env").write_text("# the app's settings\n\nAPP_PORT=8080\nexport APP_USER=app\n"
+                                      "DB_PASSWORD=hunter2-secret-value\n")
+    show_env = (
+        f"EnvironmentFiles={tmp_path}/app.env (ignore_errors=no)\n"
+        f"EnvironmentFiles={tmp_path}/absent.env (ignore_errors=yes)\n"
+        "Environment=LANG=C \"APP_MODE=fast start\"\n"
+        "ExecStartPre={ path=/usr/bin/app ; argv[]=/usr/bin/app --check --config ${APP_CONFIG} ; "
+        "ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }\n"
+        "ExecStart={ path=/usr/bin/app ; argv[]=/usr/bin/app --port ${APP_PORT} $EXTRA_OPTS $$HOME_LITERAL "
+        "--user $USER ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }\n")
+    (bin_dir / "systemctl").write_text(
+        "#!/bin/sh\n"
+        'case "$1 $4" in\n'
+        f"  *EnvironmentFiles*) cat <<'EOT'\n{show_env}EOT\n ;;\n"
+        "  show*) printf 'LoadState=loaded\\nActiveState=failed\\nResult=exit-code\\n' ;;\n"
+        '  status*) echo "x app.service"; exit 3 ;;\n'
+        "  *) exit 3 ;;\n"
+        "esac\n")
+    (bin_dir / "systemctl").chmod(0o755)
+    (tmp_path / "systemd").mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setattr(host_probe, "SYSTEMD_MARKER", str(tmp_path / "systemd"))
+    return tmp_path
+
+
+def test_systemd_environment_files_settings_missing_ones_and_unset_variables(systemd_env: Path) -> None:
+    defn = service_spec.resolve({"name": "app"})
+    env = service_evidence.start_environment(defn, "systemd", 10)
+    settings = env[f"{systemd_env}/app.env"]
+    assert settings.startswith("settings:\nAPP_PORT=8080\nexport APP_USER=app\nDB_PASSWORD=")
+    assert "hunter2" not in settings and "the app's settings" not in settings
+    assert env[f"{systemd_env}/absent.env"] == \
+        "missing (optional: the start of app.service goes on without it)"
+    assert env["Environment= of app.service"] == 'LANG=C "APP_MODE=fast start"'
+    # APP_PORT comes from the file, USER from systemd, $$ is a literal dollar
+    assert env["unset in ExecStartPre of app.service"] == \
+        "uses ${APP_CONFIG} (an empty argument), set by no Environment=/EnvironmentFile="
+    # a bare $EXTRA_OPTS word unset is zero arguments: systemd's idiom for optional options
+    assert "unset in ExecStart of app.service" not in env
+    collected = service_evidence.collect(defn, max_bytes=6000, log_lines=5, timeout=10)
+    assert collected["evidence"]["environment"] == env
+
+
+def test_a_required_environment_file_that_is_missing_says_the_start_stops(tmp_path: Path) -> None:
+    text, names = service_evidence.env_file_text(str(tmp_path / "nope"), False, "the start of x.service")
+    assert text == "missing, and required: the start of x.service stops without it"
+    assert names == set()
+    (tmp_path / "only-comments").write_text("# EXTRA_OPTS='-L 15'\n\n")
+    assert service_evidence.env_file_text(str(tmp_path / "only-comments"), True, "x") == \
+        ("no settings (only comments and blank lines)", set())
+    many = tmp_path / "many"
+    many.write_text("".join(f"V{n}={n}\n" for n in range(30)))
+    text, names = service_evidence.env_file_text(str(many), True, "x")
+    assert text.endswith("V19=19\n(10 more lines)") and len(names) == 30
+
+
+def test_sysv_init_scripts_defaults_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_systemd) -> None:
+    init_d, default = tmp_path / "init.d", tmp_path / "default"
+    init_d.mkdir()
+    default.mkdir()
+    (init_d / "cron").write_text(f"#!/bin/sh\n[ -r {default}/cron ] && . {default}/cron\n")
+    (default / "cron").write_text("# options\nEXTRA_OPTS='-L 15 -bogus'\n")
+    (init_d / "svc").write_text(f"#!/bin/sh\nNAME=svc\n[ -r {default}/$NAME ] && . {default}/$NAME\n")
+    monkeypatch.setattr(service_evidence, "INIT_SCRIPTS", str(init_d))
+    monkeypatch.setattr(service_evidence, "DEFAULTS_DIR", str(default))
+    cron = service_spec.resolve({"name": "cron"})
+    assert service_evidence.start_environment(cron, "sysv", 10) == \
+        {f"{default}/cron": "settings:\nEXTRA_OPTS='-L 15 -bogus'"}
+    # the script reads /etc/default/$NAME: its own defaults file, missing here
+    assert service_evidence.start_environment(service_spec.resolve({"name": "svc"}), "sysv", 10) == \
+        {f"{default}/svc": "missing (optional: the init script goes on without it)"}
+    # no init script: nothing to say
+    assert service_evidence.start_environment(service_spec.resolve({"name": "other"}), "sysv", 10) == {}
+    ev = service_evidence.collect(cron, max_bytes=6000, log_lines=5, timeout=10)["evidence"]
+    assert ev["environment"] == {f"{default}/cron": "settings:\nEXTRA_OPTS='-L 15 -bogus'"}
+
+
+def _include_tree(tmp_path: Path) -> Path:
+    conf = tmp_path / "nginx"
+    (conf / "sites-available").mkdir(parents=True)
+    (conf / "sites-enabled").mkdir()
+    (conf / "conf.d").mkdir()
+    (conf / "snippets").mkdir()
+    (conf / "sites-available" / "site").write_text("server {\n    include snippets/tls.conf;\n}\n")
+    (conf / "sites-enabled" / "site").symlink_to(conf / "sites-available" / "site")
+    (conf / "sites-enabled" / "old").symlink_to(conf / "sites-available" / "old")  # dangling
+    (conf / "snippets" / "tls.conf").symlink_to(conf / "tls-settings")  # dangling
+    (conf / "nginx.conf").write_text(
+        "# include /nowhere/*.conf;\n"
+        "http {\n"
+        "    include mime.types;\n"
+        "    include conf.d/*.conf;\n"
+        f"    include {conf}/sites-enabled/*;\n"
+        "}\n")
+    (conf / "mime.types").write_text("types {}\n")
+    return conf
+
+
+def test_includes_list_what_each_pattern_matches_and_dangling_targets(tmp_path: Path) -> None:
+    conf = _include_tree(tmp_path)
+    defn = service_spec.resolve({"name": "nginx", "config_paths": [str(conf)]})
+    found = service_evidence.include_matches(defn)
+    assert found == {
+        f"{conf}/nginx.conf:4 include conf.d/*.conf": f"matches nothing (as {conf}/conf.d/*.conf)",
+        f"{conf}/nginx.conf:5 include {conf}/sites-enabled/*":
+            f"2 matches: old -> {conf}/sites-available/old (target missing), site -> {conf}/sites-available/site",
+        # relative to the configuration directory, not to sites-available; mime.types (a file
+        # that is there) is not listed
+        f"{conf}/sites-available/site:2 include snippets/tls.conf":
+            f"tls.conf -> {conf}/tls-settings (target missing) (as {conf}/snippets/tls.conf)",
+    }
+
+
+def test_include_dir_and_optional_includes_the_postgres_and_redis_way(tmp_path: Path) -> None:
+    main = tmp_path / "pg"
+    (main / "conf.d").mkdir(parents=True)
+    (main / "conf.d" / "10-mem.conf").write_text("shared_buffers = 1GB\n")
+    (main / "postgresql.conf").write_text("include_dir = 'conf.d'\ninclude_if_exists 'local.conf'\n"
+                                          f"include '{tmp_path}/gone.conf'\n")
+    defn = service_spec.resolve({"name": "postgresql", "config_paths": [str(main / "postgresql.conf")]})
+    assert service_evidence.include_matches(defn) == {
+        f"{main}/postgresql.conf:1 include_dir conf.d": f"directory of 1: 10-mem.conf (as {main}/conf.d)",
+        f"{main}/postgresql.conf:2 include_if_exists local.conf": f"missing (optional) (as {main}/local.conf)",
+        f"{main}/postgresql.conf:3 include {tmp_path}/gone.conf": "missing",
+    }
+
+
+def test_new_sections_stay_within_the_budget_and_leave_the_signature_alone(tmp_path: Path, no_systemd) -> None:
+    from ansible_collections.sentinel.remediation.plugins.module_utils.signature import failure_signature
+
+    conf = _include_tree(tmp_path)
+    for n in range(40):
+        (conf / "sites-enabled" / f"site{n:02d}-with-a-rather-long-name").symlink_to(conf / "nowhere" / f"s{n}")
+    defn = service_spec.resolve({"name": "nginx-budget-test", "config_paths": [str(conf)]})
+    collected = service_evidence.collect(defn, max_bytes=1500, log_lines=5, timeout=10, tools=[])
+    ev = collected["evidence"]
+    assert "includes" in ev and service_evidence.json_len(ev["includes"]) <= 1500 // 5 * 3 // 4 + 10
+    assert service_evidence.json_len(ev) <= 1500 + service_evidence.json_len(ev["service_pids"]) + 200
+    without = {k: v for k, v in ev.items() if k not in ("includes", "environment")}
+    error = "nginx is not running"
+    assert failure_signature("nginx", error, ev) == failure_signature("nginx", error, without)

@@ -91,6 +91,24 @@ def test_still_failing_brings_evidence_for_the_next_attempt(capsys, tmp_path: Pa
     assert result["changed"] is True  # `false` ran
 
 
+def test_a_watched_dependency_is_judged_by_its_own_checks(capsys, tmp_path: Path, no_systemd) -> None:
+    """An init system can call a dependency running while it does not work (Debian's
+    postgresql umbrella); given its definition, the evidence says what its checks found."""
+    db_up = tmp_path / "db-up"
+    base = {"commands": [{"argv": ["true"]}], "settle": 0, "evidence": True,
+            "verify": {"name": "app-exec-test", "checks": [flag_check(tmp_path / "app-up")], "depends_on": ["db"]}}
+    with_checks = run_module(capsys, dict(base, depends=[{"name": "db", "checks": [flag_check(db_up)]},
+                                                         {"name": "unrelated", "checks": [flag_check(db_up)]}]))
+    said = with_checks["evidence"]["dependencies"]
+    assert list(said) == ["db"] and said["db"].startswith("FAILING its own checks in this same check: test -e ")
+    db_up.touch()
+    healthy = run_module(capsys, dict(base, depends=[{"name": "db", "checks": [flag_check(db_up)]}]))
+    assert healthy["evidence"]["dependencies"] == {"db": "healthy: its own checks passed in this same check"}
+    # without definitions, the init system's answer as before
+    plain = run_module(capsys, base)
+    assert "its own checks" not in plain["evidence"]["dependencies"]["db"]
+
+
 def test_no_command_ran_means_no_settling(capsys, tmp_path: Path, sleeper, no_systemd) -> None:
     started = time.monotonic()
     result = run_module(capsys, {
@@ -144,6 +162,8 @@ def test_secrets_in_argv_and_output_are_redacted(capsys) -> None:
     ({"commands": [{"argv": ["true"]}], "verify": {"name": "a", "checks": [{"type": "http", "url": "x"}]}},
      "a: checks[0]: url must be an http:// or https:// URL"),
     ({"commands": [{"argv": ["true"], "shell": True}]}, "shell"),
+    ({"commands": [{"argv": ["true"]}], "depends": [{"name": "db", "checks": [{"type": "port", "port": 0}]}]},
+     "depends[0]: db: checks[0]: a port check needs a non-empty port"),
 ])
 def test_bad_arguments_are_named_and_nothing_runs(capsys, args: dict, message: str) -> None:
     result = run_module(capsys, args)

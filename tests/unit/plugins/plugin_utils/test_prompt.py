@@ -79,3 +79,26 @@ def test_feedback_lists_reasons_and_failures():
 
 def test_typical_prompt_is_small():
     assert estimate_tokens(_messages()) < 1500
+
+
+def test_start_environment_and_includes_render_one_line_each_after_the_changes() -> None:
+    evidence = {
+        "journal": "j" * 100,
+        "includes": {"/etc/nginx/nginx.conf:60 include /etc/nginx/sites-enabled/*":
+                     "1 match: default -> /etc/nginx/sites-available/gone (target missing)"},
+        "environment": {"/etc/default/cron": "settings:\nEXTRA_OPTS='-L 15 -bogus'",
+                        "unset in ExecStartPre of app.service": "uses ${APP_CONF} (an empty argument), set by no "
+                                                                "Environment=/EnvironmentFile="},
+        "recent_changes": {"/etc/app.conf": "modified 2 min ago, 10 bytes:\nport=1"},
+        "status": "failed",
+    }
+    text = render_evidence(evidence)
+    order = [text.index(f"### {key}") for key in ("status", "recent_changes", "environment", "journal", "includes")]
+    assert order == sorted(order)
+    assert "[/etc/default/cron]\nsettings:\nEXTRA_OPTS='-L 15 -bogus'" in text
+    assert "unset in ExecStartPre of app.service: uses ${APP_CONF} (an empty argument)" in text
+    assert ("/etc/nginx/nginx.conf:60 include /etc/nginx/sites-enabled/*: 1 match: default -> "
+            "/etc/nginx/sites-available/gone (target missing)") in text
+    # the prompt's evidence budget still bounds everything
+    big = dict(evidence, environment={f"/etc/default/f{n}": "settings:\n" + "X=1\n" * 200 for n in range(20)})
+    assert len(render_evidence(big)) < 6000 + 400
