@@ -422,7 +422,9 @@ def run_remembered(definitions: list, results: list, params: dict) -> None:
         record = dict(signature=signature, ran=True, results=ran["results"], stopped_at=ran["stopped_at"],
                       verify=verify)
         if not verify["healthy"]:
-            collected = _evidence(defn, verify["error"], params)
+            # Its dependencies as their own checks judged them in this call (all healthy: it runs
+            # only when none of them failed).
+            collected = _evidence(defn, verify["error"], params, checked=dict((r["name"], r) for r in results))
             record.update(evidence=collected["evidence"], truncated=collected["truncated"])
         result["remembered"] = record
 
