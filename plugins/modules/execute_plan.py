@@ -38,6 +38,7 @@ requirements:
   - Linux (reads C(/proc)); Python 3.9 or later on the target.
 extends_documentation_fragment:
   - sentinel.remediation.service_definition.verify
+  - sentinel.remediation.service_definition.depends
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -125,17 +126,6 @@ options:
         M(sentinel.remediation.evidence) does) in the same call, for the next attempt.
     type: bool
     default: false
-  depends:
-    description:
-      - The definitions (as O(verify) takes one) of the services that O(verify) depends on
-        (its C(depends_on)) and that are themselves watched. When evidence is gathered, each is
-        judged by its own health checks, so the evidence's C(dependencies) says whether the
-        dependency works, not only what its init system says (a Debian C(postgresql) umbrella
-        unit is active while the cluster is down).
-      - A dependency given no definition here is reported by its init system's status.
-    type: list
-    elements: dict
-    default: []
   evidence_max_bytes:
     description:
       - Upper bound of the evidence, in UTF-8 bytes.

@@ -606,9 +606,9 @@ def pg_ctlcluster(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
 _PG_CTL = spec_from_table({
     "-D|--pgdata": "text", "-m|--mode": "word", "-t|--timeout": "int", "-w|--wait": None, "-W|--no-wait": None,
     "-s|--silent": None, "-c|--core-files": None, "-l|--log": "path:create",
-    **dict.fromkeys(("-o|--options", "-p"), {"type": "text", "deny": "`pg_ctl -o/-p` passes options to the server "
-                                                                    "or names its binary (settings that run programs "
-                                                                    "or load libraries); refused"}),
+    **dict.fromkeys(("-o|--options", "-p"), {
+        "type": "text", "deny": "`pg_ctl -o/-p` passes options to the server or names its binary (settings that "
+                                "run programs or load libraries); refused"}),
 }, permute=True)
 
 

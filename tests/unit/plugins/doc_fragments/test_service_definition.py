@@ -1,4 +1,4 @@
-"""The service definition is documented at four places: the copies must not drift apart,
+"""The service definition is documented at five places: the copies must not drift apart,
 and must say what the shared argument spec does."""
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ def options(name: str) -> dict:
     return yaml.safe_load(getattr(ModuleDocFragment, name))["options"]
 
 
-def test_the_four_placements_document_the_same_keys_identically() -> None:
+def test_the_five_placements_document_the_same_keys_identically() -> None:
     definition = options("DEFINITION")
     services = options("SERVICES")["services"]["suboptions"]
     verify = options("VERIFY")["verify"]["suboptions"]
     assert services == verify
+    assert options("DEPENDS")["depends"]["suboptions"] == verify
     assert {k: v for k, v in services.items() if k != "name"} == definition
     assert options("CHECKS")["checks"] == definition["checks"]
 
