@@ -175,6 +175,23 @@ def _words(messages: list, volatile: Iterable[re.Pattern] = ()) -> frozenset:
     return frozenset(re.findall(r"[A-Za-z0-9_./:=@-]{3,}", text))
 
 
+# A line of the incident that says what went wrong (a log's FATAL, a config test's error, a
+# status's "failed"): what tells two faults of one service apart, whatever the prompt's wording.
+_ERROR_LINE = re.compile(
+    r"\b(?:FATAL|PANIC|ERROR|emerg|crit|alert|error|failed|failure|could not|cannot|can't|unable|denied"
+    r"|invalid|unknown|not found|No such|refused|missing|bad|wrong|mismatch|expired|exceeded|too many|out of)\b",
+    re.IGNORECASE)
+
+
+def _signal_words(messages: list, volatile: Iterable[re.Pattern] = ()) -> frozenset:
+    """The words of the first user message's error lines (not the history's bullets, nor the
+    knowledge passages' ``[id/section]`` lines), normalised like the key."""
+    first = next((_text(m) for m in messages if isinstance(m, Mapping) and m.get("role") == "user"), "")
+    lines = [normalise(line, volatile) for line in first.splitlines()
+             if _ERROR_LINE.search(line) and not line.lstrip().startswith(("- ", "Attempt ", "["))]
+    return frozenset(word for line in lines for word in re.findall(r"[A-Za-z0-9_./:=@\"-]{3,}", line))
+
+
 def _similarity(a: frozenset, b: frozenset) -> float:
     return len(a & b) / len(a | b) if a or b else 1.0
 
@@ -210,7 +227,7 @@ class Transcripts:
             raise ValueError(f"replay: {path} is not a transcript: {exc}") from exc
         keys = exchange_keys(messages, self.volatile)
         entry = {"path": str(path), "answer": dict(answer), "request": {"messages": messages},
-                 "words": _words(messages, self.volatile), **keys}
+                 "words": _words(messages, self.volatile), "signal": _signal_words(messages, self.volatile), **keys}
         self.by_key.setdefault(keys["key"], []).append(entry)
         self.by_fallback.setdefault(keys["fallback_key"], []).append(entry)
         self.files.append(path)
@@ -219,9 +236,10 @@ class Transcripts:
         """``(entry or None, keys)``; ``entry["matched_by"]`` says which key matched.
 
         Several transcripts under one fallback key (two faults of one service that fail with
-        the same line, "port 5432 is not listening") are told apart by how much of the
-        request's text each recorded request shares; equally close ones are served in
-        recorded order."""
+        the same line, "port 5432 is not listening") are told apart first by how much of the
+        request's error lines each recorded request shares (a recording made with an older
+        prompt still has its fault's FATAL line), then by how much of the whole text; equally
+        close ones are served in recorded order."""
         keys = exchange_keys(messages, self.volatile)
         for kind, index in (("key", self.by_key), ("fallback_key", self.by_fallback)):
             entries = index.get(keys[kind])
@@ -229,9 +247,11 @@ class Transcripts:
                 continue
             if kind == "fallback_key" and len({e["path"] for e in entries}) > 1:
                 words = _words(messages, self.volatile)
-                scored = [(_similarity(words, e["words"]), i) for i, e in enumerate(entries)]
+                signal = _signal_words(messages, self.volatile)
+                scored = [((_similarity(signal, e["signal"]), _similarity(words, e["words"])), i)
+                          for i, e in enumerate(entries)]
                 best = max(score for score, _i in scored)
-                entries = [entries[i] for score, i in scored if score >= best - 1e-9]
+                entries = [entries[i] for score, i in scored if score == best]
             slot = (kind, keys[kind], tuple(e["path"] for e in entries))
             count = self.served.get(slot, 0)
             self.served[slot] = count + 1

@@ -1140,6 +1140,10 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
              if os.path.isdir(p)]
     found = named_paths(sources, defn["user"], roots=roots)
     if found:
+        # What cannot be opened first (missing, dangling, inaccessible): when the budget cuts,
+        # a file that is there as it should be goes before the path an error is about.
+        broken = [k for k, v in found.items() if v.get("type") in ("missing", "inaccessible") or v.get("dangling")]
+        found = dict([(k, found[k]) for k in broken] + [(k, v) for k, v in found.items() if k not in broken])
         evidence["named_paths"] = budget.take_mapping(found, cap)
     if defn["pid_files"]:
         evidence["pid_files"] = budget.take_all(dict((p, pid_file_text(p)) for p in defn["pid_files"]), cap, keep="head")

@@ -359,3 +359,30 @@ def test_transcripts_sharing_a_fallback_key_are_told_apart_by_the_request_text(t
     assert entry["matched_by"] == "fallback_key" and entry["path"].endswith("002.json")
     entry, _keys = replay.match(messages(stale, scope="Scope of this incident: postgresql"))
     assert entry["path"].endswith("001.json")
+
+
+def test_a_fault_is_told_apart_by_its_error_lines_when_another_recording_shares_the_newer_prompt(tmp_path) -> None:
+    """One recording made with an older prompt (fewer evidence sections) and one made with the
+    current prompt for another fault: the request goes to the recording of its own fault."""
+    import json as _json
+
+    from llm_server import Transcripts
+
+    sections = "\n".join(f"### section {n}\nsetting_{n} = value {n}" for n in range(40))  # the newer prompt's text
+
+    def messages(fatal: str, newer: bool) -> list:
+        return [{"role": "system", "content": "rules"},
+                {"role": "user", "content": "Service: postgresql\nFailure: 15/main (port 5432): down (rc 3)\n"
+                                            f"Evidence:\n2026-11-26 10:24:46.413 UTC [306] FATAL:  {fatal}\n"
+                                            + (sections if newer else "")}]
+    hba = "could not load pg_hba.conf"
+    buffers = "could not map anonymous shared memory: Cannot allocate memory"
+    for name, fatal, newer, fix in (("001.json", hba, False, "sed -i 's/scram-sha-265/scram-sha-256/' hba"),
+                                    ("002.json", buffers, True, "mv conf.d/50-tuning.conf /root/")):
+        (tmp_path / name).write_text(_json.dumps({
+            "request": {"messages": messages(fatal, newer)}, "answer": {"content": _json.dumps({"commands": [fix]})}}))
+    replay = Transcripts([tmp_path])
+    entry, _keys = replay.match(messages(hba, newer=True) + [])
+    assert entry["matched_by"] == "fallback_key" and entry["path"].endswith("001.json")
+    entry, _keys = replay.match(messages(buffers, newer=True))
+    assert entry["path"].endswith("002.json")
