@@ -192,6 +192,16 @@ def _signal_words(messages: list, volatile: Iterable[re.Pattern] = ()) -> frozen
     return frozenset(word for line in lines for word in re.findall(r"[A-Za-z0-9_./:=@\"-]{3,}", line))
 
 
+_ATTEMPT_LINE = re.compile(r"^Attempt \d+ ", re.MULTILINE)
+
+
+def _history_depth(messages: list) -> int:
+    """How many earlier attempts the request's incident history shows (the planner starts a
+    new conversation per attempt, so this, not the turn, says how far the incident got)."""
+    first = next((_text(m) for m in messages if isinstance(m, Mapping) and m.get("role") == "user"), "")
+    return len(_ATTEMPT_LINE.findall(first))
+
+
 def _similarity(a: frozenset, b: frozenset) -> float:
     return len(a & b) / len(a | b) if a or b else 1.0
 
@@ -227,7 +237,8 @@ class Transcripts:
             raise ValueError(f"replay: {path} is not a transcript: {exc}") from exc
         keys = exchange_keys(messages, self.volatile)
         entry = {"path": str(path), "answer": dict(answer), "request": {"messages": messages},
-                 "words": _words(messages, self.volatile), "signal": _signal_words(messages, self.volatile), **keys}
+                 "words": _words(messages, self.volatile), "signal": _signal_words(messages, self.volatile),
+                 "depth": _history_depth(messages), **keys}
         self.by_key.setdefault(keys["key"], []).append(entry)
         self.by_fallback.setdefault(keys["fallback_key"], []).append(entry)
         self.files.append(path)
@@ -236,10 +247,11 @@ class Transcripts:
         """``(entry or None, keys)``; ``entry["matched_by"]`` says which key matched.
 
         Several transcripts under one fallback key (two faults of one service that fail with
-        the same line, "port 5432 is not listening") are told apart first by how much of the
-        request's error lines each recorded request shares (a recording made with an older
-        prompt still has its fault's FATAL line), then by how much of the whole text; equally
-        close ones are served in recorded order."""
+        the same line, "port 5432 is not listening") are told apart first by how many earlier
+        attempts the incident history shows, then by how much of the request's error lines each
+        recorded request shares (a recording made with an older prompt still has its fault's
+        FATAL line), then by how much of the whole text; equally close ones are served in
+        recorded order."""
         keys = exchange_keys(messages, self.volatile)
         for kind, index in (("key", self.by_key), ("fallback_key", self.by_fallback)):
             entries = index.get(keys[kind])
@@ -248,7 +260,8 @@ class Transcripts:
             if kind == "fallback_key" and len({e["path"] for e in entries}) > 1:
                 words = _words(messages, self.volatile)
                 signal = _signal_words(messages, self.volatile)
-                scored = [((_similarity(signal, e["signal"]), _similarity(words, e["words"])), i)
+                depth = _history_depth(messages)
+                scored = [((e["depth"] == depth, _similarity(signal, e["signal"]), _similarity(words, e["words"])), i)
                           for i, e in enumerate(entries)]
                 best = max(score for score, _i in scored)
                 entries = [entries[i] for score, i in scored if score == best]

@@ -386,3 +386,29 @@ def test_a_fault_is_told_apart_by_its_error_lines_when_another_recording_shares_
     assert entry["matched_by"] == "fallback_key" and entry["path"].endswith("001.json")
     entry, _keys = replay.match(messages(buffers, newer=True))
     assert entry["path"].endswith("002.json")
+
+
+def test_a_later_attempt_gets_the_recording_of_that_attempt(tmp_path) -> None:
+    """The planner starts a new conversation per attempt: the incident history in the request,
+    not the turn, says which recorded answer (the read first, then the fix) it is asking for."""
+    import json as _json
+
+    from llm_server import Transcripts
+
+    def messages(history: str, extra: str = "") -> list:
+        return [{"role": "system", "content": "rules"},
+                {"role": "user", "content": "Service: postgresql\nFailure: 15/main (port 5432): down (rc 3)\n"
+                                            f"Incident history:\n{history}\nEvidence:\nFATAL:  could not access file "
+                                            f"\"pg_cron\": No such file or directory\n{extra}"}]
+    first = "- none: this is the first attempt"
+    later = "Attempt 1 (plan from llm): read first\n  - `grep -rn shared_preload_libraries /etc` exit 0"
+    for name, history, fix in (("001.json", first, "grep -rn shared_preload_libraries /etc"),
+                               ("002.json", later, "sed -i 's/^shared_preload_libraries/# &/' auto.conf")):
+        (tmp_path / name).write_text(_json.dumps({
+            "request": {"messages": messages(history)}, "answer": {"content": _json.dumps({"commands": [fix]})}}))
+    replay = Transcripts([tmp_path])
+    newer = "\n".join(f"### environment line {n}" for n in range(30))  # the prompt grew since the recording
+    entry, _keys = replay.match(messages(later.replace("exit 0", "exit 0 (read-only), output:\n    | x"), newer))
+    assert entry["matched_by"] == "fallback_key" and entry["path"].endswith("002.json")
+    entry, _keys = replay.match(messages(first, newer))
+    assert entry["path"].endswith("001.json")
