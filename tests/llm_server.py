@@ -68,6 +68,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import re
 import select
@@ -183,13 +184,43 @@ _ERROR_LINE = re.compile(
     re.IGNORECASE)
 
 
-def _signal_words(messages: list, volatile: Iterable[re.Pattern] = ()) -> frozenset:
-    """The words of the first user message's error lines (not the history's bullets, nor the
-    knowledge passages' ``[id/section]`` lines), normalised like the key."""
+_EVIDENCE_FENCE = re.compile(r"<<<EVIDENCE-(\w+)\n(.*?)\nEVIDENCE-\1>>>", re.DOTALL)
+
+
+def _signal_lines(messages: list) -> frozenset:
+    """The error lines of the first user message's evidence (the host's data, not the prompt's
+    wording; without an evidence fence, its lines other than the history's bullets and the
+    knowledge passages' ``[id/section]`` lines), each as its words without digits, so the same
+    line at another time, PID or host name is the same line."""
     first = next((_text(m) for m in messages if isinstance(m, Mapping) and m.get("role") == "user"), "")
-    lines = [normalise(line, volatile) for line in first.splitlines()
-             if _ERROR_LINE.search(line) and not line.lstrip().startswith(("- ", "Attempt ", "["))]
-    return frozenset(word for line in lines for word in re.findall(r"[A-Za-z0-9_./:=@\"-]{3,}", line))
+    fenced = _EVIDENCE_FENCE.search(first)
+    text = fenced.group(2) if fenced else first
+    lines = set()
+    for line in text.splitlines():
+        if not _ERROR_LINE.search(line) or line.lstrip().startswith(("- ", "Attempt ", "[")):
+            continue
+        words = tuple(w for w in re.findall(r"[A-Za-z_./:=@\"'-]{3,}", line) if not re.search(r"\d", w))
+        if words:
+            lines.add(words)
+    return frozenset(lines)
+
+
+def _rare_first(mine: frozenset, theirs: Sequence[frozenset]) -> list[float]:
+    """How much of ``mine`` each of ``theirs`` shares, a line counting more the fewer of
+    ``theirs`` hold it (lines every recording has, "Failed to start", tell nothing apart)."""
+    held: dict = {}
+    for lines in theirs:
+        for line in lines:
+            held[line] = held.get(line, 0) + 1
+    count = len(theirs)
+
+    def weight(line) -> float:
+        return math.log(1 + count / held[line]) if line in held else math.log(1 + count)
+    scores = []
+    for lines in theirs:
+        union = sum(weight(line) for line in mine | lines)
+        scores.append(sum(weight(line) for line in mine & lines) / union if union else 1.0)
+    return scores
 
 
 _ATTEMPT_LINE = re.compile(r"^Attempt \d+ ", re.MULTILINE)
@@ -237,7 +268,7 @@ class Transcripts:
             raise ValueError(f"replay: {path} is not a transcript: {exc}") from exc
         keys = exchange_keys(messages, self.volatile)
         entry = {"path": str(path), "answer": dict(answer), "request": {"messages": messages},
-                 "words": _words(messages, self.volatile), "signal": _signal_words(messages, self.volatile),
+                 "words": _words(messages, self.volatile), "signal": _signal_lines(messages),
                  "depth": _history_depth(messages), **keys}
         self.by_key.setdefault(keys["key"], []).append(entry)
         self.by_fallback.setdefault(keys["fallback_key"], []).append(entry)
@@ -259,9 +290,9 @@ class Transcripts:
                 continue
             if kind == "fallback_key" and len({e["path"] for e in entries}) > 1:
                 words = _words(messages, self.volatile)
-                signal = _signal_words(messages, self.volatile)
                 depth = _history_depth(messages)
-                scored = [((e["depth"] == depth, _similarity(signal, e["signal"]), _similarity(words, e["words"])), i)
+                shared = _rare_first(_signal_lines(messages), [e["signal"] for e in entries])
+                scored = [((e["depth"] == depth, round(shared[i], 9), _similarity(words, e["words"])), i)
                           for i, e in enumerate(entries)]
                 best = max(score for score, _i in scored)
                 entries = [entries[i] for score, i in scored if score == best]
