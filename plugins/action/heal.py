@@ -52,7 +52,11 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share im
     run_token,
     share_key,
 )
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner, PlannerError
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import (
+    Planner,
+    PlannerError,
+    remembered_fixes,
+)
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import load_knowledge
 from ansible_collections.sentinel.remediation.plugins.module_utils.signature import (
     failure_signature,
@@ -66,10 +70,10 @@ _NAME = "sentinel.remediation.heal"
 _announced_no_llm = False
 # Once per worker process: why plans are not shared through the Redis fact cache.
 _announced_share = set()
-# What the docker daemon answers when a container went away under the connection (a failed
-# module run, not an unreachable host, for the community.docker.docker connection).
 # Remembered fixes sent with the health check: at most this many failure signatures per service.
 AHEAD_PER_SERVICE = 8
+# What the docker daemon answers when a container went away under the connection (a failed
+# module run, not an unreachable host, for the community.docker.docker connection).
 _HOST_GONE = re.compile(r"Error response from daemon: (?:[Cc]ontainer \S+ is (?:not running|paused|restarting)"
                         r"|No such container)")
 
@@ -116,6 +120,13 @@ def _unreachable(result: Mapping) -> str | None:
     if gone:
         return gone.group(0)
     return str(result.get("msg", "")) if result.get("unreachable") else None
+
+
+def _host_command(checked: Mapping) -> dict:
+    """A checked command as the host modules take it: its argv, whether it runs as root, and
+    the command as the policy judged it (for the record)."""
+    return {"argv": list(checked.get("argv") or []), "become": bool(checked.get("become")),
+            "label": str(checked.get("command"))[:200]}
 
 
 def _role_var(option: str, value) -> str:
@@ -342,8 +353,7 @@ class ActionModule(ActionBase):
         if ahead:
             module_args.update(
                 remembered=[{"service": name, "signature": signature,
-                             "commands": [{"argv": list(c.get("argv") or []), "become": bool(c.get("become")),
-                                           "label": str(c.get("command"))[:200]} for c in fix["commands"]]}
+                             "commands": [_host_command(c) for c in fix["commands"]]}
                             for name, fixes in ahead.items() for signature, fix in fixes.items()],
                 hostnames=list(self._hostnames), command_timeout=args["command_timeout"],
                 output_max=args["output_max"], settle=args["settle"])
@@ -702,12 +712,14 @@ class ActionModule(ActionBase):
                 self._warnings.append(f"{_NAME}: {warning}")
         return plan, how
 
-    def _memory_plans(self, signature: str) -> tuple[list[dict], list[str]]:
+    def _memory_plans(self, signature: str, own: Mapping | None = None) -> tuple[list[dict], list[str]]:
         """What memory offers for ``signature``: the plans that healed it (this host's first;
-        none this host demoted) and the commands that failed on it."""
+        none this host demoted) and the commands that failed on it. ``own``: this host's
+        memory's summary of ``signature`` when the caller has it (``memory.index``)."""
         known = self._memory_index().get(signature) or {}
         # Episodes written during this run by this host are not in the run's index yet.
-        own = memory_mod.lookup([self._memory], signature) if self._memory else {}
+        if own is None:
+            own = memory_mod.lookup([self._memory], signature) if self._memory else {}
         successes = list(own.get("successes") or []) + [
             s for s in known.get("successes") or [] if s not in (own.get("successes") or [])]
         demoted = {tuple(d["commands"]) for d in own.get("demoted") or []}
@@ -897,9 +909,7 @@ class ActionModule(ActionBase):
             if isinstance(proc, Mapping) and proc.get("pid") is not None:
                 expect[str(proc["pid"])] = {"start": proc.get("start"), "comm": proc.get("comm")}
         module_args = {
-            "commands": [{"argv": list(c.get("argv") or []), "become": bool(c.get("become")),
-                          "pids": [int(p) for p in c.get("pids") or []], "label": str(c.get("command"))[:200]}
-                         for c in runnable],
+            "commands": [dict(_host_command(c), pids=[int(p) for p in c.get("pids") or []]) for c in runnable],
             "expect_pids": expect,
             "stop_on_failure": True,
             "command_timeout": args["command_timeout"],
@@ -991,11 +1001,10 @@ class ActionModule(ActionBase):
                 continue
             scope = self._scope(definition, {})
             for signature in signatures[:AHEAD_PER_SERVICE]:
-                successes, failed = self._memory_plans(signature)
-                bad = {engine.command_key(c) for c in failed}
-                for success in successes:
-                    texts = [str(c).strip() for c in success.get("commands") or [] if str(c).strip()]
-                    if not texts or any(engine.command_key(t) in bad for t in texts):
+                successes, failed = self._memory_plans(signature, own.get(signature) or {})
+                # The fixes in the order the planner's memory source takes them.
+                for texts, diagnosis in remembered_fixes(successes, signature, failed):
+                    if texts is None:
                         continue  # the planner skips these too
                     if len(texts) > args["max_commands"] or any(PLACEHOLDER.search(t) for t in texts):
                         break  # the planner would take it, changed: not sent ahead
@@ -1005,9 +1014,7 @@ class ActionModule(ActionBase):
                         continue  # the planner skips a plan the policy refuses
                     if all(v["verdict"] == "allow" and not v.get("pids") for v in verdicts):
                         out.setdefault(name, {})[signature] = {
-                            "commands": [dict(v, source="memory") for v in verdicts],
-                            "diagnosis": str(success.get("diagnosis") or "")
-                            or "The same failure was healed before with these commands."}
+                            "commands": [dict(v, source="memory") for v in verdicts], "diagnosis": diagnosis}
                     break
         return out
 

@@ -955,11 +955,12 @@ _INCLUDE = re.compile(
     re.IGNORECASE)
 
 
-def _scan_candidates(defn: dict) -> list:
+def _scan_candidates(defn: dict, walked=None) -> list:
     """The configuration files to read for include directives, each once (a file linked
-    from sites-enabled is read where it lives)."""
+    from sites-enabled is read where it lives). ``walked``: the files of the service's
+    config_paths when the caller has walked them already (``_walk_files``)."""
     files = [os.path.realpath(a) for a in defn["config_test"][1:] if a.startswith("/") and os.path.isfile(a)]
-    for path in _walk_files(list(defn["config_paths"])):
+    for path in walked if walked is not None else _walk_files(list(defn["config_paths"])):
         if len(files) >= INCLUDE_SCAN_FILES:
             break
         real = os.path.realpath(path)
@@ -1122,7 +1123,9 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     environment = start_environment(defn, init, timeout)
     if environment:
         evidence["environment"] = budget.take_keyed(environment, cap)
-    includes = include_matches(defn)
+    # The walk above, its config_paths part (they come first; the units' local files follow).
+    includes = include_matches(defn, files=_scan_candidates(
+        defn, [path for path in config_files if _under(path, defn["config_paths"])]))
     if includes:
         evidence["includes"] = budget.take_keyed(includes, cap * 3 // 4)
     evidence["processes"] = budget.take_items(processes, cap + cap // 2)

@@ -88,6 +88,24 @@ def _fix_commands(fix) -> tuple[list[str], str, str | None]:
     return [], "", None
 
 
+REMEMBERED_DIAGNOSIS = "The same failure was healed before with these commands."
+
+
+def remembered_fixes(fixes: Sequence, signature: str, failed: Iterable[str]):
+    """The remembered fixes of ``signature`` in the order memory source takes them: yields
+    ``(commands, diagnosis)``, or ``(None, None)`` for a fix that holds a command that failed on
+    this failure since (skipped). Fixes of another signature and empty ones are left out."""
+    known_bad = {engine.command_key(c) for c in failed}
+    for fix in fixes:
+        commands, diagnosis, fix_signature = _fix_commands(fix)
+        if fix_signature and fix_signature != signature or not commands:
+            continue
+        if any(engine.command_key(c) in known_bad for c in commands):
+            yield None, None
+            continue
+        yield commands, diagnosis or REMEMBERED_DIAGNOSIS
+
+
 class Planner:
     """One planning run for one failure on one host (one attempt of an incident)."""
 
@@ -237,21 +255,14 @@ class Planner:
 
     # ------------------------------------------------------------------ sources
     def from_memory(self) -> dict | None:
-        for fix in self.fixes:
-            commands, diagnosis, signature = _fix_commands(fix)
-            if signature and signature != self.signature:
-                continue
-            if not commands:
-                continue
-            known_bad = {engine.command_key(c) for c in self.failed}
-            if any(engine.command_key(c) in known_bad for c in commands):
+        for commands, diagnosis in remembered_fixes(self.fixes, self.signature, self.failed):
+            if commands is None:
                 self.notes.append("a remembered fix was skipped: it holds a command that failed on this failure since")
                 continue
             usable = self._usable_plan(commands, "memory", "a remembered fix")
             if usable is None:
                 continue
-            return {"source": "memory", "commands": usable,
-                    "diagnosis": diagnosis or "The same failure was healed before with these commands."}
+            return {"source": "memory", "commands": usable, "diagnosis": diagnosis}
         return None
 
     def runbook_matches(self) -> list[dict]:
