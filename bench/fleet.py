@@ -186,14 +186,43 @@ def task_profile(log_path: Path, top: int = 12) -> list[list]:
     return [[k, round(v, 2)] for k, v in sorted(totals.items(), key=lambda kv: -kv[1])[:top]]
 
 
+def lab_cpu_seconds(prefix: str) -> float | None:
+    """CPU seconds (user + system) the lab containers named ``prefix*`` have used so far, from
+    their cgroups (v1 ``cpuacct.usage`` or v2 ``cpu.stat``); None where the cgroups cannot be
+    read. The difference over a run is the work done on the hosts: module start-up, health
+    checks, evidence, the commands and their services."""
+    listed = subprocess.run([tool("docker"), "ps", "-q", "--no-trunc", "--filter", f"name=^{prefix}"],
+                            capture_output=True, text=True, check=False)
+    ids = listed.stdout.split()
+    if listed.returncode != 0 or not ids:
+        return None
+    total = 0.0
+    for cid in ids:
+        v1 = Path(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage")
+        v2 = Path(f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/cpu.stat")
+        try:
+            if v1.exists():
+                total += int(v1.read_text(encoding="ascii")) / 1e9
+            else:
+                usage = re.search(r"^usage_usec (\d+)", v2.read_text(encoding="ascii"), re.MULTILINE)
+                if not usage:
+                    return None
+                total += int(usage.group(1)) / 1e6
+        except (OSError, ValueError):
+            return None
+    return total
+
+
 def run_playbook(playbook: Path, inventory: Path, forks: int, env: dict, extra: dict | None, log_path: Path,
-                 args: tuple[str, ...] = ()) -> dict:
-    """ansible-playbook timed with perf_counter; returns rc and seconds."""
+                 args: tuple[str, ...] = (), lab_prefix: str | None = None) -> dict:
+    """ansible-playbook timed with perf_counter; returns rc and seconds, the controller's CPU
+    and peak memory, and (with ``lab_prefix``) the CPU the lab containers used meanwhile."""
     argv = [tool("ansible-playbook"), "-i", str(inventory), "-f", str(forks), str(playbook), *args]
     if extra:
         extra_file = log_path.with_suffix(".vars.json")
         extra_file.write_text(json.dumps(extra), encoding="utf-8")
         argv += ["-e", f"@{extra_file}"]
+    lab_before = lab_cpu_seconds(lab_prefix) if lab_prefix else None
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with open(log_path, "w", encoding="utf-8") as out:
@@ -206,8 +235,10 @@ def run_playbook(playbook: Path, inventory: Path, forks: int, env: dict, extra: 
     # Every process of the run on the controller (ansible-playbook, its workers and the
     # docker CLI processes of the connection) is a waited-for descendant: its CPU is here.
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    lab_after = lab_cpu_seconds(lab_prefix) if lab_before is not None else None
     return {"rc": returncode, "seconds": round(seconds, 2), "log": str(log_path), "cpu_s": round(cpu, 2),
-            "peak_rss_mb": round(peak.peak_kb / 1024, 1)}
+            "peak_rss_mb": round(peak.peak_kb / 1024, 1),
+            "lab_cpu_s": round(lab_after - lab_before, 2) if lab_after is not None else None}
 
 
 class PeakMemory:
@@ -312,7 +343,8 @@ class Bench:
         }
         forks = forks or self.opts.forks
         run = run_playbook(REPO / "playbooks" / "remediate.yml", self.fleet.inventory(hosts), forks,
-                           {**base_env(cache, report_path), **(env or {})}, extra, log_path)
+                           {**base_env(cache, report_path), **(env or {})}, extra, log_path,
+                           lab_prefix=self.opts.prefix)
         chat = self.server.chat_requests
         summary = summarise_report(read_report(report_path))
         healed = self.fleet.healed(plan)
@@ -349,7 +381,8 @@ class Bench:
         _report_path, log_path = self._paths(name)
         forks = forks or self.opts.forks
         run = run_playbook(BENCH / "floor.yml", self.fleet.inventory(hosts), forks,
-                           base_env(self.work / "cache-floor", None), {"floor_broken": broken}, log_path)
+                           base_env(self.work / "cache-floor", None), {"floor_broken": broken}, log_path,
+                           lab_prefix=self.opts.prefix)
         healed = self.fleet.healed(plan)
         commands = re.findall(r"^changed: \[", Path(log_path).read_text(encoding="utf-8"), re.MULTILINE)
         result = {"scenario": name, "hosts": len(hosts), "forks": forks, **run, "llm_calls": 0,
@@ -364,11 +397,12 @@ class Bench:
         report_path, log_path = self._paths("healthy-monitor")
         monitor = run_playbook(REPO / "playbooks" / "remediate.yml", inventory, self.opts.forks,
                                base_env(self.work / "cache-healthy", report_path), None, log_path,
-                               ("--tags", "monitor"))
+                               ("--tags", "monitor"), lab_prefix=self.opts.prefix)
         summary = summarise_report(read_report(report_path))
         _report_path, log_path = self._paths("healthy-floor")
         floor = run_playbook(BENCH / "healthy_floor.yml", inventory, self.opts.forks,
-                             base_env(self.work / "cache-healthy-floor", None), None, log_path)
+                             base_env(self.work / "cache-healthy-floor", None), None, log_path,
+                             lab_prefix=self.opts.prefix)
         result = {"hosts": len(hosts), "monitor": {**monitor, "states": summary["states"],
                                                    "task_profile": task_profile(monitor["log"])},
                   "floor": {**floor, "task_profile": task_profile(floor["log"])},
@@ -718,6 +752,10 @@ def render_memory(m: dict) -> list[str]:
     return lines + [""]
 
 
+def _lab_cpu(run: dict) -> str:
+    return "-" if run.get("lab_cpu_s") is None else f"{run['lab_cpu_s']:.1f}"
+
+
 def render_table(r: dict, notes: str = "") -> str:
     m = r["machine"]
     rows = r["table"]
@@ -742,26 +780,28 @@ def render_table(r: dict, notes: str = "") -> str:
         "The floor (`bench/floor.yml`) applies the catalogue's known fix to exactly the broken hosts; the healthy"
         " floor (`bench/healthy_floor.yml`) is one plain command per host. CPU is the controller's (ansible-playbook,"
         " its workers and the docker CLI of the connection, user + system); peak memory is the largest sampled sum of"
-        " their resident memory.",
+        " their resident memory. Lab CPU is what the lab containers used during the run (their cgroups): the"
+        " modules, the commands and the services on the hosts; with the controller's it shares the machine's cores.",
         "",
-        "| hosts | run | wall s | / floor | CPU s | peak MB | LLM calls | signatures | healed (lab check) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| hosts | run | wall s | / floor | CPU s | lab CPU s | peak MB | LLM calls | signatures | healed (lab check) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         n, floor = row["hosts"], row["floor_s"]
         for label, x in (("(a) first run", row["first"]), ("(c) memory run", row["memory"])):
             lines.append(f"| {n} | {label} | {x['seconds']:.1f} | {x['seconds'] / floor:.2f}x | {x['cpu_s']:.1f} |"
-                         f" {x['peak_rss_mb']:.0f} | {x['llm_calls']} | {x['distinct_signatures']} |"
+                         f" {_lab_cpu(x)} | {x['peak_rss_mb']:.0f} | {x['llm_calls']} | {x['distinct_signatures']} |"
                          f" {x['healed_lab_check']}/{x['broken']} |")
         for label, x in (("floor", row["floor"]), ("floor again", row["floor_again"])):
-            lines.append(f"| {n} | {label} | {x['seconds']:.1f} | | {x['cpu_s']:.1f} | {x['peak_rss_mb']:.0f} | 0 | |"
+            lines.append(f"| {n} | {label} | {x['seconds']:.1f} | | {x['cpu_s']:.1f} | {_lab_cpu(x)} |"
+                         f" {x['peak_rss_mb']:.0f} | 0 | |"
                          f" {x['healed_lab_check']}/{x['broken']} |")
         h = row["healthy"]
         lines.append(f"| {n} | healthy pass (`--tags monitor`) | {h['monitor']['seconds']:.1f} | {h['ratio']:.2f}x"
-                     f" of {h['floor']['seconds']:.1f} | {h['monitor']['cpu_s']:.1f} |"
+                     f" of {h['floor']['seconds']:.1f} | {h['monitor']['cpu_s']:.1f} | {_lab_cpu(h['monitor'])} |"
                      f" {h['monitor']['peak_rss_mb']:.0f} | 0 | | |")
         lines.append(f"| {n} | healthy floor | {h['floor']['seconds']:.1f} | | {h['floor']['cpu_s']:.1f} |"
-                     f" {h['floor']['peak_rss_mb']:.0f} | | | |")
+                     f" {_lab_cpu(h['floor'])} | {h['floor']['peak_rss_mb']:.0f} | | | |")
     if len(rows) >= 2:
         small, big = rows[0], rows[-1]
         span = big["hosts"] - small["hosts"]

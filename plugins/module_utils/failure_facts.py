@@ -76,6 +76,11 @@ FACTS: dict[str, FactKind] = {
     "unit_bad_setting": FactKind(CAUSE, ("unit", "message"),
                                  "systemd refuses the unit's settings (its file or a drop-in is invalid)"),
     "unit_failed": FactKind(WEAK, ("unit", "result"), "the unit is in the failed state"),
+    # systemd's own exit statuses 200-243 ("status=217/USER", "Failed at step USER
+    # spawning ..."): the process never ran because systemd could not set up one step of its
+    # execution (user, group, working directory, namespaces, credentials...). The step names
+    # the cause; step EXEC is binary_missing.
+    "exec_step_failed": FactKind(CAUSE, ("step",), "systemd could not set up the process (a step of its execution failed)"),
     "log_error": FactKind(CAUSE, ("line",), "a recent log or journal line reports an error that no other fact explains"),
     "killed": FactKind(INFO, ("pid", "process"), "a process of the service was killed (OOM killer, SIGKILL)"),
 }
@@ -121,6 +126,7 @@ _MASKED = re.compile(r"\bis masked\b|\bmasked\b.*\bunit\b|unit \S+ is masked", r
 _START_LIMIT = re.compile(r"start-limit-hit|Start request repeated too quickly", re.IGNORECASE)
 _CHANGED = re.compile(r"changed on disk|daemon-reload", re.IGNORECASE)
 _UNIT_NOT_FOUND = re.compile(r"Unit (\S+?) (?:not found|could not be found)", re.IGNORECASE)
+_EXEC_STEP = re.compile(r"\bstatus=2(?:[0-3]\d|4[0-3])/(?P<status>[A-Z_]+)\b|\bFailed at step (?P<step>[A-Z_]+) spawning")
 _UNIT_FAILED = re.compile(r"Failed with result|Failed to start|Main process exited, code=|Control process exited"
                           r"|entered failed state|Scheduled restart job", re.IGNORECASE)
 _KILLED = re.compile(r"Killed process (?P<pid>\d+) \((?P<name>[^)]+)\)|oom-kill|status=9/KILL|killed by signal 9"
@@ -405,6 +411,9 @@ class _Collector:
         self.result = result
         self.keys: set[tuple] = set()
         self.used: set[tuple[str, int]] = set()
+        # Lines read and set aside (an error the program says it carried on after): not
+        # reported, and unlike a line a fact explains, not the cause of the lines after it.
+        self.dismissed: set[tuple[str, int]] = set()
 
     def add(self, fact_name: str, evidence: str, source: str = "probe", **attrs) -> None:
         """Record a fact; ``source`` is where it was read: a probe of the current state
@@ -743,7 +752,7 @@ def _line_facts(facts, sections, names) -> None:
             if _COMMAND_HEADER.match(line) or not line.strip():
                 continue
             if section.kind in ("log", "journal") and _CARRIED_ON.search(line):
-                facts.used.add((section.key, index))
+                facts.dismissed.add((section.key, index))
                 continue
             if section.kind == "config" and _CONFIG_OK.search(line):
                 continue
@@ -867,6 +876,10 @@ def _line_fact(facts, section, line: str, names) -> bool:
                 else:
                     facts.add("path_missing", source=section.kind, evidence=line, path=path)
             return True
+    step = _EXEC_STEP.search(line)
+    if step and kind in ("status", "journal", "error"):
+        facts.add("exec_step_failed", source=section.kind, evidence=line, step=step.group("status") or step.group("step"))
+        return True
     if kind == "journal" and _KILLED.search(line):
         facts.add("killed", source=section.kind, evidence=line)
         return True
@@ -916,9 +929,10 @@ def _unexplained_errors(facts, sections) -> None:
         if section.kind not in ("log", "journal"):
             continue
         explained = {i for key, i in facts.used if key == section.key}
+        dismissed = {i for key, i in facts.dismissed if key == section.key}
         for index in range(section.recent_from, len(section.lines)):
             line = section.lines[index]
-            if index in explained or _COMMAND_HEADER.match(line) or _WARNING_LINE.search(line):
+            if index in explained or index in dismissed or _COMMAND_HEADER.match(line) or _WARNING_LINE.search(line):
                 continue
             if any(index - back in explained for back in range(1, FOLLOW_LINES + 1)):
                 explained.add(index)

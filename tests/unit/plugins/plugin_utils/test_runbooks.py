@@ -310,6 +310,55 @@ def test_a_failure_the_program_says_it_ignored_is_no_cause() -> None:
     assert matched_ids(changed) == ["systemd_unit_changed"]
 
 
+def _start_limit_journal(first_line: str, exit_status: str) -> str:
+    """Three starts of billing-api, each set apart by the cgroup warning systemd prints in a
+    container, then the start limit: the case where the daemon's own line follows a line
+    systemd says it ignored."""
+    one = ("Jan 01 10:00:00 web1 systemd[1]: billing-api.service: Failed to get cgroup ID of cgroup "
+           "/sys/fs/cgroup/unified/docker/0f/system.slice/billing-api.service, ignoring: Operation not permitted\n"
+           "Jan 01 10:00:00 web1 systemd[1]: Started billing-api.service - Billing API.\n"
+           + (f"Jan 01 10:00:00 web1 billing-api[7]: {first_line}\n" if first_line else "")
+           + f"Jan 01 10:00:00 web1 systemd[1]: billing-api.service: Main process exited, code=exited, status={exit_status}\n"
+           "Jan 01 10:00:00 web1 systemd[1]: billing-api.service: Failed with result 'exit-code'.\n")
+    return one * 3 + ("Jan 01 10:00:01 web1 systemd[1]: billing-api.service: Start request repeated too quickly.\n"
+                      "Jan 01 10:00:01 web1 systemd[1]: Failed to start billing-api.service - Billing API.")
+
+
+def test_the_line_after_an_ignored_failure_is_still_read() -> None:
+    """A line systemd says it carried on after is set aside, but it explains nothing: the
+    daemon's error just after it is the cause, and the start-limit reset does not apply."""
+    case = systemd_case(ActiveState="failed", Result="exit-code")
+    case["evidence"]["journal"] = _start_limit_journal("fatal: cannot read : No such file or directory", "1/FAILURE")
+    facts = extract_facts(case["service"], case["error"], case["evidence"]).facts
+    errors = [f for f in facts if f["fact"] == "log_error"]
+    assert errors and "fatal: cannot read" in errors[0]["line"], facts
+    assert "permission_denied" not in [f["fact"] for f in facts]
+    assert matched_ids(case) == []
+    # with no line of its own, a crash loop is what the start-limit runbook is for
+    case["evidence"]["journal"] = _start_limit_journal("", "1/FAILURE")
+    assert matched_ids(case) == ["systemd_start_limit_hit"]
+
+
+@pytest.mark.parametrize("line, step", [
+    ("Main process exited, code=exited, status=217/USER", "USER"),
+    ("Main process exited, code=exited, status=200/CHDIR", "CHDIR"),
+    ("Failed at step NAMESPACE spawning /usr/local/bin/billing-api: Read-only file system", "NAMESPACE"),
+])
+def test_a_step_systemd_could_not_set_up_is_the_cause(line: str, step: str) -> None:
+    """systemd's own exit statuses (200-243) say which step of setting up the process failed:
+    a cause, never a crash loop a reset would cure."""
+    case = systemd_case(ActiveState="failed", Result="exit-code")
+    case["evidence"]["journal"] = _start_limit_journal("", "1/FAILURE").replace(
+        "Main process exited, code=exited, status=1/FAILURE", line)
+    facts = extract_facts(case["service"], case["error"], case["evidence"]).facts
+    assert {"fact": "exec_step_failed", "step": step}.items() <= next(
+        f for f in facts if f["fact"] == "exec_step_failed").items()
+    assert matched_ids(case) == []
+    # the program's own exit code (1 to 199) is not such a step
+    case["evidence"]["journal"] = _start_limit_journal("", "1/FAILURE").replace("status=1/", "status=199/")
+    assert "exec_step_failed" not in [f["fact"] for f in extract_facts(case["service"], case["error"], case["evidence"]).facts]
+
+
 def test_a_required_unit_that_does_not_exist_is_the_cause_not_a_plain_stop() -> None:
     stopped = {"service": "redis-server", "error": "redis-server.service is inactive/dead", "evidence": {
         "init": "systemd", "unit": {"Id": "redis-server.service", "LoadState": "loaded", "ActiveState": "inactive",

@@ -91,3 +91,30 @@ def test_alike_failures_with_different_causes_get_different_signatures():
     other = failure_signature("postgresql", "postgresql is down", evidence(hba, "2026-11-26T10:24:35+0000", 12), ["db1"])
     assert one == again          # the same cause at another time and PID: the same failure
     assert one != other          # the same symptom, another cause
+
+
+def test_crash_loops_of_different_causes_behind_the_same_systemd_lines_differ():
+    """Two starts that end alike (failed, exit-code, start limit) after a line systemd
+    ignored: one the program's own error, one a user systemd cannot find. Sharing a
+    signature would give one host the other's plan."""
+    def journal(middle: str, status: str, when: str, pid: int) -> str:
+        return ("\n".join([
+            f"{when} app1 systemd[1]: app.service: Failed to get cgroup ID of cgroup /sys/fs/cgroup/x, ignoring: "
+            "Operation not permitted",
+            f"{when} app1 systemd[1]: Started app.service - app.",
+        ] + ([f"{when} app1 app[{pid}]: {middle}"] if middle else []) + [
+            f"{when} app1 systemd[1]: app.service: Main process exited, code=exited, status={status}",
+            f"{when} app1 systemd[1]: app.service: Start request repeated too quickly.",
+            f"{when} app1 systemd[1]: app.service: Failed with result 'exit-code'."]))
+
+    error = "app.service is failed/failed (result exit-code; unit file enabled)"
+    unset = failure_signature("app", error, {"init": "systemd", "journal": journal(
+        "fatal: cannot read : No such file or directory", "1/FAILURE", "2026-11-26T13:09:09+0000", 345)}, ["app1"])
+    unset_later = failure_signature("app", error, {"init": "systemd", "journal": journal(
+        "fatal: cannot read : No such file or directory", "1/FAILURE", "2026-12-01T01:00:00+0000", 9)}, ["app1"])
+    no_user = failure_signature("app", error, {"init": "systemd", "journal": journal(
+        "", "217/USER", "2026-11-26T13:09:09+0000", 345)}, ["app1"])
+    no_group = failure_signature("app", error, {"init": "systemd", "journal": journal(
+        "", "216/GROUP", "2026-11-26T13:09:09+0000", 345)}, ["app1"])
+    assert unset == unset_later
+    assert len({unset, no_user, no_group}) == 3
