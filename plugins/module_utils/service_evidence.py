@@ -25,6 +25,7 @@ from ansible_collections.sentinel.remediation.plugins.module_utils.health_checks
     show_unit,
 )
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text, redact_value
+from ansible_collections.sentinel.remediation.plugins.module_utils.service_spec import tool_candidates
 
 MAX_LOG_FILES = 10
 MAX_PROCESSES = 24
@@ -53,17 +54,6 @@ UNIT_PROPERTIES = UNIT_STATE_KEYS + (
     "Requires", "Requisite", "BindsTo",
 )
 _HARD_DEPENDENCIES = ("Requires", "Requisite", "BindsTo")
-
-# What a planner may want to run, and so needs to know is there: coreutils and the usual
-# process, network, init, package and file tools. The service's own programs are added.
-DEFAULT_TOOLS = (
-    "cat", "chgrp", "chmod", "chown", "cp", "df", "du", "find", "grep", "head", "install", "ln", "ls", "mkdir",
-    "mv", "readlink", "rm", "rmdir", "stat", "tail", "touch", "truncate",
-    "fuser", "kill", "killall", "lsof", "pgrep", "pkill", "ps",
-    "ip", "netstat", "ss", "curl", "wget",
-    "journalctl", "service", "systemctl", "invoke-rc.d", "update-rc.d",
-    "apt-get", "dpkg", "logrotate", "setfacl", "sudo", "runuser", "tar", "gzip", "sed", "ssh-keygen", "openssl",
-)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1052,17 +1042,6 @@ def include_matches(defn: dict, files=None) -> dict:
             if len(out) >= INCLUDE_DIRECTIVES:
                 return out
     return out
-
-
-def tool_candidates(defn: dict) -> list:
-    """DEFAULT_TOOLS and the service's own programs (its processes, config test, checks)."""
-    names = list(DEFAULT_TOOLS) + [defn["name"]] + list(defn["processes"])
-    if defn["config_test"]:
-        names.append(os.path.basename(defn["config_test"][0]))
-    for check in defn["checks"]:
-        if check.get("argv"):
-            names.append(os.path.basename(check["argv"][0]))
-    return names
 
 
 # ---------------------------------------------------------------------------------------

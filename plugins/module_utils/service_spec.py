@@ -146,3 +146,26 @@ def validate(defn: dict) -> None:
             raise DefinitionError("%s: %s must be absolute paths, got %s" % (name, key, relative))
     if defn["config_test"] and not defn["config_test"][0]:
         raise DefinitionError("%s: config_test must start with a program name" % name)
+
+
+# What a planner may want to run, and so needs to know is there: coreutils and the usual
+# process, network, init, package and file tools. The service's own programs are added.
+DEFAULT_TOOLS = (
+    "cat", "chgrp", "chmod", "chown", "cp", "df", "du", "find", "grep", "head", "install", "ln", "ls", "mkdir",
+    "mv", "readlink", "rm", "rmdir", "stat", "tail", "touch", "truncate",
+    "fuser", "kill", "killall", "lsof", "pgrep", "pkill", "ps",
+    "ip", "netstat", "ss", "curl", "wget",
+    "journalctl", "service", "systemctl", "invoke-rc.d", "update-rc.d",
+    "apt-get", "dpkg", "logrotate", "setfacl", "sudo", "runuser", "tar", "gzip", "sed", "ssh-keygen", "openssl",
+)
+
+
+def tool_candidates(defn: dict) -> list:
+    """DEFAULT_TOOLS and the service's own programs (its processes, config test, checks)."""
+    names = list(DEFAULT_TOOLS) + [defn["name"]] + list(defn["processes"])
+    if defn["config_test"]:
+        names.append(os.path.basename(defn["config_test"][0]))
+    for check in defn["checks"]:
+        if check.get("argv"):
+            names.append(os.path.basename(check["argv"][0]))
+    return names

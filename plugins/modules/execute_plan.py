@@ -277,7 +277,6 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.sentinel.remediation.plugins.module_utils import (
     health_checks,
     plan_runner,
-    service_evidence,
     service_spec,
 )
 
@@ -356,6 +355,10 @@ def main() -> None:
             if params["evidence"] and not result["verify"]["healthy"]:
                 checked = dict((d["name"], health_checks.service_health(d, params["timeout"]))
                                for d in depends if d["name"] in definition["depends_on"])
+                # Imported only here: the module is compiled from its zip on every call, and most
+                # plans verify healthy and need no evidence.
+                from ansible_collections.sentinel.remediation.plugins.module_utils import service_evidence  # noqa: E501 pylint: disable=import-outside-toplevel
+
                 collected = service_evidence.collect(
                     definition, max_bytes=params["evidence_max_bytes"], log_lines=params["evidence_log_lines"],
                     timeout=params["timeout"], error=result["verify"]["error"], checked=checked)

@@ -315,11 +315,12 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.sentinel.remediation.plugins.module_utils import (
     health_checks,
     host_probe,
-    plan_runner,
-    service_evidence,
     service_spec,
 )
-from ansible_collections.sentinel.remediation.plugins.module_utils.signature import failure_signature
+
+# The evidence, the signature and the plan runner are imported where they are needed: a module
+# is compiled from its zip on every call, and a pass where every service is healthy (most of
+# them) needs none of them.
 
 
 def argument_spec() -> dict:
@@ -349,9 +350,17 @@ def argument_spec() -> dict:
 
 
 def _evidence(defn: dict, error: str, params: dict, checked=None) -> dict:
+    from ansible_collections.sentinel.remediation.plugins.module_utils import service_evidence  # noqa: E501 pylint: disable=import-outside-toplevel
+
     return service_evidence.collect(defn, max_bytes=params["evidence_max_bytes"],
                                     log_lines=params["evidence_log_lines"], timeout=params["timeout"],
                                     error=error, tools=[], checked=checked)
+
+
+def _plan_runner():
+    from ansible_collections.sentinel.remediation.plugins.module_utils import plan_runner  # noqa: E501 pylint: disable=import-outside-toplevel
+
+    return plan_runner
 
 
 def check_services(definitions: list, params: dict) -> dict:
@@ -386,7 +395,7 @@ def check_services(definitions: list, params: dict) -> dict:
         run_remembered(definitions, results, params)
     names = []
     for defn in definitions:
-        names.extend(service_evidence.tool_candidates(defn))
+        names.extend(service_spec.tool_candidates(defn))
     first = next((r for r in results if not r["healthy"]), None)
     return dict(services=results, healthy=first is None,
                 error="%s: %s" % (first["name"], first["error"]) if first else "",
@@ -397,6 +406,9 @@ def run_remembered(definitions: list, results: list, params: dict) -> None:
     """Run a remembered fix where this failure is the one it healed (the same signature,
     computed from the very evidence returned), then check the service again. Services
     whose dependencies fail, or that have no evidence, are left to the caller."""
+    # pylint: disable-next=import-outside-toplevel
+    from ansible_collections.sentinel.remediation.plugins.module_utils.signature import failure_signature
+
     fixes = {}
     for fix in params["remembered"]:
         fixes.setdefault(fix["service"], {}).setdefault(fix["signature"], fix)
@@ -414,9 +426,9 @@ def run_remembered(definitions: list, results: list, params: dict) -> None:
             result["remembered"] = dict(signature=signature, ran=False)
             continue
         if invoker is None:
-            invoker = plan_runner.invoking_identity()
-        commands = plan_runner.normalise_commands(fix["commands"])
-        ran = plan_runner.run_plan(commands, {}, invoker, stop_on_failure=True,
+            invoker = _plan_runner().invoking_identity()
+        commands = _plan_runner().normalise_commands(fix["commands"])
+        ran = _plan_runner().run_plan(commands, {}, invoker, stop_on_failure=True,
                                    timeout=params["command_timeout"], output_max=params["output_max"])
         verify = health_checks.settle_health(defn, params["timeout"], params["settle"] if ran["ran"] else 0)
         record = dict(signature=signature, ran=True, results=ran["results"], stopped_at=ran["stopped_at"],
@@ -452,8 +464,8 @@ def main() -> None:
         module.fail_json(msg="remembered needs services (the one-round-trip form)", **empty)
     for index, fix in enumerate(params["remembered"]):
         try:
-            plan_runner.normalise_commands(fix["commands"])
-        except plan_runner.PlanError as exc:
+            _plan_runner().normalise_commands(fix["commands"])
+        except _plan_runner().PlanError as exc:
             module.fail_json(msg="remembered[%d]: %s" % (index, to_native(exc)), **empty)
     try:
         if params["services"] is not None:
