@@ -46,6 +46,8 @@ from llm_server import LLMServer  # noqa: E402  (tests/llm_server.py)
 from sentinel_lab import Lab  # noqa: E402  (lab/sentinel_lab.py)
 
 PREFIX = "sentinel-bench"
+# The fleet size at which issue 15 states its targets.
+TARGET_HOSTS = 30
 # Kinds the workflow heals unattended (no approval gate) and that bench/floor.yml knows.
 DEFAULT_FAULTS = ("nginx_stopped", "redis_killed", "cron_stopped")
 FLOOR_FAULTS = ("nginx_stopped", "redis_killed", "redis_stopped", "cron_stopped", "ssh_stopped")
@@ -819,8 +821,11 @@ def render_table(r: dict, notes: str = "") -> str:
         a_cell = f"{left[i][0]} | {left[i][1]:.2f}" if i < len(left) else " | "
         m_cell = f"{right[i][0]} | {right[i][1]:.2f}" if i < len(right) else " | "
         lines.append(f"| {a_cell} | {m_cell} |")
-    big = rows[-1]
-    lines += ["", f"Targets of issue 15 at {big['hosts']} hosts:", "", "| target | measured | met |", "|---|---|---|"]
+    # The issue states its targets at 30 hosts; a table without that size is judged at its largest.
+    big = next((row for row in rows if row["hosts"] == TARGET_HOSTS), rows[-1])
+    up = rows[-1]["hosts"]
+    lines += ["", f"Targets of issue 15 at {big['hosts']} hosts (this table's row, measured with all {up} lab containers"
+              " up):", "", "| target | measured | met |", "|---|---|---|"]
     checks = [
         ("first run <= 2.0x floor (aim 1.5x)", f"{big['ratio_first']:.2f}x", big["ratio_first"] <= 2.0),
         ("memory run <= 1.5x floor", f"{big['ratio_memory']:.2f}x", big["ratio_memory"] <= 1.5),
