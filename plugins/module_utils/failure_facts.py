@@ -805,7 +805,8 @@ def _config_exit(facts, section, names) -> None:
         facts.add("config_invalid", source=section.kind, evidence=errors[0], message=errors[0].strip())
 
 
-_EMITTER = re.compile(r"^\S+\s+\S+\s+(?P<who>[\w.@-]+\[\d+\]):")
+# "2026-11-26T13:09:09+0000 host prog[42]:" (short-iso) or "Nov 26 13:09:09 host prog[42]:" (short)
+_EMITTER = re.compile(r"^(?:[A-Z][a-z]{2}\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}|\S+)\s+\S+\s+(?P<who>[\w.@()-]+\[\d+\]):")
 
 
 def _context_paths(section, line: str, back: int = 3) -> list[str]:
@@ -923,6 +924,14 @@ def _symptoms(result, facts, ev, sections, names) -> None:
     result.facts[:] = [f for f in result.facts if f["fact"] != "not_running" or f is first]
 
 
+def _same_emitter(earlier: str, line: str) -> bool:
+    """Whether two log lines may be one program's message and its consequence: in a journal,
+    only lines of the same process (a daemon's own error that reaches the journal just after
+    systemd's "Failed with result" is not a consequence of it); elsewhere, any two lines."""
+    first, second = _EMITTER.match(earlier), _EMITTER.match(line)
+    return not (first and second) or first.group("who") == second.group("who")
+
+
 def _unexplained_errors(facts, sections) -> None:
     down = facts.result.has("not_running")
     for section in sections:
@@ -934,7 +943,8 @@ def _unexplained_errors(facts, sections) -> None:
             line = section.lines[index]
             if index in explained or index in dismissed or _COMMAND_HEADER.match(line) or _WARNING_LINE.search(line):
                 continue
-            if any(index - back in explained for back in range(1, FOLLOW_LINES + 1)):
+            if any(index - back in explained and _same_emitter(section.lines[index - back], line)
+                   for back in range(1, FOLLOW_LINES + 1)):
                 explained.add(index)
                 continue
             if down and _REQUEST_LINE.search(line):

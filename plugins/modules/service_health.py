@@ -425,11 +425,12 @@ def run_remembered(definitions: list, results: list, params: dict) -> None:
         if fix is None:
             result["remembered"] = dict(signature=signature, ran=False)
             continue
+        runner = _plan_runner()
         if invoker is None:
-            invoker = _plan_runner().invoking_identity()
-        commands = _plan_runner().normalise_commands(fix["commands"])
-        ran = _plan_runner().run_plan(commands, {}, invoker, stop_on_failure=True,
-                                   timeout=params["command_timeout"], output_max=params["output_max"])
+            invoker = runner.invoking_identity()
+        commands = runner.normalise_commands(fix["commands"])
+        ran = runner.run_plan(commands, {}, invoker, stop_on_failure=True,
+                              timeout=params["command_timeout"], output_max=params["output_max"])
         verify = health_checks.settle_health(defn, params["timeout"], params["settle"] if ran["ran"] else 0)
         record = dict(signature=signature, ran=True, results=ran["results"], stopped_at=ran["stopped_at"],
                       verify=verify)

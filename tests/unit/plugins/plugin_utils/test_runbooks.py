@@ -339,6 +339,27 @@ def test_the_line_after_an_ignored_failure_is_still_read() -> None:
     assert matched_ids(case) == ["systemd_start_limit_hit"]
 
 
+def test_a_daemons_error_that_reaches_the_journal_after_systemds_lines_is_still_read() -> None:
+    """journald may file a daemon's last words after systemd's own lines about its exit: they
+    are not a consequence of "Failed with result", which is another process's line."""
+    case = systemd_case(ActiveState="failed", Result="exit-code")
+    case["evidence"]["journal"] = "\n".join([
+        "2026-11-26T13:09:09+0000 web1 systemd[1]: Started billing-api.service - Billing API.",
+        "2026-11-26T13:09:09+0000 web1 systemd[1]: billing-api.service: Main process exited, code=exited, "
+        "status=1/FAILURE",
+        "2026-11-26T13:09:09+0000 web1 systemd[1]: billing-api.service: Failed with result 'exit-code'.",
+        "2026-11-26T13:09:09+0000 web1 billing-api[7]: fatal: cannot read : No such file or directory",
+        "2026-11-26T13:09:10+0000 web1 systemd[1]: billing-api.service: Start request repeated too quickly.",
+    ])
+    facts = extract_facts(case["service"], case["error"], case["evidence"]).facts
+    assert [f for f in facts if f["fact"] == "log_error" and "fatal: cannot read" in f["line"]], facts
+    assert matched_ids(case) == []
+    # the short (syslog) timestamps of journalctl's default output name the process too
+    case["evidence"]["journal"] = case["evidence"]["journal"].replace("2026-11-26T13:09:09+0000", "Nov 26 13:09:09")
+    facts = extract_facts(case["service"], case["error"], case["evidence"]).facts
+    assert [f for f in facts if f["fact"] == "log_error" and "fatal: cannot read" in f["line"]], facts
+
+
 @pytest.mark.parametrize("line, step", [
     ("Main process exited, code=exited, status=217/USER", "USER"),
     ("Main process exited, code=exited, status=200/CHDIR", "CHDIR"),
