@@ -224,6 +224,9 @@ def _rare_first(mine: frozenset, theirs: Sequence[frozenset]) -> list[float]:
 
 
 _ATTEMPT_LINE = re.compile(r"^Attempt \d+ ", re.MULTILINE)
+# A recording whose error lines share at least this part of the best match's share may be of the
+# same fault: the same failure read again after an attempt changes a few lines, not most.
+_NEAR_SHARE = 0.4
 
 
 def _history_depth(messages: list) -> int:
@@ -279,7 +282,8 @@ class Transcripts:
 
         Several transcripts under one fallback key (two faults of one service that fail with
         the same line, "port 5432 is not listening") are told apart first by how many earlier
-        attempts the incident history shows, then by how much of the request's error lines each
+        attempts the incident history shows (unless the recordings at that depth are all of other
+        faults, by their error lines), then by how much of the request's error lines each
         recorded request shares (a recording made with an older prompt still has its fault's
         FATAL line), then by how much of the whole text; equally close ones are served in
         recorded order."""
@@ -292,8 +296,15 @@ class Transcripts:
                 words = _words(messages, self.volatile)
                 depth = _history_depth(messages)
                 shared = _rare_first(_signal_lines(messages), [e["signal"] for e in entries])
-                scored = [((e["depth"] == depth, round(shared[i], 9), _similarity(words, e["words"])), i)
-                          for i, e in enumerate(entries)]
+                # The recording as far into the incident, unless every recording at that depth is
+                # of another fault (its error lines far from the best's): a flow that now reaches
+                # the model an attempt earlier (a runbook that no longer matches) still gets its
+                # fault's answer, not another fault's answer recorded at that depth.
+                near = max(shared) * _NEAR_SHARE
+                same_depth = [i for i, e in enumerate(entries) if e["depth"] == depth]
+                trust_depth = any(shared[i] >= near for i in same_depth)
+                scored = [((trust_depth and e["depth"] == depth, round(shared[i], 9),
+                            _similarity(words, e["words"])), i) for i, e in enumerate(entries)]
                 best = max(score for score, _i in scored)
                 entries = [entries[i] for score, i in scored if score == best]
             slot = (kind, keys[kind], tuple(e["path"] for e in entries))

@@ -412,3 +412,32 @@ def test_a_later_attempt_gets_the_recording_of_that_attempt(tmp_path) -> None:
     assert entry["matched_by"] == "fallback_key" and entry["path"].endswith("002.json")
     entry, _keys = replay.match(messages(first, newer))
     assert entry["path"].endswith("001.json")
+
+
+def test_a_flow_that_reaches_the_model_an_attempt_earlier_gets_its_faults_answer(tmp_path) -> None:
+    """A fault recorded after a runbook's attempt, replayed where that runbook no longer matches:
+    the request has no history, and another fault recorded at that depth must not answer it."""
+    import json as _json
+
+    from llm_server import Transcripts
+
+    def messages(fatal: str, history: str) -> list:
+        return [{"role": "system", "content": "rules"},
+                {"role": "user", "content": "Service: sentinel-app\nFailure: sentinel-app.service is failed/failed\n"
+                                            f"Incident history:\n{history}\nEvidence:\n"
+                                            "systemd[1]: sentinel-app.service: Failed with result 'exit-code'.\n"
+                                            f"sentinel-app[345]: {fatal}\n"}]
+    after_runbook = "Attempt 1 (plan from runbook systemd_start_limit_hit): not healed"
+    unset = "fatal: cannot read : No such file or directory"
+    bad_listen = "fatal: invalid listen address '127.0.0.1:80800'"
+    for name, fatal, history, fix in (("001.json", unset, after_runbook, "mv 20-environment.conf x.disabled"),
+                                      ("002.json", bad_listen, "- none: this is the first attempt",
+                                       "sed -i 's/80800/8080/' app.conf")):
+        (tmp_path / name).write_text(_json.dumps({
+            "request": {"messages": messages(fatal, history)},
+            "answer": {"content": _json.dumps({"commands": [fix]})}}))
+    replay = Transcripts([tmp_path])
+    entry, _keys = replay.match(messages(unset, "- none: this is the first attempt") + [])
+    assert entry["matched_by"] == "fallback_key" and entry["path"].endswith("001.json")
+    entry, _keys = replay.match(messages(bad_listen, "- none: this is the first attempt"))
+    assert entry["path"].endswith("002.json")
