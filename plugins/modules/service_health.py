@@ -463,10 +463,11 @@ def main() -> None:
                          % (params["output_max"], params["settle"]), **empty)
     if params["remembered"] and params["services"] is None:
         module.fail_json(msg="remembered needs services (the one-round-trip form)", **empty)
+    runner = _plan_runner() if params["remembered"] else None
     for index, fix in enumerate(params["remembered"]):
         try:
-            _plan_runner().normalise_commands(fix["commands"])
-        except _plan_runner().PlanError as exc:
+            runner.normalise_commands(fix["commands"])
+        except runner.PlanError as exc:
             module.fail_json(msg="remembered[%d]: %s" % (index, to_native(exc)), **empty)
     try:
         if params["services"] is not None:
