@@ -437,13 +437,65 @@ def docker_available(docker: str = "docker") -> str | None:
         return f"the `{docker}` CLI is not installed"
     try:
         proc = subprocess.run(
-            [docker, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=20, check=False
+            [docker, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=60, check=False
         )
     except subprocess.TimeoutExpired:
-        return "`docker info` timed out"
+        return f"`docker info` did not answer within 60 s ({docker_daemon_report()})"
     if proc.returncode != 0:
         return f"the Docker daemon does not answer ({proc.stderr.strip() or proc.stdout.strip()}); run scripts/setup"
     return None
+
+
+DOCKER_PIDFILE = Path("/var/run/docker.pid")
+_GOROUTINE_RE = re.compile(r"^goroutine \d+ \[([^\],]+)(?:, (\d+) minutes)?")
+_DOCKER_FRAME_RE = re.compile(r"^github\.com/docker/docker/([\w/]+\.\(?\*?[\w]+\)?\.?\w*)\(")
+
+
+def docker_daemon_report(pidfile: Path | None = None, wait: float = 3.0) -> str:
+    """Where a Docker daemon that does not answer is stuck, in one line (for error messages).
+
+    Its process state, and, when we may signal it, a summary of the goroutine stacks it writes
+    on SIGUSR1: the daemon functions that goroutines have waited in for a minute or more."""
+    try:
+        pid = int((pidfile or DOCKER_PIDFILE).read_text().strip())
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, ValueError, IndexError):
+        return "dockerd: no running process found through its pid file"
+    report = f"dockerd pid {pid} state {state}"
+    stacks_dir = Path(f"/proc/{pid}/root/var/run/docker")
+    before = set(stacks_dir.glob("goroutine-stacks-*.log"))
+    try:
+        os.kill(pid, 10)  # SIGUSR1: the daemon writes its goroutine stacks and carries on
+    except OSError as exc:
+        return f"{report}; no stack dump ({exc.strerror})"
+    deadline = time.monotonic() + wait
+    while not (dumps := set(stacks_dir.glob("goroutine-stacks-*.log")) - before) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if not dumps:
+        return f"{report}; it wrote no stack dump within {wait:g} s"
+    dump = max(dumps)
+    return f"{report}; {summarise_goroutines(dump.read_text(errors='replace'))} (dump: {dump})"
+
+
+def summarise_goroutines(text: str, top: int = 3) -> str:
+    """Where the daemon's API requests wait, the most common place first (with the minutes
+    Go reports for a goroutine blocked a minute or more).
+
+    Only goroutines that serve a request count (a frame of an api/server/router handler): a
+    running container's log copiers and monitors wait for as long as it runs, and mean nothing."""
+    waiting: dict[str, list[int]] = {}
+    for block in text.split("\n\n"):
+        lines = block.strip().splitlines()
+        head = _GOROUTINE_RE.match(lines[0]) if lines else None
+        if not head or not any("github.com/docker/docker/api/server/router/" in line for line in lines):
+            continue
+        frame = next((m.group(1) for line in lines[1:] if (m := _DOCKER_FRAME_RE.match(line))), "?")
+        waiting.setdefault(f"{frame} [{head.group(1)}]", []).append(int(head.group(2) or 0))
+    if not waiting:
+        return "no API request in progress"
+    worst = sorted(waiting.items(), key=lambda kv: (-len(kv[1]), -max(kv[1])))[:top]
+    return "requests in progress: " + "; ".join(
+        f"{len(m)} in {name}" + (f" up to {max(m)} min" if max(m) else "") for name, m in worst)
 
 
 class Lab:
@@ -494,7 +546,8 @@ class Lab:
         except FileNotFoundError:
             raise LabError(f"the `{self.docker}` CLI is not installed; run scripts/setup") from None
         except subprocess.TimeoutExpired:
-            raise LabError(f"`{shlex.join(argv[:6])}` did not finish within {timeout:g} s") from None
+            raise LabError(f"`{shlex.join(argv[:6])}` did not finish within {timeout:g} s "
+                           f"({docker_daemon_report()})") from None
         return ExecResult(argv, proc.returncode, proc.stdout, proc.stderr)
 
     def containers(self) -> dict[str, dict[str, str]]:
@@ -604,13 +657,20 @@ class Lab:
             list(pool.map(lambda h: self.wait_health(h, timeout=timeout), wanted))
         return list(wanted)
 
-    def down(self) -> list[str]:
-        """Remove every container of this prefix (and their anonymous volumes)."""
+    def down(self, timeout: float = 600, batch: int = 8) -> list[str]:
+        """Remove every container of this prefix (and their anonymous volumes).
+
+        A few at a time: one `docker rm` of many names asks the daemon for up to 50 removals
+        at once, and the daemon deletes the containers' layers one by one under one lock, so
+        a large lab's removal outlasts any single call's timeout while everything else that
+        needs the daemon waits behind it."""
         names = [c["container"] for c in self.containers().values()]
-        if names:
-            result = self._docker("rm", "-f", "-v", *names)
+        deadline = time.monotonic() + timeout
+        for start in range(0, len(names), batch):
+            left = max(30.0, deadline - time.monotonic())
+            result = self._docker("rm", "-f", "-v", *names[start:start + batch], timeout=left)
             if not result.ok:
-                raise LabError(f"cannot remove {', '.join(names)}: {result.output()}")
+                raise LabError(f"cannot remove {', '.join(names[start:start + batch])}: {result.output()}")
         self._kinds.clear()
         return names
 

@@ -18,13 +18,16 @@ import yaml
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "lab"))
 
+import sentinel_lab  # noqa: E402
 from sentinel_lab import (  # noqa: E402
     KINDS,
     Lab,
+    LabError,
     LabUsageError,
     default_image,
     kinds_for,
     load_catalogue,
+    summarise_goroutines,
 )
 
 FAKE_DOCKER = r'''#!/usr/bin/env python3
@@ -193,3 +196,71 @@ def test_the_inotify_limit_is_raised_for_systemd_hosts_never_lowered(tmp_path) -
     assert ensure_inotify_instances(8192, limit) == 65536
     assert limit.read_text() == "65536\n"
     assert ensure_inotify_instances(8192, tmp_path / "absent") == 0
+
+
+def test_a_large_lab_is_removed_a_few_containers_at_a_time(fake_docker) -> None:
+    lab, calls = fake_docker
+    assert lab.down(batch=2) == ["t-lab01", "t-lab02", "t-lab03"]
+    removals = [c for c in calls() if c[0] == "rm"]
+    assert removals == [["rm", "-f", "-v", "t-lab01", "t-lab02"], ["rm", "-f", "-v", "t-lab03"]]
+
+
+def test_a_docker_call_that_does_not_finish_names_itself_and_the_daemon(
+        fake_docker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab, _calls = fake_docker
+    slow = tmp_path / "slow-docker"
+    slow.write_text("#!/bin/sh\nsleep 5\n", encoding="utf-8")
+    slow.chmod(0o755)
+    lab.docker = str(slow)
+    monkeypatch.setattr(sentinel_lab, "DOCKER_PIDFILE", tmp_path / "no-such.pid")
+    with pytest.raises(LabError, match=r"`\S+ rm -f -v t-lab01` did not finish within 0.5 s "
+                                       r"\(dockerd: no running process found through its pid file\)"):
+        lab._docker("rm", "-f", "-v", "t-lab01", timeout=0.5)  # pylint: disable=protected-access
+
+
+# The shape of what dockerd writes on SIGUSR1 (Go's goroutine dump), trimmed: a request stuck
+# removing a container's layer, one waiting for a container to exit, a log copier and the
+# listener, which wait for as long as the daemon runs.
+GOROUTINES = """goroutine 1 [chan receive, 9 minutes]:
+main.main()
+\t/src/cmd/dockerd/docker.go:97 +0x1a
+
+goroutine 330 [chan receive, 10 minutes]:
+github.com/docker/docker/api/server.(*Server).serveAPI(0xc00020d6d0)
+\t/src/github.com/docker/docker/api/server/server.go:96 +0x189
+
+goroutine 41 [IO wait, 9 minutes]:
+internal/poll.runtime_pollWait(0x7f2172845628, 0x72)
+\t/usr/lib/go/src/runtime/netpoll.go:305 +0x89
+github.com/docker/docker/pkg/pools.Copy({0x5, 0xc0}, {0x5, 0xc1})
+\t/src/github.com/docker/docker/pkg/pools/pools.go:78 +0x1a
+
+goroutine 27001 [semacquire, 3 minutes]:
+sync.runtime_SemacquireMutex(0xc0009a1404, 0x0, 0x1)
+\t/usr/lib/go/src/runtime/sema.go:71 +0x25
+github.com/docker/docker/layer.(*layerStore).ReleaseRWLayer(0xc000a1, {0x5, 0xc2})
+\t/src/github.com/docker/docker/layer/layer_store.go:600 +0x4b
+github.com/docker/docker/daemon.(*Daemon).cleanupContainer(0xc0002, 0xc0003)
+\t/src/github.com/docker/docker/daemon/delete.go:120 +0x3d
+github.com/docker/docker/api/server/router/container.(*containerRouter).deleteContainers(0xc000e6)
+\t/src/github.com/docker/docker/api/server/router/container/container_routes.go:600 +0x2
+
+goroutine 27002 [semacquire, 2 minutes]:
+sync.runtime_SemacquireMutex(0xc0009a1404, 0x0, 0x1)
+\t/usr/lib/go/src/runtime/sema.go:71 +0x25
+github.com/docker/docker/layer.(*layerStore).ReleaseRWLayer(0xc000a1, {0x5, 0xc4})
+\t/src/github.com/docker/docker/layer/layer_store.go:600 +0x4b
+github.com/docker/docker/api/server/router/container.(*containerRouter).deleteContainers(0xc000e6)
+\t/src/github.com/docker/docker/api/server/router/container/container_routes.go:600 +0x2
+
+goroutine 27379 [chan receive]:
+github.com/docker/docker/api/server/router/container.(*containerRouter).postContainersWait(0xc000e65e00)
+\t/src/github.com/docker/docker/api/server/router/container/container_routes.go:365 +0x325
+"""
+
+
+def test_the_goroutine_summary_names_where_requests_wait_and_nothing_else() -> None:
+    summary = summarise_goroutines(GOROUTINES)
+    assert summary == ("requests in progress: 2 in layer.(*layerStore).ReleaseRWLayer [semacquire] up to 3 min; "
+                       "1 in api/server/router/container.(*containerRouter).postContainersWait [chan receive]")
+    assert summarise_goroutines(GOROUTINES.split("goroutine 27001")[0]) == "no API request in progress"
