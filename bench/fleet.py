@@ -215,6 +215,22 @@ def lab_cpu_seconds(prefix: str) -> float | None:
     return total
 
 
+def machine_cpu_seconds() -> float | None:
+    """CPU seconds the whole machine has been busy so far (/proc/stat: every state but idle,
+    iowait and steal, over all cores). Over a run, what is left after the controller's and
+    the lab's CPU is mostly the Docker engine reaching the hosts (dockerd, containerd, the
+    shims and the runc of each `docker exec`), which neither side's figure holds."""
+    try:
+        with open("/proc/stat", encoding="ascii") as handle:
+            fields = [int(f) for f in handle.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    busy = sum(fields) - fields[3] - fields[4] - (fields[7] if len(fields) > 7 else 0)
+    # guest time is already counted in user and nice
+    busy -= sum(fields[8:10]) if len(fields) > 9 else 0
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
 def run_playbook(playbook: Path, inventory: Path, forks: int, env: dict, extra: dict | None, log_path: Path,
                  args: tuple[str, ...] = (), lab_prefix: str | None = None) -> dict:
     """ansible-playbook timed with perf_counter; returns rc and seconds, the controller's CPU
@@ -225,6 +241,7 @@ def run_playbook(playbook: Path, inventory: Path, forks: int, env: dict, extra: 
         extra_file.write_text(json.dumps(extra), encoding="utf-8")
         argv += ["-e", f"@{extra_file}"]
     lab_before = lab_cpu_seconds(lab_prefix) if lab_prefix else None
+    machine_before = machine_cpu_seconds()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with open(log_path, "w", encoding="utf-8") as out:
@@ -238,9 +255,11 @@ def run_playbook(playbook: Path, inventory: Path, forks: int, env: dict, extra: 
     # docker CLI processes of the connection) is a waited-for descendant: its CPU is here.
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     lab_after = lab_cpu_seconds(lab_prefix) if lab_before is not None else None
+    machine_after = machine_cpu_seconds() if machine_before is not None else None
     return {"rc": returncode, "seconds": round(seconds, 2), "log": str(log_path), "cpu_s": round(cpu, 2),
             "peak_rss_mb": round(peak.peak_kb / 1024, 1),
-            "lab_cpu_s": round(lab_after - lab_before, 2) if lab_after is not None else None}
+            "lab_cpu_s": round(lab_after - lab_before, 2) if lab_after is not None else None,
+            "machine_cpu_s": round(machine_after - machine_before, 2) if machine_after is not None else None}
 
 
 class PeakMemory:
@@ -755,7 +774,10 @@ def render_memory(m: dict) -> list[str]:
 
 
 def _lab_cpu(run: dict) -> str:
-    return "-" if run.get("lab_cpu_s") is None else f"{run['lab_cpu_s']:.1f}"
+    """The lab's and the whole machine's CPU seconds of a run, as two table cells."""
+    lab = "-" if run.get("lab_cpu_s") is None else f"{run['lab_cpu_s']:.1f}"
+    machine = "-" if run.get("machine_cpu_s") is None else f"{run['machine_cpu_s']:.1f}"
+    return f"{lab} | {machine}"
 
 
 def render_table(r: dict, notes: str = "") -> str:
@@ -783,10 +805,14 @@ def render_table(r: dict, notes: str = "") -> str:
         " floor (`bench/healthy_floor.yml`) is one plain command per host. CPU is the controller's (ansible-playbook,"
         " its workers and the docker CLI of the connection, user + system); peak memory is the largest sampled sum of"
         " their resident memory. Lab CPU is what the lab containers used during the run (their cgroups): the"
-        " modules, the commands and the services on the hosts; with the controller's it shares the machine's cores.",
+        " modules, the commands and the services on the hosts. Machine CPU is everything the machine's cores did meanwhile"
+        " (/proc/stat); what it holds beyond the other two is mostly the Docker engine reaching the hosts (dockerd,"
+        " containerd, the shims and the runc of each `docker exec`). A run is bound by CPU when machine CPU comes"
+        " close to the wall time times the cores.",
         "",
-        "| hosts | run | wall s | / floor | CPU s | lab CPU s | peak MB | LLM calls | signatures | healed (lab check) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| hosts | run | wall s | / floor | CPU s | lab CPU s | machine CPU s | peak MB | LLM calls | signatures"
+        " | healed (lab check) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         n, floor = row["hosts"], row["floor_s"]

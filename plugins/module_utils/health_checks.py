@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import re
 import time
-import urllib.request as urllib_request
-from urllib.error import HTTPError, URLError
 
 from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
@@ -133,12 +131,16 @@ def _check_port(defn: dict, check: dict) -> tuple:
     return False, "port %d is held by %s, not %s" % (port, host_probe.describe_holders(holders), wanted)
 
 
-class _NoRedirect(urllib_request.HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):
-        return None
-
-
 def _check_http(defn: dict, check: dict) -> tuple:
+    # urllib (with http.client, email and ssl) is imported only by a call that has an http
+    # check: it is the largest import of a health check, and most services have none.
+    import urllib.request as urllib_request  # pylint: disable=import-outside-toplevel
+    from urllib.error import HTTPError, URLError  # pylint: disable=import-outside-toplevel
+
+    class _NoRedirect(urllib_request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
     url, expected = check["url"], check["status"]
     opener = urllib_request.build_opener(urllib_request.ProxyHandler({}), _NoRedirect())
     try:
