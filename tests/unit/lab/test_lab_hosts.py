@@ -263,4 +263,4 @@ def test_the_goroutine_summary_names_where_requests_wait_and_nothing_else() -> N
     summary = summarise_goroutines(GOROUTINES)
     assert summary == ("requests in progress: 2 in layer.(*layerStore).ReleaseRWLayer [semacquire] up to 3 min; "
                        "1 in api/server/router/container.(*containerRouter).postContainersWait [chan receive]")
-    assert summarise_goroutines(GOROUTINES.split("goroutine 27001")[0]) == "no API request in progress"
+    assert summarise_goroutines(GOROUTINES.split("goroutine 27001", maxsplit=1)[0]) == "no API request in progress"
