@@ -648,8 +648,10 @@ class LLMServer:
                    "how_to_answer": (f"write {answer_json.name} (the JSON answer the model would give, or a reply "
                                      f"dict with 'content') or {answer_txt.name} (raw answer text); write it under "
                                      "another name, then rename it into place")}
-        _write_atomic(directory / f"{stem}.request.json", json.dumps(request, indent=2, ensure_ascii=False) + "\n")
+        # The readable copy first: whoever waits for the .json (a helper playing the model, a
+        # test) then finds both.
         _write_atomic(directory / f"{stem}.request.md", _request_markdown(number, body, answer_json, answer_txt))
+        _write_atomic(directory / f"{stem}.request.json", json.dumps(request, indent=2, ensure_ascii=False) + "\n")
         self._say(f"relay: request {stem} waiting for {answer_json} or {answer_txt} "
                   f"(at most {self.relay_wait:g} s)")
         deadline = time.monotonic() + self.relay_wait
