@@ -773,7 +773,7 @@ def render_memory(m: dict) -> list[str]:
     return lines + [""]
 
 
-def _lab_cpu(run: dict) -> str:
+def _lab_and_machine_cpu(run: dict) -> str:
     """The lab's and the whole machine's CPU seconds of a run, as two table cells."""
     lab = "-" if run.get("lab_cpu_s") is None else f"{run['lab_cpu_s']:.1f}"
     machine = "-" if run.get("machine_cpu_s") is None else f"{run['machine_cpu_s']:.1f}"
@@ -818,18 +818,18 @@ def render_table(r: dict, notes: str = "") -> str:
         n, floor = row["hosts"], row["floor_s"]
         for label, x in (("(a) first run", row["first"]), ("(c) memory run", row["memory"])):
             lines.append(f"| {n} | {label} | {x['seconds']:.1f} | {x['seconds'] / floor:.2f}x | {x['cpu_s']:.1f} |"
-                         f" {_lab_cpu(x)} | {x['peak_rss_mb']:.0f} | {x['llm_calls']} | {x['distinct_signatures']} |"
+                         f" {_lab_and_machine_cpu(x)} | {x['peak_rss_mb']:.0f} | {x['llm_calls']} | {x['distinct_signatures']} |"
                          f" {x['healed_lab_check']}/{x['broken']} |")
         for label, x in (("floor", row["floor"]), ("floor again", row["floor_again"])):
-            lines.append(f"| {n} | {label} | {x['seconds']:.1f} | | {x['cpu_s']:.1f} | {_lab_cpu(x)} |"
+            lines.append(f"| {n} | {label} | {x['seconds']:.1f} | | {x['cpu_s']:.1f} | {_lab_and_machine_cpu(x)} |"
                          f" {x['peak_rss_mb']:.0f} | 0 | |"
                          f" {x['healed_lab_check']}/{x['broken']} |")
         h = row["healthy"]
         lines.append(f"| {n} | healthy pass (`--tags monitor`) | {h['monitor']['seconds']:.1f} | {h['ratio']:.2f}x"
-                     f" of {h['floor']['seconds']:.1f} | {h['monitor']['cpu_s']:.1f} | {_lab_cpu(h['monitor'])} |"
+                     f" of {h['floor']['seconds']:.1f} | {h['monitor']['cpu_s']:.1f} | {_lab_and_machine_cpu(h['monitor'])} |"
                      f" {h['monitor']['peak_rss_mb']:.0f} | 0 | | |")
         lines.append(f"| {n} | healthy floor | {h['floor']['seconds']:.1f} | | {h['floor']['cpu_s']:.1f} |"
-                     f" {_lab_cpu(h['floor'])} | {h['floor']['peak_rss_mb']:.0f} | | | |")
+                     f" {_lab_and_machine_cpu(h['floor'])} | {h['floor']['peak_rss_mb']:.0f} | | | |")
     if len(rows) >= 2:
         small, big = rows[0], rows[-1]
         span = big["hosts"] - small["hosts"]

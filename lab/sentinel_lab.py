@@ -19,6 +19,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -455,7 +456,7 @@ def docker_daemon_report(pidfile: Path | None = None, wait: float = 3.0) -> str:
     """Where a Docker daemon that does not answer is stuck, in one line (for error messages).
 
     Its process state, and, when we may signal it, a summary of the goroutine stacks it writes
-    on SIGUSR1: the daemon functions that goroutines have waited in for a minute or more."""
+    on SIGUSR1: where its API requests in progress wait (summarise_goroutines)."""
     try:
         pid = int((pidfile or DOCKER_PIDFILE).read_text().strip())
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -465,7 +466,7 @@ def docker_daemon_report(pidfile: Path | None = None, wait: float = 3.0) -> str:
     stacks_dir = Path(f"/proc/{pid}/root/var/run/docker")
     before = set(stacks_dir.glob("goroutine-stacks-*.log"))
     try:
-        os.kill(pid, 10)  # SIGUSR1: the daemon writes its goroutine stacks and carries on
+        os.kill(pid, signal.SIGUSR1)  # the daemon writes its goroutine stacks and carries on
     except OSError as exc:
         return f"{report}; no stack dump ({exc.strerror})"
     deadline = time.monotonic() + wait
@@ -667,10 +668,10 @@ class Lab:
         names = [c["container"] for c in self.containers().values()]
         deadline = time.monotonic() + timeout
         for start in range(0, len(names), batch):
-            left = max(30.0, deadline - time.monotonic())
-            result = self._docker("rm", "-f", "-v", *names[start:start + batch], timeout=left)
+            chunk = names[start:start + batch]
+            result = self._docker("rm", "-f", "-v", *chunk, timeout=max(30.0, deadline - time.monotonic()))
             if not result.ok:
-                raise LabError(f"cannot remove {', '.join(names[start:start + batch])}: {result.output()}")
+                raise LabError(f"cannot remove {', '.join(chunk)}: {result.output()}")
         self._kinds.clear()
         return names
 
