@@ -511,6 +511,10 @@ class Lab:
         systemd_image: str | None = None,
     ) -> None:
         self.prefix = prefix or os.environ.get("SENTINEL_LAB_PREFIX") or DEFAULT_PREFIX
+        # Several checkouts (git worktrees) testing on one Docker daemon keep apart by namespace.
+        namespace = os.environ.get("SENTINEL_LAB_NAMESPACE")
+        if namespace and not self.prefix.startswith(f"{namespace}-"):
+            self.prefix = f"{namespace}-{self.prefix}"
         if not PREFIX_RE.match(self.prefix):
             raise LabUsageError(f"bad lab prefix {self.prefix!r}: use letters, digits, '.', '_' or '-'")
         self.images = {"sysv": image or default_image("sysv"), "systemd": systemd_image or default_image("systemd")}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy_syntax
 pytestmark = pytest.mark.lab
 
 IMAGE = "sentinel-lab:latest"
-NAME = "sentinel-test-policy-diff"
+NAME = "-".join(filter(None, [os.environ.get("SENTINEL_LAB_NAMESPACE"), "sentinel-test-policy-diff"]))
 STANDIN_DIR = "/opt/policy-standins"
 
 # Records one JSON line per program start; never runs anything else.
