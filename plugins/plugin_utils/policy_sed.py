@@ -38,6 +38,10 @@ _SIMPLE = set("dDpPnNg=GhHxlzF")
 _TEXT = set("aic")
 _LABELS = set(":btT")
 _S_FLAGS = set("gpiImM0123456789")
+# A label (`:a`, `ba`, `t done`): GNU sed ends it at whitespace, `;`, a newline or `}`, and
+# reads what follows as the next command. Only plain names are accepted, so the label this
+# parser sees ends exactly where GNU sed's does; `: a` or `b x y` is refused.
+_LABEL_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 _MAX_SCRIPT = 1000
 
 
@@ -52,13 +56,14 @@ def _skip_blanks(text: str, i: int) -> int:
 
 
 def _delimited(text: str, i: int, delim: str, what: str) -> int:
-    """Index just past the part that starts at ``i`` and ends at an unescaped ``delim``."""
+    """Index just past the part that starts at ``i`` and ends at an unescaped ``delim``
+    (GNU sed's ``match_slash``: a backslash takes the next character, a bare newline is an error)."""
     while i < len(text):
         ch = text[i]
         if ch == "\\":
             i += 2
             continue
-        if ch == "\n" and delim != "\n":
+        if ch == "\n":
             raise SedScriptError(f"a newline inside the {what} of a sed command")
         if ch == delim:
             return i + 1
@@ -76,8 +81,8 @@ def _address(text: str, i: int) -> int:
         return i + 1
     if i < len(text) and text[i] in "/\\":
         if text[i] == "\\":
-            if i + 1 >= len(text):
-                raise SedScriptError("a sed address ends after `\\`")
+            if i + 1 >= len(text) or text[i + 1] in "\\\n":
+                raise SedScriptError("a sed address `\\c...c` needs a delimiter other than `\\` or a newline")
             delim, i = text[i + 1], i + 2
         else:
             delim, i = "/", i + 1
@@ -87,11 +92,46 @@ def _address(text: str, i: int) -> int:
     return i
 
 
+def _text_end(text: str, i: int) -> int:
+    """Where the text of `a`, `i` or `c` ends, read as GNU sed's ``read_text`` reads it: after
+    optional blanks and one `\\` (with its newline), a backslash takes the next character
+    (`\\` + newline continues the text, `\\\\` is one backslash) and a bare newline ends it."""
+    i = _skip_blanks(text, i)
+    if i < len(text) and text[i] == "\\":
+        i += 1
+        if i < len(text) and text[i] == "\n":
+            i += 1
+    while i < len(text) and text[i] != "\n":
+        i += 2 if text[i] == "\\" else 1
+    return min(i, len(text))
+
+
+def _label_end(text: str, i: int, cmd: str) -> int:
+    i = _skip_blanks(text, i)
+    start = i
+    while i < len(text) and text[i] in _LABEL_CHARS:
+        i += 1
+    if cmd == ":" and i == start:
+        raise SedScriptError("`:` needs a label name")
+    if i < len(text) and text[i] not in ";\n" and text[i] not in " \t":
+        raise SedScriptError(f"a sed label may hold only letters, digits, `_`, `.` and `-` (found `{text[i]}`); "
+                             "GNU sed would end the label there and read the rest as another command")
+    return i
+
+
 def parse_script(script: str) -> list[str]:
     """The commands of a sed script (one short description each); ``SedScriptError`` with
-    the reason when any command can run programs, write or read other files, or is unknown."""
+    the reason when any command can run programs, write or read other files, or is unknown.
+
+    Several ``-e`` scripts are joined with newlines first, as GNU sed joins them. The accepted
+    grammar is a strict subset of GNU sed's: where GNU sed would read a construct one way and
+    a looser parser another (labels, text continuation, multibyte delimiters), it is refused."""
     if len(script) > _MAX_SCRIPT:
         raise SedScriptError(f"the sed script is longer than {_MAX_SCRIPT} characters")
+    odd = next((ch for ch in script if not (" " <= ch <= "~" or ch in "\n\t")), None)
+    if odd is not None:
+        raise SedScriptError(f"the sed script holds {odd!r}, a character outside printable ASCII (GNU sed reads "
+                             "such bytes by its locale)")
     done: list[str] = []
     i = 0
     while i < len(script):
@@ -123,7 +163,7 @@ def parse_script(script: str) -> list[str]:
             i = _delimited(script, i + 1, delim, "pattern")
             i = _delimited(script, i, delim, "replacement")
             flags_start = i
-            while i < len(script) and script[i] not in ";\n}" and script[i] not in " \t":
+            while i < len(script) and script[i] not in ";\n" and script[i] not in " \t":
                 if script[i] not in _S_FLAGS:
                     flag = script[i]
                     if flag == "e":
@@ -134,19 +174,15 @@ def parse_script(script: str) -> list[str]:
                 i += 1
             done.append(script[start:i].strip() or script[start:flags_start])
         elif cmd == "y":
-            if i >= len(script):
-                raise SedScriptError("`y` needs a delimiter")
+            if i >= len(script) or script[i] in "\\\n":
+                raise SedScriptError("`y` needs a delimiter such as `/`")
             delim = script[i]
             i = _delimited(script, i + 1, delim, "source")
             i = _delimited(script, i, delim, "destination")
             done.append(script[start:i].strip())
         elif cmd in _TEXT:
-            # `a text`, `a\` newline text: the rest of the line is text, never a command.
-            end = script.find("\n", i)
-            end = len(script) if end < 0 else end
-            while end < len(script) and script[end - 1] == "\\":
-                nxt = script.find("\n", end + 1)
-                end = len(script) if nxt < 0 else nxt
+            # `a text`, `a\` newline text: text up to the first newline no backslash escapes.
+            end = _text_end(script, i)
             done.append(script[start:end].strip())
             i = end
         elif cmd in "qQ":
@@ -155,11 +191,8 @@ def parse_script(script: str) -> list[str]:
                 i += 1
             done.append(script[start:i].strip())
         elif cmd in _LABELS:
-            end = i
-            while end < len(script) and script[end] not in ";\n":
-                end += 1
-            done.append(script[start:end].strip())
-            i = end
+            i = _label_end(script, i, cmd)
+            done.append(script[start:i].strip())
         elif cmd in _SIMPLE:
             done.append(script[start:i].strip())
         elif cmd == "e":
@@ -182,6 +215,10 @@ def parse_script(script: str) -> list[str]:
     return done
 
 
+def _follows_links(parsed: Any) -> bool:
+    return bool(parsed.has("-i") and parsed.has("--follow-symlinks"))
+
+
 def sed(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     parsed = parse(chk, _SED, args)
     if chk.rejected:
@@ -199,8 +236,13 @@ def sed(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     if len(operands) > 8:
         chk.reject("`sed` on more than 8 files at once is a mass edit; name fewer files")
         return
+    if _follows_links(parsed):
+        chk.reject("`sed -i --follow-symlinks` edits whatever file a link points at, not the file named; "
+                   "edit the real path")
+        return
     try:
-        commands = [c for script in scripts for c in parse_script(script)]
+        # GNU sed joins its `-e` scripts with newlines before reading them: so does the parser.
+        commands = parse_script("\n".join(scripts))
     except SedScriptError as exc:
         chk.reject(f"{exc}; propose a sed script that only edits text (e.g. `sed -i 's/OLD/NEW/' FILE`)")
         return

@@ -73,3 +73,95 @@ def test_an_edit_names_its_script_for_the_approver_and_runs_as_root():
     assert checked["effects"] == ["applies `s/^port 6380/port 6379/` to /etc/redis/redis.conf"]
     assert checked["become"] is True
     assert checked["argv"] == ["sed", "-i", "s/^port 6380/port 6379/", "/etc/redis/redis.conf"]
+
+
+# --- read as GNU sed reads it (issue 23): where a label or a text ends decides what the next
+# command is; each of these runs a program, writes or reads a file under GNU sed 4.9.
+@pytest.mark.parametrize("script", [
+    ":a e id",                      # a label ends at a blank; `e id` is the next command
+    "bx e id\n:x",
+    "tx r /etc/shadow\n:x",
+    "T done w /tmp/copy\n:done",
+    "s/a/b/;:x s/x/y/e",
+    ":x\tR /etc/passwd",
+    "1a foo\\\\\ne id",             # `\\` is one backslash: the newline ends the text
+    "$i\\\nline\\\\\nw /tmp/x",
+    "bx}e id",
+])
+def test_what_gnu_sed_reads_as_a_command_is_judged(script):
+    with pytest.raises(SedScriptError):
+        parse_script(script)
+
+
+def test_several_expressions_are_read_joined_as_gnu_sed_joins_them():
+    assert parse_script("1a foo\\\ne id") == ["1a foo\\\ne id"]      # continued text, not a command
+    with pytest.raises(SedScriptError, match="runs a shell command"):
+        parse_script("1a foo\ne id")
+
+
+@pytest.mark.parametrize("script", ["s/a/\u00e9/", "s\u00e9a\u00e9b\u00e9", "p\r"])
+def test_bytes_gnu_sed_reads_by_locale_are_refused(script):
+    with pytest.raises(SedScriptError, match="printable ASCII"):
+        parse_script(script)
+
+
+def test_in_place_edit_through_a_link_is_refused():
+    verdict = policy.classify("sed -i --follow-symlinks 's/a/b/' /etc/redis/redis.conf", policy.load_policy(), REDIS)
+    assert verdict["verdict"] == "reject" and "follow-symlinks" in verdict["reasons"][0]
+
+
+def _fuzz_scripts(seed: int, count: int) -> list[str]:
+    import random
+    rng = random.Random(seed)
+    pieces = ["e id", "w /tmp/x", "r /etc/shadow", "s/a/b/", "s/a/b/e", "s/a/b/w /tmp/x", ":a", "ba", "b a", "t x",
+              ":x ", "a foo\\", "a foo\\\\", "i\\", "c bar", "}", "{", "#c", "p", "1d", "$!N", "y/a/b/", "\\", "\n",
+              ";", " ", "/x/", "q5", "T", "R /etc/passwd", "W /tmp/o", "s|a|b|g", "s/\\//x/", "\\%x%d", "\t"]
+    alphabet = list("abewrRW:;\n\\/ s}{#1$!tTyqxp\t")
+    out = []
+    for n in range(count):
+        if n % 2:
+            out.append("".join(rng.choice(pieces + alphabet) for _ in range(rng.randint(1, 6))))
+        else:
+            out.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))))
+    return out
+
+
+def _gnu_sed() -> str | None:
+    import shutil
+    import subprocess
+    found = shutil.which("sed")
+    if found is None:
+        return None
+    version = subprocess.run([found, "--version"], capture_output=True, text=True, check=False).stdout
+    return found if "GNU sed" in version else None
+
+
+@pytest.mark.skipif(_gnu_sed() is None, reason="needs GNU sed (the grammar the rule follows)")
+def test_every_accepted_script_runs_in_gnu_sed_sandbox():
+    """GNU sed's own parser is the oracle: `--sandbox` refuses `e`, `w`, `r` (and `s///e`,
+    `s///w`) wherever GNU sed finds them; no script the policy accepts may contain one."""
+    import subprocess
+    sed_path = _gnu_sed() or "sed"
+    accepted = []
+    for script in _fuzz_scripts(23, 2500):
+        try:
+            parse_script(script)
+        except SedScriptError:
+            continue
+        accepted.append(script)
+    assert len(accepted) > 200, "the generator must reach the accepted grammar"
+    bypass = []
+    for script in accepted:
+        run = subprocess.run([sed_path, "--sandbox", "-n", "-e", script, "/dev/null"], capture_output=True,
+                             text=True, check=False)
+        if run.returncode != 0 and "sandbox" in run.stderr:
+            bypass.append((script, run.stderr.strip()))
+    assert not bypass
+
+
+@pytest.mark.skipif(_gnu_sed() is None, reason="needs GNU sed")
+def test_the_sandbox_oracle_notices_a_hidden_command():
+    import subprocess
+    run = subprocess.run([_gnu_sed() or "sed", "--sandbox", "-n", "-e", ":a e id", "/dev/null"], capture_output=True,
+                         text=True, check=False)
+    assert run.returncode != 0 and "sandbox" in run.stderr
