@@ -162,7 +162,8 @@ def _compile(policy: dict[str, Any]) -> dict[str, Any]:
         "protected_units": _glob_regex(policy["protected_units"] + policy.get("protected_services", [])),
         "infrastructure_units": _glob_regex(policy["infrastructure_units"]),
         "firewall_units": _glob_regex(policy["firewall_units"]),
-        "power_units": re.compile(r"(?:^|[-@])(?:" + "|".join(re.escape(w) for w in policy["power_units"] or ["(?!)"])
+        "power_units": re.compile(r"(?:^|[-@])(?:" + "|".join(re.escape(w).replace(r"\*", "[A-Za-z0-9_:]*")
+                                                           for w in policy["power_units"] or ["(?!)"])
                                   + r")(?:[-.@]|$)"),
         "protected_processes": _glob_regex(policy["protected_processes"]),
         "interpreter_processes": _glob_regex(policy["interpreter_processes"]),

@@ -161,6 +161,13 @@ def systemctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     if verb in _SYSTEMCTL_REFUSED:
         chk.reject(f"`systemctl {verb}` {_SYSTEMCTL_REFUSED[verb]}")
         return
+    job_mode = parsed.last("--job-mode")
+    if job_mode is not None and job_mode not in ("fail", "replace", "ignore-dependencies", "ignore-requirements"):
+        # `isolate` stops every unit the target does not pull in (a runlevel change); `flush` and
+        # `replace-irreversibly` cancel or pin jobs of the whole system.
+        chk.reject(f"`systemctl --job-mode={job_mode}` acts on every unit of the host (isolate changes the "
+                   "system state); never run by a command here")
+        return
     for prop in parsed.values("-p", "-P"):
         if re.search(r"(?i)environment|^env", prop):
             chk.reject("printing a unit's Environment shows the secrets services get (passwords, tokens); "
