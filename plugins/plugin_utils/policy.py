@@ -171,6 +171,7 @@ def _compile(policy: dict[str, Any]) -> dict[str, Any]:
                                    + policy["interpreter_processes"]
                                    for filler in ("", "3", "journald")}),
         "protected_cmdlines": list(policy["protected_cmdlines"]),
+        "process_samples": list(policy.get("process_samples") or []) + list(policy["protected_cmdlines"]),
         "critical_patterns": [(re.compile(e["pattern"]), REJECT if e["verdict"] == "reject" else APPROVAL,
                                str(e["reason"])) for e in policy["critical_patterns"]],
         "absent": frozenset(policy["absent_tools"]),

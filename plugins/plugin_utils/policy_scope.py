@@ -149,6 +149,7 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
                 pid_files.append(guess)
     all_pids = _ints(pids or (), "pids")
     known: dict[str, str] = {}
+    table: list[list[Any]] = []
     if evidence is not None:
         if not isinstance(evidence, Mapping):
             raise ScopeError(f"evidence must be a mapping, not {type(evidence).__name__}")
@@ -158,6 +159,8 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
             comm = str(proc.get("comm") or "")[:64]
             if comm:
                 known[str(pid)] = comm
+            if len(table) < _MAX_TABLE:
+                table.append([pid, comm, str(proc.get("cmdline") or proc.get("args") or "")[:512]])
             if pid in all_pids and comm and comm not in processes and _NAME.match(comm):
                 processes.append(comm)
             if pid in all_pids and user is None and isinstance(proc.get("user"), str) \
@@ -191,6 +194,9 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
         "ports": _ints(service_def.get("ports") or (), "ports"),
         "pids": all_pids,
         "known_pids": known,
+        # The host's process table from the evidence ([pid, comm, cmdline]): what a process
+        # pattern (`pkill -f`, `killall -r`) would match on the host.
+        "process_table": table,
         "depends_on": depends,
         "containers": containers,
     }
@@ -201,6 +207,7 @@ _UNIT_DIRECTORIES = (("RuntimeDirectory", "/run/", "runtime"), ("StateDirectory"
                      ("LogsDirectory", "/var/log/", "log"), ("CacheDirectory", "/var/cache/", "runtime"),
                      ("ConfigurationDirectory", "/etc/", "config"))
 _DIR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}(?:/[A-Za-z0-9][A-Za-z0-9._@-]{0,63}){0,3}$")
+_MAX_TABLE = 2000
 _SYSTEM_ACCOUNTS = frozenset(("root", "nobody", "daemon", "bin", "sys", "adm", "systemd-network",
                               "systemd-resolve", "systemd-timesync", "messagebus", "syslog", "_apt"))
 
@@ -262,7 +269,7 @@ class Scope:
     """A compiled scope. ``explicit`` is False for the policy's default (no incident given)."""
 
     __slots__ = ("explicit", "service", "units", "unit_bases", "related", "processes", "users", "pids",
-                 "known_pids", "containers", "regex", "lists", "ports", "declared")
+                 "known_pids", "process_table", "containers", "regex", "lists", "ports", "declared")
 
     def __init__(self, data: Mapping[str, Any], explicit: bool) -> None:
         self.explicit = explicit
@@ -274,6 +281,10 @@ class Scope:
         self.users = {str(data["user"])} if data.get("user") else set()
         self.pids = {int(p) for p in data.get("pids") or () if str(p).isdigit()}
         self.known_pids = {str(k): str(v) for k, v in (data.get("known_pids") or {}).items()}
+        self.process_table: list[tuple[int, str, str]] = []
+        for row in data.get("process_table") or ():
+            if isinstance(row, (list, tuple)) and len(row) == 3 and str(row[0]).isdigit():
+                self.process_table.append((int(row[0]), str(row[1]), str(row[2])))
         self.containers = {str(c) for c in data.get("containers") or ()}
         self.ports = {int(p) for p in data.get("ports") or () if str(p).isdigit()}
         declared = [canonical(str(p)) for p in data.get("declared_config_paths") or () if str(p).startswith("/")]

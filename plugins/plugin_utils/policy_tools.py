@@ -485,6 +485,48 @@ def _matches_protected(chk: Check, pattern: re.Pattern[str], full: bool, exact: 
     return None
 
 
+def _process_reach(chk: Check, pattern: re.Pattern[str], full: bool, exact: bool) -> tuple[list[str], list[str]]:
+    """What a process pattern matches on the host: (the incident's processes, the others).
+
+    The host is the evidence's process table (pid, name, command line); without one, the
+    policy's sample command lines of common services stand in for it. A process is the
+    incident's when its name is one of the incident's process names or the evidence
+    attributes its PID to the incident."""
+    scope = chk.scope
+    rows: list[tuple[int | None, str, str]] = list(scope.process_table)
+    if not rows:
+        for line in chk.compiled["process_samples"]:
+            argv0 = line.split(" ", 1)[0]
+            rows.append((None, posixpath.basename(argv0.rstrip(":"))[:15], line))
+    own: list[str] = []
+    other: list[str] = []
+    for pid, comm, cmdline in rows:
+        text = (cmdline or comm) if full else comm[:15]
+        if not text or not (pattern.fullmatch(text) if exact else pattern.search(text)):
+            continue
+        mine = comm in scope.processes or pid is not None and pid in scope.pids
+        (own if mine else other).append(f"{comm}" + (f" (PID {pid})" if pid is not None else ""))
+    return own, other
+
+
+def _pattern_in_scope(chk: Check, raw: str, pattern: re.Pattern[str], full: bool, exact: bool) -> bool | None:
+    """True when the pattern matches only the incident's processes on the host; False when it
+    matches others only; None after a refusal (it matches the incident's and other services')."""
+    own, other = _process_reach(chk, pattern, full, exact)
+    if own and other:
+        others = ", ".join(list(dict.fromkeys(other))[:3])
+        chk.reject(f"{q(raw)} matches processes of other services too ({others}), not only "
+                   f"{chk.scope.service or 'the incident'}'s; name the incident's processes exactly (`-x NAME`) "
+                   "or signal PIDs")
+        return None
+    if other:
+        return False
+    if own:
+        return True
+    names = chk.scope.processes
+    return any((pattern.fullmatch(n) if exact else pattern.search(n)) for n in names)
+
+
 def pkill(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     """pkill and pgrep (pgrep only reads)."""
     reading = chk.tool == "pgrep"
@@ -547,10 +589,10 @@ def pkill(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
             chk.reject(f"{q(raw)} also matches {q(hit)}, a process the host needs (init, login, remote access, "
                        "the automation itself); refused")
             return
-        names = chk.scope.processes
         if chk.scope.explicit:
-            in_scope = any((pattern.fullmatch(n) if exact else pattern.search(n)) for n in names) \
-                or full and any(n in raw for n in names)
+            in_scope = _pattern_in_scope(chk, raw, pattern, full, exact)
+            if in_scope is None:
+                return
         what = f"every process matching {q(raw)}"
     elif pidfile is not None:
         path = judge.path(chk, pidfile, "read")
@@ -610,7 +652,9 @@ def killall(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
             return
         in_scope = None
         if chk.scope.explicit:
-            in_scope = any(pattern.search(n) if regex else n == raw for n in chk.scope.processes)
+            in_scope = _pattern_in_scope(chk, raw, pattern, False, not regex)
+            if in_scope is None:
+                return
         chk.effect(f"sends {signal} to every process named {raw}")
         judge.judge_signal(chk, signal, in_scope=in_scope, what=f"every process named {q(raw)}", many=True)
 
@@ -2071,12 +2115,15 @@ def verbs(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     """A service's control tool described as data: each verb (``postfix check``), action
     option (``postqueue -p``) or value of a verb option (``squid -k parse``) is ``read``
     (allowed), ``approval`` or a reason it is refused; anything not listed is refused.
-    ``flags`` and ``value_options`` are the other options it takes; operands are plain
+    ``flags``, ``value_options`` and ``path_options`` (a configuration the tool loads, judged as
+    a path) are the other options it takes; a value option naming a file is judged as a read
+    of that file. Operands are plain
     words (program or queue names), at most ``max_operands``."""
     table: Mapping[str, Any] = spec.get("verbs") or {}
     option_table: Mapping[str, Any] = spec.get("option_verbs") or {}
     verb_option = spec.get("verb_option")
     value_options = set(spec.get("value_options") or ())
+    path_options = set(spec.get("path_options") or ())
     flags = set(spec.get("flags") or ())
     acts: list[tuple[str, Any]] = []
     verb = None
@@ -2096,10 +2143,21 @@ def verbs(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
                 acts.append((name, option_table[name]))
                 if spec.get("option_verbs_take_value") and name in spec["option_verbs_take_value"] and not eq:
                     i += 1
+            elif name in path_options:
+                # A configuration file or directory the tool loads (`-c FILE`): judged as a path,
+                # so a secret cannot become the configuration a tool echoes back.
+                text = attached if eq else (args[i] if i < len(args) else "")
+                i += 0 if eq else 1
+                if judge.path(chk, text, "config", what=f"`{chk.tool} {name}` loads its configuration from") is None:
+                    return
             elif name in value_options:
                 text = attached if eq else (args[i] if i < len(args) else "")
                 i += 0 if eq else 1
-                value(chk, "text", text, f"`{chk.tool} {name}`")
+                if not value(chk, "text", text, f"`{chk.tool} {name}`"):
+                    return
+                if "/" in text and judge.path(chk, text, "read", what=f"`{chk.tool} {name}` reads") is None:
+                    # Whatever the option means, a value naming a file is judged as a read of it.
+                    return
             elif name not in flags:
                 chk.reject(f"{q(word)} is not a `{chk.tool}` option this policy knows")
                 return
