@@ -99,6 +99,8 @@ def _secret(chk: Check, canon: str) -> str | None:
     c = chk.compiled
     if c["secret_paths"] is not None and c["secret_paths"].match(canon):
         return "holds credentials, keys, password hashes or process memory"
+    if c["credential_configs"] is not None and c["credential_configs"].match(canon):
+        return "holds credentials by what it is for (a cluster cookie, a mail relay password map, a directory bind)"
     names = c["secret_names"]
     if names is not None:
         found = names.search(canon)
@@ -183,6 +185,15 @@ def path(chk: Check, raw: str, access: str, *, recursive: bool = False, what: st
                        "credentials, shadow files); name the files to read")
             return None
         chk.effect(f"{what or _VERB[access]} {value}{' recursively' if recursive else ''}")
+        if access == "read" and c["app_areas"] is not None and c["app_areas"].match(canon) \
+                and c["app_config_names"].match(canon.rpartition("/")[2]):
+            chk.approve(f"{q(value)} is an application's configuration in its code area; such files hold its "
+                        "database password: grep for the setting you need, or a human should confirm")
+        unit = _unit_drop_in(canon)
+        if access == "read" and unit is not None and not (chk.scope.explicit and chk.scope.has_unit(unit)) \
+                and chk.scope.explicit:
+            chk.approve(f"{q(value)} is a local unit file or drop-in of {unit}, outside the incident; its "
+                        "Environment= lines give that service its secrets; a human should confirm")
         if access == "read" and c["data_file_names"] is not None and c["data_file_names"].search(canon):
             chk.approve(f"{q(value)} is a database file: reading it dumps application data (sessions, tokens, "
                         "personal data); a human should confirm")
@@ -267,6 +278,12 @@ def _judge_write(chk: Check, value: str, canon: str, access: str, recursive: boo
 
 _LOCAL_UNIT = re.compile(r"^/etc/systemd/system/(?P<unit>[A-Za-z0-9@._:-]+\.(?:service|socket|timer|path|mount))"
                          r"(?:\.d(?:/[^/]+\.conf(?:\.[A-Za-z0-9_-]+)?)?)?$")
+
+
+def _unit_drop_in(canon: str) -> str | None:
+    """The unit whose local unit file or drop-in ``canon`` is, else None."""
+    found = _LOCAL_UNIT.match(canon)
+    return found.group("unit") if found else None
 
 
 def _own_unit_file(scope: Any, canon: str) -> str | None:

@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from . import policy_destinations as destinations
 from . import policy_rules as judge
 from .policy_options import OptionSpec, Parsed, parse_options, spec_from_table
 from .policy_rules import Check, q, signal_name
@@ -213,6 +214,8 @@ def systemctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         chk.reject(f"{q(verb)} is not a `systemctl` verb this policy knows")
         return
     action = judge.VERB_CLASS[verb]
+    if verb in ("cat", "show") and not (verb == "show" and parsed.values("-p", "-P")):
+        _whole_unit_read(chk, verb, units)
     if action == "read":
         if verb == "status":
             chk.become = True
@@ -248,6 +251,24 @@ def systemctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
             judge.unit(chk, name, "start" if action == "boot" else "stop", shown_verb=f"{verb} --now")
     for name in units:
         judge.unit(chk, name, action if verb == "kill" else verb, shown_verb=verb)
+
+
+def _whole_unit_read(chk: Check, verb: str, units: list[str]) -> None:
+    """`systemctl cat` and a full `systemctl show` print a unit's Environment= (the secrets a
+    service is given): inside the incident the output is redacted before the model sees it;
+    another service's, or the manager's own, needs approval."""
+    if not units:
+        chk.approve(f"`systemctl {verb}` without a unit prints the service manager's properties, its environment "
+                    "included; name the unit and property you need, or a human should confirm")
+        return
+    if not chk.scope.explicit:
+        return
+    for raw in units:
+        name = unit_name(raw)
+        if name is not None and not chk.scope.has_unit(name) and name not in chk.scope.related:
+            chk.approve(f"`systemctl {verb} {name}` prints the unit's Environment= (the secrets {name} is given), "
+                        "outside the incident; read the property you need (`-p`), or a human should confirm")
+            return
 
 
 _SERVICE_VERBS = {"start": "start", "stop": "stop", "restart": "restart", "reload": "reload",
@@ -1173,6 +1194,8 @@ def mv(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         if found.count("/") <= 1:
             chk.reject(f"moving {q(found)} (directly under `/`) is not a remediation")
     dest = judge.path(chk, target, "create", what="moves into" if into_dir else "moves to")
+    if dest is not None and not all(destinations.copy_into(chk, item, dest, into_dir, "moving") for item in sources):
+        return
     if dest is not None and not into_dir and len(sources) == 1:
         base = posixpath.basename(dest)
         if chk.compiled["secret_names"] is not None and chk.compiled["secret_names"].search("/" + base):
@@ -1197,7 +1220,17 @@ def cp(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     for item in sources:
         if judge.path(chk, item, "read", recursive=recursive, what="copies") is None:
             return
-    judge.path(chk, target, "create", what="copies into" if into_dir else "copies to")
+    dest = judge.path(chk, target, "create", what="copies into" if into_dir else "copies to")
+    if dest is None:
+        return
+    if parsed.has("-s", "-l"):
+        # `cp -s` / `cp -l` make links, not copies: judged as links at the destination.
+        for item in sources:
+            if not destinations.link(chk, posixpath.join(dest, posixpath.basename(item)) if into_dir else dest,
+                                     item, parsed.has("-s")):
+                return
+    if not all(destinations.copy_into(chk, item, dest, into_dir) for item in sources):
+        return
     if recursive:
         chk.approve("a recursive copy takes whatever lies in the tree (keys and credentials included); a human "
                     "should confirm")
@@ -1229,6 +1262,10 @@ def ln(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         resolved = target if target.startswith("/") else posixpath.normpath(
             posixpath.join(posixpath.dirname(where), target))
         if judge.path(chk, resolved, "link" if symbolic else "read", what="links to") is None:
+            return
+        if not destinations.link(chk, where, resolved, symbolic):
+            return
+        if not symbolic and not destinations.copy_into(chk, resolved, where, False, "hard-linking"):
             return
         if parsed.has("-f"):
             judge.path(chk, where, "delete", what="replaces")
@@ -1286,6 +1323,8 @@ def install(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
             return
         for item in sources:
             if judge.path(chk, item, "read", what="copies") is None:
+                return
+            if not destinations.copy_into(chk, item, target, into_dir):
                 return
         targets = [target]
     for item in targets:
