@@ -55,7 +55,7 @@ _WEAK_KEY_RE = re.compile(r"(?:^|[_.-])(?:signature|sig|sid|pin)$", re.IGNORECAS
 # and an unquoted value runs to the end of the line when nothing else follows on it.
 _PASSWORD_KEY_RE = re.compile(r"pass(?:word|wd|phrase)?(?![a-z])|pwd$|pw$|secret$|(?:^|[_.-])pin$", re.IGNORECASE)
 _HARMLESS_VALUE = re.compile(r"^(?:yes|no|true|false|on|off|none|null|nil|n/a|empty|unset|required|optional|"
-                             r"disabled|enabled|\*+|x+|-+|\[redacted[^\]]*\]|<[^>]*>|\$\{[^}]*\}|%\([^)]*\)s|"
+                             r"disabled|enabled|\*+|x+|-+|[|>][+-]?[0-9]?|\[redacted[^\]]*\]|<[^>]*>|\$\{[^}]*\}|%\([^)]*\)s|"
                              r"[0-9]{1,12}(?:\.[0-9]+)?[smhdwy]?|/[^\s]*)$", re.IGNORECASE)
 
 
@@ -97,7 +97,7 @@ _RULES = (
      lambda m, kind: m.group(1) + MARK % kind + "@"),
     # Authorization / Proxy-Authorization headers, whatever the scheme.
     ("authorization", re.compile(
-        r"\b((?:proxy-)?authorization\s*[:=]\s*)(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s,;\"'][^\n\r,;\"']*)",
+        r"\b((?:proxy-)?authorization[ \t]*[:=][ \t]*)(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s,;\"'][^\n\r,;\"']*)",
         re.IGNORECASE),
      lambda m, kind: m.group(1) + MARK % kind),
     ("bearer", re.compile(r"\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE),
@@ -125,7 +125,7 @@ _RULES = (
      lambda m, kind: MARK % kind),
     # Redis: requirepass / masterauth in config files, CLI flags and CONFIG SET.
     ("requirepass", re.compile(
-        r"\b((?:--)?(?:requirepass|masterauth)\s+)(?!(?:is|was|not|must|should|has|set|unset)\b)"
+        r"\b((?:--)?(?:requirepass|masterauth)[ \t]+)(?!(?:is|was|not|must|should|has|set|unset)\b)"
         r"(?:\"[^\"\n]*\"|'[^'\n]*'|\S+)",
         re.IGNORECASE),
      lambda m, kind: m.group(1) + MARK % kind),
@@ -155,9 +155,12 @@ _RULES = (
     # Cookie / Set-Cookie headers: every cookie value is a session credential (attributes stay).
     ("cookie", re.compile(r"(?im)^(?P<head>.*?\b(?:set-)?cookie\s*:\s*)(?P<rest>[^\n]*)$"),
      "cookie"),
-    # --password value / --password=value / --token value
+    # --password value, --password=value, --token value, and any --NAME-password / --NAME-token
+    # form (--db-password, --admin_pass), the value quoted or on a continuation line.
     ("password", re.compile(
-        r"(--(?:password|passwd|pass|token|api-key|secret|client-secret)(?:\s+|=))(?!-)(\S+)", re.IGNORECASE),
+        r"(--(?:[A-Za-z0-9]+[-_])*(?:password|passwd|passphrase|pass|pw|token|api-key|apikey|secret|"
+        r"client-secret|auth-key)(?:[ \t]*\\\n[ \t]*|[ \t]+|=))(?!-)(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']\S*)",
+        re.IGNORECASE),
      lambda m, kind: m.group(1) + MARK % kind),
     # <password>value</password>: an element named like a secret.
     ("password", re.compile(r"<(?P<tag>[A-Za-z_][A-Za-z0-9_.-]{0,60})>(?P<value>[^<\n]+)</(?P=tag)>"), "element"),
@@ -165,20 +168,20 @@ _RULES = (
     # environments (`- name: DB_PASS` / `value: ...`, `{"name": "TOKEN", "value": "..."}`).
     ("password", re.compile(
         r"(?P<head>[\"']?\b(?:name|key)[\"']?\s*[:=]\s*[\"']?(?P<name>[A-Za-z0-9_.-]{2,80})[\"']?\s*,?\s*"
-        r"(?:\n[ \t]*-?[ \t]*)?[\"']?value[\"']?\s*[:=]\s*)(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s,;}\]\"'/>]+)"),
+        r"(?:\n[ \t]*-?[ \t]*)?[\"']?value[\"']?[ \t]*[:=][ \t]*)(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s,;}\]\"'/>]+)"),
      "named"),
     # A configuration directive `auth_pass SECRET`, `password SECRET` alone on its line.
-    ("password", re.compile(r"(?im)^(?P<key>[ \t]*[A-Za-z0-9_.-]*(?:pass(?:word|wd|phrase)?|secret)[A-Za-z0-9_.-]*[ \t]+)"
+    ("password", re.compile(r"(?im)^(?P<key>[ \t]*[A-Za-z0-9_.-]*(?:pass(?:word|wd|phrase)?|secret)[A-Za-z0-9_.-]*[ \t]+(?:\\\n[ \t]*)?)"
                             r"(?P<value>[^\s=:#][^\s]*)[ \t]*$"),
      "directive"),
     # key=value, key: value, "key": "value" (JSON), KEY="value" (env files), AccountKey=...;
     ("password", re.compile(
-        r"(?P<key>[\"']?\b" + _SECRET_KEY + r"[\"']?\s*[:=]\s*)"
+        r"(?P<key>[\"']?\b" + _SECRET_KEY + r"[\"']?[ \t]*[:=][ \t]*(?:\\\n[ \t]*)?)"
         r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"'}\]]+(?P<tail>(?:[ \t]+[^\s=:,;&\"'{}\[\]()]+)+[ \t]*(?=\n|$))?)",
         re.IGNORECASE),
      None),
     # A token-shaped value right after a secret-like word (`secret_key abc...`, `token 7f3a...`).
-    ("secret", re.compile(r"(?P<key>\b" + _SECRET_KEY + r"\s+)(?P<value>[A-Za-z0-9+/_.=-]{16,})", re.IGNORECASE),
+    ("secret", re.compile(r"(?P<key>\b" + _SECRET_KEY + r"[ \t]+)(?P<value>[A-Za-z0-9+/_.=-]{16,})", re.IGNORECASE),
      "entropy"),
 )
 
@@ -233,6 +236,97 @@ def _redact_key_bodies(text):
     return "\n".join(lines) if changed else text
 
 
+# A header that announces how many of the following lines are private material: PuTTY's
+# `Private-Lines: 14` (the key body), and any `...Private...-Lines: N` of the same shape.
+_PRIVATE_LINES = re.compile(r"(?im)^(?P<head>[A-Za-z-]*private[A-Za-z-]*-lines[ \t]*:[ \t]*)(?P<count>[0-9]{1,4})[ \t]*$")
+_PRIVATE_TRAILER = re.compile(r"(?im)^(?P<head>private-(?:mac|hash)[ \t]*:[ \t]*)(?P<value>\S+)")
+
+
+def _redact_announced_lines(text):
+    """Redact the N lines a ``Private-Lines: N`` header announces, and the MAC after them."""
+    if "-lines" not in text.lower():
+        return text
+    lines = text.split("\n")
+    index = 0
+    changed = False
+    while index < len(lines):
+        found = _PRIVATE_LINES.match(lines[index])
+        index += 1
+        if not found:
+            continue
+        for at in range(index, min(index + int(found.group("count")), len(lines))):
+            if lines[at].strip() and not lines[at].startswith("[REDACTED:"):
+                lines[at] = MARK % "private_key"
+                changed = True
+    text = "\n".join(lines) if changed else text
+    return _PRIVATE_TRAILER.sub(lambda m: m.group("head") + MARK % "private_key", text)
+
+
+# A secret-named key whose value is not on its own line: a YAML block scalar (`password: >`,
+# `password: |-`) or a plain value on the more-indented lines below (`password:` + `  s3cret`).
+# The block ends at the first line indented no deeper than the key.
+_BLOCK_KEY = re.compile(r"^(?P<indent>[ \t]*)(?:- )?[\"']?(?P<name>[A-Za-z0-9_.-]+)[\"']?[ \t]*:"
+                        r"(?P<indicator>[ \t]*(?:[|>][+-]?[0-9]?)?)[ \t]*(?:#.*)?$")
+_NESTED = re.compile(r"^[ \t]*(?:- |[\"']?[A-Za-z0-9_.-]+[\"']?[ \t]*:(?:[ \t]|$))")
+
+
+def _redact_block_values(text):
+    """The value lines below a secret-named key that has none on its own line."""
+    if ":" not in text:
+        return text
+    lines = text.split("\n")
+    changed = False
+    index = 0
+    while index < len(lines):
+        found = _BLOCK_KEY.match(lines[index])
+        index += 1
+        if not found or not is_secret_key(found.group("name")):
+            continue
+        indent = len(found.group("indent").expandtabs())
+        end = index
+        while end < len(lines) and (not lines[end].strip()
+                                    or len(lines[end]) - len(lines[end].lstrip()) > indent):
+            end += 1
+        body = [at for at in range(index, end) if lines[at].strip()]
+        if not body or lines[body[0]].strip().startswith("[REDACTED:"):
+            continue
+        if not found.group("indicator").strip() and _NESTED.match(lines[body[0]]):
+            continue  # a nested mapping or list under the key, not its value
+        pad = lines[body[0]][:len(lines[body[0]]) - len(lines[body[0]].lstrip())]
+        lines[body[0]] = pad + MARK % _kind_for_key(found.group("name"))
+        for at in body[1:]:
+            lines[at] = None
+        changed = True
+        index = end
+    return "\n".join(line for line in lines if line is not None) if changed else text
+
+
+# Base64 that decodes to `user:password` (a registry or HTTP basic auth blob) or to a JSON
+# document holding credentials (a base64 `.dockerconfigjson`), wherever it stands.
+_BASE64_TOKEN = re.compile(r"(?<![A-Za-z0-9+/=_-])(?P<run>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=_-])")
+_USER_PASSWORD = re.compile(r"^[A-Za-z0-9_.@+-]{1,64}:[\x21-\x7e]{3,200}$")
+
+
+def _decoded_credential(run):
+    if len(run) % 4 or len(run) > 8192:
+        return False
+    try:
+        raw = base64.b64decode(run)
+        decoded = raw.decode("utf-8")
+    except (ValueError, TypeError, UnicodeDecodeError):
+        return False
+    if _USER_PASSWORD.match(decoded):
+        return True
+    return decoded.lstrip().startswith("{") and re.search(r"\"(?:auth|password|identitytoken)\"", decoded) is not None
+
+
+def _base64_credential_replace(match):
+    run = match.group("run")
+    if not _decoded_credential(run):
+        return match.group(0)
+    return MARK % "credentials"
+
+
 def _prefixed_replace(match):
     body = match.group("body")
     classes = sum(1 for pattern in ("[a-z]", "[A-Z]", "[0-9]") if re.search(pattern, body))
@@ -270,8 +364,9 @@ def _directive_replace(match):
     name = match.group("key").strip().lower()
     value = match.group("value")
     if name in _NOT_SECRET_KEYS or _ABOUT_SECRET.search(name) or _HARMLESS_VALUE.match(value.rstrip(";")) \
-            or value.startswith("[REDACTED:") or "://" in value or "$" in value:
-        # URLs (proxy_pass http://...) have their own rule; `$var` is a reference, not a value.
+            or value.startswith("[REDACTED:") or "://" in value or "$" in value or value == "\\":
+        # URLs (proxy_pass http://...) have their own rule; `$var` is a reference, not a value;
+        # a lone `\` continues the line (the value is on the next one, for the option rules).
         return match.group(0)
     return match.group("key") + MARK % _kind_for_key(name)
 
@@ -284,14 +379,22 @@ _COOKIE_ATTRIBUTES = frozenset(("path", "domain", "expires", "max-age", "samesit
                                 "priority", "partitioned", "version", "comment"))
 
 
+# Cookie names that carry a session or a credential (PHPSESSID, connect.sid, remember_token).
+_SESSION_COOKIE = re.compile(r"(?i)sess|sid|auth|token|csrf|xsrf|login|remember|jwt|secret|key|pass|user|ident|"
+                             r"(?:^|[_.-])id$|^_?_?(?:host|secure)-")
+
+
 def _cookie_replace(match):
     """``Cookie: a=1; b=2`` and ``Set-Cookie: id=...; Path=/``: each cookie's value goes,
     the names and the attributes stay (they say what kind of session it was)."""
     def one(pair):
         name, sep, value = pair.partition("=")
-        if not sep or not value.strip() or name.strip().lower() in _COOKIE_ATTRIBUTES \
-                or value.strip().startswith("[REDACTED:"):
+        bare = value.strip().strip("\"")
+        if not sep or not bare or name.strip().lower() in _COOKIE_ATTRIBUTES \
+                or bare.startswith("[REDACTED:"):
             return pair
+        if not (_SESSION_COOKIE.search(name) or _looks_random(bare) or len(bare) >= 20):
+            return pair  # a preference (lang=en, theme=dark): neither named nor shaped like a credential
         return name + sep + MARK % "cookie"
     return match.group("head") + ";".join(one(pair) for pair in match.group("rest").split(";"))
 
@@ -365,6 +468,8 @@ def redact_text(text):
     elif not isinstance(text, str):
         text = str(text)
     text = _redact_key_bodies(text)
+    text = _redact_announced_lines(text)
+    text = _redact_block_values(text)
     for kind, pattern, replace in _RULES:
         if replace is None:
             text = pattern.sub(_kv_replace, text)
@@ -376,6 +481,7 @@ def redact_text(text):
             text = pattern.sub(_cookie_replace, text)
         else:
             text = pattern.sub(lambda m, _k=kind, _r=replace: _r(m, _k), text)
+    text = _BASE64_TOKEN.sub(_base64_credential_replace, text)
     return _PREFIXED_TOKEN.sub(_prefixed_replace, text)
 
 
