@@ -160,7 +160,7 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
             if comm:
                 known[str(pid)] = comm
             if len(table) < _MAX_TABLE:
-                table.append([pid, comm, str(proc.get("cmdline") or proc.get("args") or "")[:512]])
+                table.append([pid, comm, str(proc.get("cmdline") or proc.get("args") or "")[:256]])
             if pid in all_pids and comm and comm not in processes and _NAME.match(comm):
                 processes.append(comm)
             if pid in all_pids and user is None and isinstance(proc.get("user"), str) \
@@ -207,7 +207,7 @@ _UNIT_DIRECTORIES = (("RuntimeDirectory", "/run/", "runtime"), ("StateDirectory"
                      ("LogsDirectory", "/var/log/", "log"), ("CacheDirectory", "/var/cache/", "runtime"),
                      ("ConfigurationDirectory", "/etc/", "config"))
 _DIR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}(?:/[A-Za-z0-9][A-Za-z0-9._@-]{0,63}){0,3}$")
-_MAX_TABLE = 2000
+_MAX_TABLE = 400
 _SYSTEM_ACCOUNTS = frozenset(("root", "nobody", "daemon", "bin", "sys", "adm", "systemd-network",
                               "systemd-resolve", "systemd-timesync", "messagebus", "syslog", "_apt"))
 

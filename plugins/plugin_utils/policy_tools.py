@@ -509,16 +509,16 @@ def _matches_protected(chk: Check, pattern: re.Pattern[str], full: bool, exact: 
 def _process_reach(chk: Check, pattern: re.Pattern[str], full: bool, exact: bool) -> tuple[list[str], list[str]]:
     """What a process pattern matches on the host: (the incident's processes, the others).
 
-    The host is the evidence's process table (pid, name, command line); without one, the
-    policy's sample command lines of common services stand in for it. A process is the
+    The host is the evidence's process table (pid, name, command line: the service's own
+    processes and those holding its ports) plus the policy's sample command lines of common
+    services, which stand in for the processes the evidence does not list. A process is the
     incident's when its name is one of the incident's process names or the evidence
     attributes its PID to the incident."""
     scope = chk.scope
     rows: list[tuple[int | None, str, str]] = list(scope.process_table)
-    if not rows:
-        for line in chk.compiled["process_samples"]:
-            argv0 = line.split(" ", 1)[0]
-            rows.append((None, posixpath.basename(argv0.rstrip(":"))[:15], line))
+    for line in chk.compiled["process_samples"]:
+        argv0 = line.split(" ", 1)[0]
+        rows.append((None, posixpath.basename(argv0.rstrip(":"))[:15], line))
     own: list[str] = []
     other: list[str] = []
     for pid, comm, cmdline in rows:

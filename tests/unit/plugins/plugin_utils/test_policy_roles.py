@@ -165,3 +165,9 @@ def test_units_that_change_the_system_state_are_refused_not_gated(command):
 def test_sysv_shutdown_scripts_are_refused(script):
     policy = load_policy({"absent_tools": ["systemctl", "journalctl"]})
     assert classify(f"/etc/init.d/{script} start", policy, scope_from_service(NGINX))["verdict"] == "reject"
+
+
+def test_evidence_listing_only_the_service_still_meets_the_other_services_samples():
+    """The evidence collects the service's own processes; the samples stand in for the rest."""
+    verdict, reason = _verdict("pkill -f 'nginx|postgres'", _host())
+    assert verdict == "reject" and "postgres" in reason
