@@ -142,6 +142,12 @@ def _glob_regex(globs: Iterable[str]) -> re.Pattern[str]:
     return re.compile("^(?:" + "|".join(parts or ["(?!)"]) + ")$")
 
 
+def _word_regex(words: Iterable[str]) -> re.Pattern[str]:
+    """Unit names holding one of ``words`` as a whole word (`-`, `@`, `.` delimit; `*` is more letters)."""
+    parts = [re.escape(w).replace(r"\*", "[A-Za-z0-9_:]*") for w in words]
+    return re.compile(r"(?:^|[-@])(?:" + "|".join(parts or ["(?!)"]) + r")(?:[-.@]|$)")
+
+
 def _compile(policy: dict[str, Any]) -> dict[str, Any]:
     compiled: dict[str, Any] = {
         "value_types": {name: re.compile(rx) for name, rx in policy["value_types"].items()},
@@ -166,9 +172,7 @@ def _compile(policy: dict[str, Any]) -> dict[str, Any]:
         "protected_units": _glob_regex(policy["protected_units"] + policy.get("protected_services", [])),
         "infrastructure_units": _glob_regex(policy["infrastructure_units"]),
         "firewall_units": _glob_regex(policy["firewall_units"]),
-        "power_units": re.compile(r"(?:^|[-@])(?:" + "|".join(re.escape(w).replace(r"\*", "[A-Za-z0-9_:]*")
-                                                           for w in policy["power_units"] or ["(?!)"])
-                                  + r")(?:[-.@]|$)"),
+        "power_units": _word_regex(policy["power_units"]),
         "protected_processes": _glob_regex(policy["protected_processes"]),
         "interpreter_processes": _glob_regex(policy["interpreter_processes"]),
         "protected_names": sorted({g.replace("*", filler) for g in policy["protected_processes"]

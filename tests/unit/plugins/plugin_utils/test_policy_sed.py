@@ -120,9 +120,9 @@ def _fuzz_scripts(seed: int, count: int) -> list[str]:
     out = []
     for n in range(count):
         if n % 2:
-            out.append("".join(rng.choice(pieces + alphabet) for _ in range(rng.randint(1, 6))))
+            out.append("".join(rng.choice(pieces + alphabet) for _piece in range(rng.randint(1, 6))))
         else:
-            out.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))))
+            out.append("".join(rng.choice(alphabet) for _char in range(rng.randint(1, 12))))
     return out
 
 
