@@ -22,7 +22,8 @@ from ansible_collections.sentinel.remediation.plugins.module_utils import host_p
 MODES = ("required", "preferred", "off")
 _KEYS = ("write", "create", "remove", "exec")
 # What a tool prints when the kernel refused it (EACCES, EPERM): as root, ordinary file
-# permissions never do, so in a confined command these name the refused path or action.
+# permissions never do, so in a confined command run as root these name the refused path or
+# action (even when the tool then exits 0, as `find -exec` does).
 _DENIED = re.compile(r"[^\n]*(?:Permission denied|Operation not permitted)[^\n]*")
 
 
@@ -34,7 +35,7 @@ def normalise(raw, where: str):
     if not isinstance(raw, dict):
         raise ValueError("%s: a mapping is needed, got %r" % (where, raw))
     result = {"tcp": bool(raw.get("tcp")), "exception": str(raw.get("exception") or ""),
-              "rules": str(raw.get("rules") or "")}
+              "unconfinable": str(raw.get("unconfinable") or ""), "rules": str(raw.get("rules") or "")}
     for key in _KEYS:
         values = raw.get(key) or []
         if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
@@ -42,9 +43,10 @@ def normalise(raw, where: str):
         if key != "exec" and not all(v.startswith("/") for v in values):
             raise ValueError("%s.%s: paths must be absolute, got %r" % (where, key, values))
         result[key] = list(values)
-    unknown = sorted(set(raw) - set(_KEYS) - {"tcp", "exception", "rules"})
+    unknown = sorted(set(raw) - set(_KEYS) - {"tcp", "exception", "unconfinable", "rules"})
     if unknown:
-        raise ValueError("%s: unknown key(s) %s (known: %s, tcp, exception, rules)" % (where, ", ".join(unknown), ", ".join(_KEYS)))
+        raise ValueError("%s: unknown key(s) %s (known: %s, tcp, exception, unconfinable, rules)"
+                         % (where, ", ".join(unknown), ", ".join(_KEYS)))
     return result
 
 
@@ -64,6 +66,8 @@ def prepare(command: dict, mode: str):
         if found:
             programs.append(found)
     try:
+        if confine["unconfinable"]:
+            raise landlock.ConfinementError(confine["unconfinable"])
         ruleset = landlock.Ruleset.build(confine, programs)
     except landlock.ConfinementError as exc:
         why = str(exc)
@@ -89,12 +93,13 @@ def child_setup(drop, ruleset):
     return setup
 
 
-def denial(item: dict, ruleset) -> dict:
-    """For a confined command that failed with the kernel's refusal in its error output:
-    ``{"denied": line, "reason": ...}`` (a policy event, not an ordinary failure); else {}."""
-    if ruleset is None or item.get("rc") in (0, None):
+def denial(item: dict, ruleset, as_root: bool) -> dict:
+    """For a confined command run as root whose error output carries the kernel's refusal:
+    ``{"denied": line, "reason": ...}`` (a policy event, not an ordinary failure); else {}.
+    Without root, file permissions refuse too, so a failure there stays an ordinary one."""
+    if ruleset is None or not as_root or item.get("rc") is None:
         return {}
-    found = _DENIED.search(item.get("stderr") or "") or _DENIED.search(item.get("stdout") or "")
+    found = _DENIED.search(item.get("stderr") or "")
     if not found:
         return {}
     line = found.group(0).strip()[:300]

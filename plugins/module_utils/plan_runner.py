@@ -369,7 +369,7 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
             ran += 1
             try:
                 item.update(run_as(command["argv"], identity, timeout, output_max, ruleset))
-                item.update(confine_run.denial(item, ruleset))
+                item.update(confine_run.denial(item, ruleset, identity.uid == 0))
             except Exception as exc:  # pylint: disable=broad-exception-caught
                 # keep the record of what ran before; this command's outcome is unknown
                 item["reason"] = "internal error while running it: %s" % exc
@@ -377,7 +377,7 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
                 if ruleset is not None:
                     ruleset.close()
         results.append(item)
-        if (item["skipped"] or item["rc"] != 0) and first_failure is None:
+        if (item["skipped"] or item["rc"] != 0 or item.get("denied")) and first_failure is None:
             first_failure = index
             if stop_on_failure:
                 stopped_at = index

@@ -90,7 +90,8 @@ options:
             the argv it may execute, by name; default its program), C(tcp) (true for a network
             read: TCP connect and bind stay allowed), C(exception) (why it runs without a
             ruleset: service control whose init scripts start daemons, which must not inherit
-            one) and C(rules) (the same in words).
+            one), C(unconfinable) (why no ruleset can hold it: treated as on a host without
+            Landlock) and C(rules) (the same in words).
           - Without it the command is not confined, and its result says so.
         type: dict
       approved:

@@ -19,7 +19,11 @@ turns a verdict into the ``confine`` the host's plan runner enforces with Landlo
   requests to it);
 - ``exception``: why it runs without a ruleset: a tool that runs init scripts or starts a
   daemon in its own process tree (the daemon would inherit the ruleset for life, unable
-  to bind its port or write its logs). Its argv is judged by the policy as any other.
+  to bind its port or write its logs). Its argv is judged by the policy as any other;
+- ``unconfinable``: why no ruleset can hold it to its verdict: a tool whose job is to run
+  other programs chosen by its data (package maintainer scripts, logrotate's postrotate
+  scripts). Like a command on a host without Landlock, it then needs a human's approval
+  (``preferred``) or is refused (``required``).
 
 Any effect this module does not know as a change grants nothing: an unknown verb fails
 closed (the command is refused by the kernel and the result says what it tried). Owner
@@ -38,6 +42,9 @@ from . import policy as policy_mod
 # Policy rules of tools that run init scripts or start daemons in their own process tree.
 _INIT_RUNNERS = frozenset(("service", "initscript", "invoke_rc_d", "update_rc_d", "pg_ctl", "pg_ctlcluster",
                            "apachectl"))
+# Policy rules of tools whose job is to run programs their data names (maintainer scripts,
+# postrotate scripts, renewal hooks).
+_RUNS_PROGRAMS = frozenset(("apt", "dpkg", "logrotate", "certbot"))
 # Policy rules of tools that talk to a server over its protocol (HTTP, Redis, SQL, ...).
 _NETWORK_CLIENTS = frozenset(("curl", "wget", "redis_cli", "psql", "mysql", "mysqladmin", "pg_isready", "netcat"))
 # The one tool whose service control happens in the service manager, not in its own tree.
@@ -52,6 +59,11 @@ _BESIDE = ("applies", "compresses", "decompresses")
 _INTO = ("creates what tmpfiles.d declares under", "moves into", "copies into", "extracts into")
 _CREATE = ("creates", "moves to", "copies to", "keeps the original at", "enables")
 _REMOVE = ("deletes", "moves away", "replaces", "disables")
+# Path effects that need no right from the kernel: reads (not restricted), a symlink's
+# target, owner and mode changes (Landlock does not govern them; the policy alone does).
+_NO_GRANT = ("reads", "inspects", "copies", "archives", "lists the tree", "links to", "loads configuration",
+             "prints", "sends or prints", "finds", "tests", "checks", "gives to", "sets mode", "sets the mode of",
+             "changes owner/mode of")
 
 
 def _parent(path: str) -> str:
@@ -60,6 +72,18 @@ def _parent(path: str) -> str:
 
 def _starts(verb: str, words: Sequence[str]) -> bool:
     return any(verb == w or verb.startswith(w + " ") for w in words)
+
+
+def unknown_path_effects(effects: Sequence[str]) -> list[str]:
+    """Path effects whose verb this module does not know: no ruleset derived from them could
+    be trusted to match the verdict, so the command counts as one that cannot be confined."""
+    known = _IN_PLACE + _BESIDE + _INTO + _CREATE + _REMOVE + _NO_GRANT
+    found = []
+    for effect in effects:
+        match = _PATH_EFFECT.match(str(effect))
+        if match and not _starts(match.group("verb"), known):
+            found.append(str(effect))
+    return found
 
 
 def path_grants(effects: Sequence[str]) -> dict[str, list[str]]:
@@ -130,6 +154,14 @@ def derive(verdict: Mapping[str, Any], policy: Mapping[str, Any] | None = None) 
         return {"exception": f"service control: `{tool}` runs init scripts or starts a daemon in its own process "
                              "tree, which must not inherit a ruleset (its argv is judged by the policy)",
                 "rules": "none (service control)"}
+    if rule in _RUNS_PROGRAMS:
+        return {"unconfinable": f"`{tool}` runs programs its data names (scripts, hooks); no ruleset can limit "
+                                "them to the verdict",
+                "rules": "none (cannot be confined)"}
+    unknown = unknown_path_effects(effects)
+    if unknown:
+        return {"unconfinable": f"the verdict declares {unknown[0]!r}, a change the kernel's rules cannot express",
+                "rules": "none (cannot be confined)"}
     grants = path_grants(effects)
     tcp = rule in _NETWORK_CLIENTS
     confine: dict[str, Any] = dict(grants, exec=programs, tcp=tcp)
@@ -139,8 +171,8 @@ def derive(verdict: Mapping[str, Any], policy: Mapping[str, Any] | None = None) 
 
 def describe(confine: Mapping[str, Any]) -> str:
     """A ``confine`` in words, for approvers, the journal and the report."""
-    if confine.get("exception"):
-        return "not confined: " + str(confine["exception"])
+    if confine.get("exception") or confine.get("unconfinable"):
+        return "not confined: " + str(confine.get("exception") or confine.get("unconfinable"))
     parts = ["exec only " + ", ".join(confine.get("exec") or [])]
     changes = ([f"write {p}" for p in confine.get("write") or []] + [f"create in {p}" for p in confine.get("create") or []]
                + [f"remove in {p}" for p in confine.get("remove") or []])
