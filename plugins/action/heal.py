@@ -31,6 +31,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import notifications as routing
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_pause import pause_at
+from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_policy_override import misread
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import (
     PLACEHOLDER,
     generalize,
@@ -805,6 +806,7 @@ class ActionModule(ActionBase):
             if item.get("verdict") == "reject":  # e.g. a value that could not be localized
                 out.append(dict(item))
                 continue
+            verdict = misread(verdict, loaded, scope)  # test-only, inert unless its variable is set
             out.append(dict(verdict, source=item.get("source") or planned.get("source") or "unknown"))
         return out
 
