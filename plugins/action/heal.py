@@ -525,6 +525,12 @@ class ActionModule(ActionBase):
             elif attempt.source != "approved":
                 attempt.gate = engine.gate(checked, auto_approve=args["auto_approve"],
                                            require_approval=args["require_approval"], check_mode=self._check_mode)
+                if attempt.gate == "execute" and not args["auto_approve"]:
+                    held, note = confinement.gate(engine.runnable(checked), args["confinement"],
+                                                  (args.get("health") or {}).get("landlock_abi"))
+                    if held:
+                        attempt.gate = held
+                        attempt.notes.insert(0, note)
             else:
                 attempt.gate = "dry_run" if self._check_mode else "execute"
             incident.attempts.append(attempt)
@@ -915,7 +921,8 @@ class ActionModule(ActionBase):
                 expect[str(proc["pid"])] = {"start": proc.get("start"), "comm": proc.get("comm")}
         module_args = {
             "commands": [dict(_host_command(c), pids=[int(p) for p in c.get("pids") or []],
-                              approved=attempt.source == "approved" or incident.approval == "approved")
+                              approved=attempt.source == "approved" or incident.approval == "approved"
+                              or args["auto_approve"])
                          for c in runnable],
             "confinement": args["confinement"],
             "expect_pids": expect,

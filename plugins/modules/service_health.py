@@ -211,6 +211,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+landlock_abi:
+  description:
+    - The Landlock ABI version of the host's kernel (0 when it cannot confine commands), for the
+      caller to know before a plan is sent whether its commands can be confined there.
+  returned: always
+  type: int
+  sample: 7
 healthy:
   description: Whether every check passed (of every service, with O(services)).
   returned: always
@@ -329,6 +336,7 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.sentinel.remediation.plugins.module_utils import (
     health_checks,
     host_probe,
+    landlock,
     service_spec,
 )
 
@@ -510,7 +518,7 @@ def main() -> None:
     except Exception as exc:  # an internal error
         module.fail_json(msg="service_health failed on %s: %s" % (name, to_native(exc)),
                          exception=traceback.format_exc(), **empty)
-    module.exit_json(changed=False, **result)
+    module.exit_json(changed=False, landlock_abi=landlock.abi_version(), **result)
 
 
 if __name__ == "__main__":

@@ -179,3 +179,28 @@ def describe(confine: Mapping[str, Any]) -> str:
     parts.append("changes only: " + ", ".join(changes) if changes else "no file changes")
     parts.append("TCP allowed (a network read)" if confine.get("tcp") else "no TCP")
     return "; ".join(parts)
+
+
+def gate(verdicts: Sequence[Mapping[str, Any]], mode: str, host_abi: Any) -> tuple[str, str]:
+    """``(gate, note)`` for a plan the policy would run as it is: ``("approval", why)`` when,
+    with ``preferred``, a command cannot be confined on this host (no Landlock: ``host_abi``
+    0) or at all; ``("escalate", why)`` for the same with ``required``; ``("", "")`` when
+    every command can be confined, is a declared exception, or confinement is off. An
+    unknown ``host_abi`` (None) leaves the host's kernel to the runner, which applies the
+    same rule."""
+    if mode == "off":
+        return "", ""
+    problems = []
+    for verdict in verdicts:
+        confine = derive(verdict)
+        if confine is None or confine.get("exception"):
+            continue
+        if confine.get("unconfinable"):
+            problems.append(f"`{verdict.get('command')}`: {confine['unconfinable']}")
+        elif host_abi == 0:
+            problems.append(f"`{verdict.get('command')}`: this host's kernel cannot confine commands (no Landlock)")
+    if not problems:
+        return "", ""
+    if mode == "required":
+        return "escalate", "refused: confinement is required and " + "; ".join(problems)
+    return "approval", "cannot be confined, so a human approves it (confinement preferred): " + "; ".join(problems)

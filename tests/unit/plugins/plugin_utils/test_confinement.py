@@ -109,3 +109,18 @@ def test_every_path_effect_of_the_policy_corpora_is_understood() -> None:
             if verdict["verdict"] != "reject" and not (confinement.derive(verdict) or {}).get("unconfinable"):
                 unknown.update(confinement.unknown_path_effects(verdict["effects"]))
     assert not unknown
+
+
+def test_a_plan_that_cannot_be_confined_waits_for_a_human_or_is_refused() -> None:
+    plan = [classify("rm -f /run/nginx.pid"), classify("service nginx start")]
+    assert confinement.gate(plan, "preferred", 7) == ("", "")
+    held, note = confinement.gate(plan, "preferred", 0)
+    assert held == "approval" and "`rm -f /run/nginx.pid`: this host's kernel cannot confine" in note
+    assert "service nginx start" not in note  # the declared exception needs no ruleset anywhere
+    held, note = confinement.gate(plan, "required", 0)
+    assert held == "escalate" and note.startswith("refused: confinement is required")
+    assert confinement.gate(plan, "off", 0) == ("", "")
+    # an unknown kernel is left to the runner, which applies the same rule
+    assert confinement.gate(plan, "preferred", None) == ("", "")
+    rotate = [classify("logrotate -vf /etc/logrotate.d/nginx")]
+    assert confinement.gate(rotate, "preferred", 7)[0] == "approval"
