@@ -15,6 +15,8 @@ turns a verdict into the ``confine`` the host's plan runner enforces with Landlo
 - ``remove``: directories from which it removes entries ("deletes X", "moves away X",
   "replaces X": X's parent);
 - ``exec``: the programs of its argv (wrappers and the tool), nothing else;
+- a daemon's configuration test ("tests the nginx configuration") may also write in the
+  policy's log areas: it opens the logs its configuration names, and fails when it cannot;
 - ``tcp``: true only for tools the policy reads as clients of a server (their effects are
   requests to it);
 - ``exception``: why it runs without a ruleset: a tool that runs init scripts or starts a
@@ -52,6 +54,12 @@ _SERVICE_MANAGER_CLIENT = "systemctl"
 
 _PATH_EFFECT = re.compile(r"^(?P<verb>.*?) (?P<path>/\S*)(?P<recursive> recursively)?$")
 _DAEMON_EFFECT = re.compile(r"^(?:starts|restarts|reloads|stops) ")
+# A daemon's configuration test opens the logs its configuration names, for append
+# (`nginx -t` fails when it cannot): those live in the policy's log areas.
+_CONFIG_TEST_EFFECT = re.compile(r"^tests the .*configuration")
+# A change the verdict declares without naming its paths ("creates the host's missing SSH host
+# keys", "installs nginx"): the files come from the tool's data, no rule can name them.
+_UNNAMED_CHANGE = re.compile(r"^(?:creates|installs|removes|refreshes|deletes|finishes configuring) ")
 
 # Effect verbs (their first words) by what they need from the kernel.
 _IN_PLACE = ("writes its error log to", "writes", "truncates")
@@ -158,11 +166,17 @@ def derive(verdict: Mapping[str, Any], policy: Mapping[str, Any] | None = None) 
         return {"unconfinable": f"`{tool}` runs programs its data names (scripts, hooks); no ruleset can limit "
                                 "them to the verdict",
                 "rules": "none (cannot be confined)"}
+    unnamed = [e for e in effects if _UNNAMED_CHANGE.match(e) and not _PATH_EFFECT.match(e)]
+    if unnamed:
+        return {"unconfinable": f"the verdict declares {unnamed[0]!r} without naming the paths it changes",
+                "rules": "none (cannot be confined)"}
     unknown = unknown_path_effects(effects)
     if unknown:
         return {"unconfinable": f"the verdict declares {unknown[0]!r}, a change the kernel's rules cannot express",
                 "rules": "none (cannot be confined)"}
     grants = path_grants(effects)
+    if any(_CONFIG_TEST_EFFECT.match(e) for e in effects):
+        grants["create"] += [str(area) for area in loaded["log_areas"] if str(area) not in grants["create"]]
     tcp = rule in _NETWORK_CLIENTS
     confine: dict[str, Any] = dict(grants, exec=programs, tcp=tcp)
     confine["rules"] = describe(confine)

@@ -124,3 +124,13 @@ def test_a_plan_that_cannot_be_confined_waits_for_a_human_or_is_refused() -> Non
     assert confinement.gate(plan, "preferred", None) == ("", "")
     rotate = [classify("logrotate -vf /etc/logrotate.d/nginx")]
     assert confinement.gate(rotate, "preferred", 7)[0] == "approval"
+
+
+def test_a_configuration_test_may_open_the_logs_its_configuration_names() -> None:
+    confine = derived("nginx -t")
+    assert confine["create"] == ["/var/log"] and confine["write"] == [] and confine["remove"] == []
+
+
+def test_a_change_declared_without_its_paths_cannot_be_confined() -> None:
+    verdict = {"argv": ["ssh-keygen", "-A"], "effects": ["creates the host's missing SSH host keys"]}
+    assert "without naming the paths" in confinement.derive(verdict)["unconfinable"]
