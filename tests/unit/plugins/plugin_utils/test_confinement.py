@@ -134,3 +134,23 @@ def test_a_configuration_test_may_open_the_logs_its_configuration_names() -> Non
 def test_a_change_declared_without_its_paths_cannot_be_confined() -> None:
     verdict = {"argv": ["ssh-keygen", "-A"], "effects": ["creates the host's missing SSH host keys"]}
     assert "without naming the paths" in confinement.derive(verdict)["unconfinable"]
+
+
+def test_a_confinement_denial_is_recorded_and_escalates_as_a_policy_event() -> None:
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal
+
+    attempt = engine.Attempt(number=1, gate="execute", commands=[engine.CommandRun(command="sed -n p /etc/hostname")])
+    result = {"rc": 4, "stderr": "sed: couldn't open temporary file /etc/sedX: Permission denied", "confined": True,
+              "confinement": "Landlock ABI 7; exec only /usr/bin/sed", "denied": "sed: couldn't open temporary file "
+              "/etc/sedX: Permission denied"}
+    engine.record_results(attempt, [result])
+    why = engine.confinement_event(attempt)
+    assert "/etc/sedX: Permission denied" in why and "not retried" in why
+    incident = engine.Incident(host="lab01", service="nginx", state="escalated", reason=why, attempts=[attempt])
+    assert engine.escalation_kind(incident) == "refused"
+    shown = engine.outcome(incident)["commands"][0]
+    assert shown["confinement"].startswith("Landlock ABI 7") and "Permission denied" in shown["denied"]
+    record = journal.result("run", "nginx", 1, [result], False, "still failing")["results"][0]
+    assert record == {"rc": 4, "skipped": False, "confined": True, "confinement": result["confinement"],
+                      "denied": result["denied"]}
