@@ -1031,7 +1031,9 @@ class ActionModule(ActionBase):
                     verdicts = policy_mod.classify_many(texts, loaded, scope=scope)
                     if any(v["verdict"] == "reject" for v in verdicts):
                         continue  # the planner skips a plan the policy refuses
-                    if all(v["verdict"] == "allow" and not v.get("pids") for v in verdicts):
+                    # (the host's kernel is not known yet: only plans that can be confined anywhere go ahead)
+                    if all(v["verdict"] == "allow" and not v.get("pids") for v in verdicts) \
+                            and not confinement.gate(verdicts, args["confinement"], None)[0]:
                         out.setdefault(name, {})[signature] = {
                             "commands": [dict(v, source="memory") for v in verdicts], "diagnosis": diagnosis}
                     break

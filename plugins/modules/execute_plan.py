@@ -261,7 +261,7 @@ results:
       description: The rules it ran under, in words, or why it was not confined.
       type: str
       returned: when it reached its turn to run
-      sample: "Landlock ABI 7; exec only /usr/bin/rm, /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2; changes only: remove /run/; no TCP connect or bind; reads not restricted"
+      sample: "Landlock ABI 7; exec only /usr/bin/rm, /lib64/ld-linux-x86-64.so.2; changes only: remove /run/; no TCP connect or bind"
     denied:
       description: The error line of a command its ruleset refused (the path or action it tried).
       type: str
