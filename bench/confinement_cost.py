@@ -10,7 +10,7 @@ time, alternately with confinement off and required, ROUNDS times each. The cost
 difference of the medians of the wall time run_plan takes per command (ruleset built in
 the parent, entered in the child, torn down), in milliseconds.
 
-    lab/lab up 2 --kind mixed && python bench/confinement_cost.py [--rounds 200]
+    lab/lab up 2 --kind mixed && python bench/confinement_cost.py [--rounds 200] [--prefix P --hosts 1]
 """
 from __future__ import annotations
 
@@ -72,9 +72,14 @@ def measure(lab: Lab, host: str, rounds: int) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--prefix", help="the lab's container prefix (default: the lab command's)")
+    parser.add_argument("--hosts", type=int, default=0, help="measure at most one host of each kind (0: every host)")
     args = parser.parse_args()
-    lab = Lab()
-    rows = [measure(lab, host, args.rounds) for host in lab.hosts()]
+    lab = Lab(prefix=args.prefix)
+    hosts = lab.hosts()
+    if args.hosts:
+        hosts = [h for kind in ("sysv", "systemd") for h in lab.hosts(kind)[:args.hosts]]
+    rows = [measure(lab, host, args.rounds) for host in hosts]
     if not rows:
         raise SystemExit("no lab host is running: lab/lab up 2 --kind mixed")
     print("| host | kind | Landlock ABI | commands | median off (ms) | median confined (ms) | cost per command (ms) |")

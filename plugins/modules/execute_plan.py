@@ -88,9 +88,9 @@ options:
             that does not exist yet may be created in its directory), C(create) and C(remove)
             (directories beneath which entries may be made or removed), C(exec) (the programs of
             the argv it may execute, by name; default its program), C(tcp) (true for a network
-            read: TCP connect and bind stay allowed), C(exception) (why it runs without a
-            ruleset: service control whose init scripts start daemons, which must not inherit
-            one), C(unconfinable) (why no ruleset can hold it: treated as on a host without
+            read, whose TCP connect and bind stay allowed), C(exception) (why it runs without a
+            ruleset, for service control whose init scripts start daemons, which must not inherit
+            one), C(unconfinable) (why no ruleset can hold it; treated as on a host without
             Landlock) and C(rules) (the same in words).
           - Without it the command is not confined, and its result says so.
         type: dict
@@ -103,7 +103,7 @@ options:
   confinement:
     description:
       - How O(commands[].confine) is enforced. Each confined command enters a Landlock ruleset
-        in the child just before exec (after the privilege drop), with C(PR_SET_NO_NEW_PRIVS):
+        in the child just before exec (after the privilege drop), with C(PR_SET_NO_NEW_PRIVS);
         file changes only where declared, execution of its own program only, no TCP unless a
         network read. Reads are not restricted by the kernel.
       - V(required) refuses a command that cannot be confined here (a kernel without Landlock,

@@ -102,8 +102,8 @@ def test_where_landlock_is_missing_required_refuses(monkeypatch: pytest.MonkeyPa
     assert result["skipped"] and "confinement is required" in result["reason"] and not target.exists()
 
 
-def test_where_landlock_is_missing_preferred_runs_only_what_a_human_approved(monkeypatch: pytest.MonkeyPatch,
-                                                                           tmp_path: Path) -> None:
+def test_where_landlock_is_missing_preferred_runs_only_what_a_human_approved(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(landlock, "_ABI", 0)
     target = tmp_path / "x"
     confine = {"create": [str(tmp_path)], "exec": ["touch"]}
