@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) sentinel.remediation contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What confinement costs per command, on the lab's hosts of both kinds (BENCHMARKS.md).
