@@ -122,12 +122,12 @@ options:
           confine:
             description:
               - What the kernel holds the command to, as
-                M(sentinel.remediation.execute_plan) O(sentinel.remediation.execute_plan#module:execute_plan:commands[].confine) says.
+                M(sentinel.remediation.execute_plan) O(sentinel.remediation.execute_plan#module:commands[].confine) says.
             type: dict
   confinement:
     description:
       - How the commands of a remembered fix are confined, as
-        M(sentinel.remediation.execute_plan) O(sentinel.remediation.execute_plan#module:execute_plan:confinement) says
+        M(sentinel.remediation.execute_plan) O(sentinel.remediation.execute_plan#module:confinement) says
         (remembered fixes are never approved by a human, so with V(preferred) a command that cannot be
         confined on this host is not run).
     type: str
