@@ -23,8 +23,8 @@ turns a verdict into the ``confine`` the host's plan runner enforces with Landlo
   daemon in its own process tree (the daemon would inherit the ruleset for life, unable
   to bind its port or write its logs). Its argv is judged by the policy as any other;
 - ``unconfinable``: why no ruleset can hold it to its verdict: a tool whose job is to run
-  other programs chosen by its data (package maintainer scripts, logrotate's postrotate
-  scripts). Like a command on a host without Landlock, it then needs a human's approval
+  other programs chosen by its data (logrotate's postrotate scripts, certbot's hooks), or
+  whose verdict declares a change without naming its paths (a package install). Like a command on a host without Landlock, it then needs a human's approval
   (``preferred``) or is refused (``required``).
 
 Any effect this module does not know as a change grants nothing: an unknown verb fails
@@ -44,9 +44,10 @@ from . import policy as policy_mod
 # Policy rules of tools that run init scripts or start daemons in their own process tree.
 _INIT_RUNNERS = frozenset(("service", "initscript", "invoke_rc_d", "update_rc_d", "pg_ctl", "pg_ctlcluster",
                            "apachectl"))
-# Policy rules of tools whose job is to run programs their data names (maintainer scripts,
-# postrotate scripts, renewal hooks).
-_RUNS_PROGRAMS = frozenset(("apt", "dpkg", "logrotate", "certbot"))
+# Policy rules of tools whose job is to run programs their data names (postrotate scripts,
+# renewal hooks). Package tools are judged by their effects: a query ("reads the package
+# database") is confined like any read, an install or removal is a change without named paths.
+_RUNS_PROGRAMS = frozenset(("logrotate", "certbot"))
 # Policy rules of tools that talk to a server over its protocol (HTTP, Redis, SQL, ...).
 _NETWORK_CLIENTS = frozenset(("curl", "wget", "redis_cli", "psql", "mysql", "mysqladmin", "pg_isready", "netcat"))
 # The one tool whose service control happens in the service manager, not in its own tree.

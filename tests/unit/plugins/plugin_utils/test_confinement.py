@@ -154,3 +154,9 @@ def test_a_confinement_denial_is_recorded_and_escalates_as_a_policy_event() -> N
     record = journal.result("run", "nginx", 1, [result], False, "still failing")["results"][0]
     assert record == {"rc": 4, "skipped": False, "confined": True, "confinement": result["confinement"],
                       "denied": result["denied"]}
+
+
+def test_a_package_query_is_confined_and_an_install_is_not() -> None:
+    assert derived("dpkg -s postgresql-15-cron")["exec"] == ["dpkg"]
+    verdict = classify("apt-get install -y nginx")
+    assert verdict["argv"] and "without naming the paths" in confinement.derive(verdict)["unconfinable"]
