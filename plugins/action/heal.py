@@ -23,6 +23,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.sentinel.remediation.plugins.action.plan import argument_spec as plan_argument_spec
 from ansible_collections.sentinel.remediation.plugins.modules.heal import DOCUMENTATION
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import confinement
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec import from_documentation, load_yaml
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import memory as memory_mod
@@ -30,6 +31,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import notifications as routing
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_pause import pause_at
+from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_policy_override import misread
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import (
     PLACEHOLDER,
     generalize,
@@ -123,10 +125,11 @@ def _unreachable(result: Mapping) -> str | None:
 
 
 def _host_command(checked: Mapping) -> dict:
-    """A checked command as the host modules take it: its argv, whether it runs as root, and
-    the command as the policy judged it (for the record)."""
+    """A checked command as the host modules take it: its argv, whether it runs as root, the
+    command as the policy judged it (for the record), and what the kernel is to hold it to
+    (``confinement.derive``: the verdict's effects as a Landlock confinement)."""
     return {"argv": list(checked.get("argv") or []), "become": bool(checked.get("become")),
-            "label": str(checked.get("command"))[:200]}
+            "label": str(checked.get("command"))[:200], "confine": confinement.derive(checked)}
 
 
 def _role_var(option: str, value) -> str:
@@ -356,6 +359,7 @@ class ActionModule(ActionBase):
                              "commands": [_host_command(c) for c in fix["commands"]]}
                             for name, fixes in ahead.items() for signature, fix in fixes.items()],
                 hostnames=list(self._hostnames), command_timeout=args["command_timeout"],
+                confinement=args["confinement"],
                 output_max=args["output_max"], settle=args["settle"])
         health = self._execute_module(module_name="sentinel.remediation.service_health", module_args=module_args,
                                       task_vars=self._vars)
@@ -521,6 +525,12 @@ class ActionModule(ActionBase):
             elif attempt.source != "approved":
                 attempt.gate = engine.gate(checked, auto_approve=args["auto_approve"],
                                            require_approval=args["require_approval"], check_mode=self._check_mode)
+                if attempt.gate == "execute" and not args["auto_approve"]:
+                    held, note = confinement.gate(engine.runnable(checked), args["confinement"],
+                                                  (args.get("health") or {}).get("landlock_abi"))
+                    if held:
+                        attempt.gate = held
+                        attempt.notes.insert(0, note)
             else:
                 attempt.gate = "dry_run" if self._check_mode else "execute"
             incident.attempts.append(attempt)
@@ -802,6 +812,7 @@ class ActionModule(ActionBase):
             if item.get("verdict") == "reject":  # e.g. a value that could not be localized
                 out.append(dict(item))
                 continue
+            verdict = misread(verdict, loaded, scope)  # test-only, inert unless its variable is set
             out.append(dict(verdict, source=item.get("source") or planned.get("source") or "unknown"))
         return out
 
@@ -909,7 +920,11 @@ class ActionModule(ActionBase):
             if isinstance(proc, Mapping) and proc.get("pid") is not None:
                 expect[str(proc["pid"])] = {"start": proc.get("start"), "comm": proc.get("comm")}
         module_args = {
-            "commands": [dict(_host_command(c), pids=[int(p) for p in c.get("pids") or []]) for c in runnable],
+            "commands": [dict(_host_command(c), pids=[int(p) for p in c.get("pids") or []],
+                              approved=attempt.source == "approved" or incident.approval == "approved"
+                              or args["auto_approve"])
+                         for c in runnable],
+            "confinement": args["confinement"],
             "expect_pids": expect,
             "stop_on_failure": True,
             "command_timeout": args["command_timeout"],
@@ -974,6 +989,10 @@ class ActionModule(ActionBase):
         attempt.healthy = bool(verify.get("healthy"))
         error = verify.get("error") or verify.get("msg") or "still failing"
         attempt.error_after = "" if attempt.healthy else str(error)
+        denied = engine.confinement_event(attempt)
+        if denied and not attempt.healthy:
+            # The kernel stopped what the policy did not declare: a policy event, never retried.
+            incident.state, incident.reason = "escalated", denied
         new_evidence = result.get("evidence")
         return new_evidence if isinstance(new_evidence, Mapping) and new_evidence else evidence
 
@@ -1012,7 +1031,9 @@ class ActionModule(ActionBase):
                     verdicts = policy_mod.classify_many(texts, loaded, scope=scope)
                     if any(v["verdict"] == "reject" for v in verdicts):
                         continue  # the planner skips a plan the policy refuses
-                    if all(v["verdict"] == "allow" and not v.get("pids") for v in verdicts):
+                    # (the host's kernel is not known yet: only plans that can be confined anywhere go ahead)
+                    if all(v["verdict"] == "allow" and not v.get("pids") for v in verdicts) \
+                            and not confinement.gate(verdicts, args["confinement"], None)[0]:
                         out.setdefault(name, {})[signature] = {
                             "commands": [dict(v, source="memory") for v in verdicts], "diagnosis": diagnosis}
                     break

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import time
 
-from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe
+from ansible_collections.sentinel.remediation.plugins.module_utils import confine_run, host_probe
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text, redact_value
 
 try:
@@ -32,6 +32,9 @@ DRAIN_SECONDS = 0.5
 # Bytes kept beyond output_max before redaction, so a cut cannot split a secret the rules
 # would have recognised.
 REDACT_MARGIN = 1024
+
+
+CONFINEMENT_MODES = confine_run.MODES
 
 
 class PlanError(ValueError):
@@ -128,8 +131,12 @@ def normalise_commands(commands) -> list:
                 pids.append(int(pid))
             except (TypeError, ValueError):
                 raise PlanError("commands[%d].pids: %r is not a PID" % (index, pid))
+        try:
+            confine = confine_run.normalise(command.get("confine"), "commands[%d].confine" % index)
+        except ValueError as exc:
+            raise PlanError(str(exc))
         result.append({"argv": list(argv), "become": bool(command.get("become")), "pids": pids,
-                       "label": command.get("label")})
+                       "label": command.get("label"), "approved": bool(command.get("approved")), "confine": confine})
     return result
 
 
@@ -249,10 +256,11 @@ def _tail_text(data: bytes, output_max: int, keep: str = "tail") -> str:
     return host_probe.clip_text(text, output_max, keep)[0]
 
 
-def run_as(argv: list, identity: Identity, timeout: int, output_max: int) -> dict:
+def run_as(argv: list, identity: Identity, timeout: int, output_max: int, ruleset=None) -> dict:
     """Run ``argv`` (no shell) as ``identity``; ``{"rc", "stdout", "stderr", "seconds"}`` and
     ``reason`` when it did not run or was killed. rc 127: not found, 126: cannot run,
-    124: timed out (as coreutils ``timeout`` says it)."""
+    124: timed out (as coreutils ``timeout`` says it). ``ruleset``: a Landlock ruleset the
+    child enters after the privilege drop, just before exec (``landlock.Ruleset``)."""
     started = time.monotonic()
     result = {"rc": None, "stdout": "", "stderr": "", "seconds": 0.0, "reason": ""}
     program = host_probe.find_tool(argv[0])
@@ -264,7 +272,8 @@ def run_as(argv: list, identity: Identity, timeout: int, output_max: int) -> dic
         proc = subprocess.Popen(
             [program] + argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=command_env(identity), cwd="/", close_fds=True, start_new_session=True,
-            preexec_fn=_drop_to(identity) if switch else None)
+            preexec_fn=confine_run.child_setup(_drop_to(identity) if switch else None, ruleset),
+            pass_fds=(ruleset.fd,) if ruleset is not None else ())
     except (OSError, subprocess.SubprocessError) as exc:
         why = getattr(exc, "strerror", None) or str(exc)
         result.update(rc=126, stderr="%s: %s" % (argv[0], why), reason="could not start as %s: %s" % (identity.name, why),
@@ -325,13 +334,15 @@ def preview(commands: list, expect: dict, invoker: Identity) -> list:
 
 
 def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: bool = True,
-             timeout: int = 60, output_max: int = 2000) -> dict:
+             timeout: int = 60, output_max: int = 2000, confinement: str = "off") -> dict:
     """Run the commands in order: ``{"results", "stopped_at", "ran"}``.
 
     A command fails when it exits non-zero or is refused (needs root the module lacks, a
     PID that is not the expected process). ``stopped_at`` is the index of the first failing
     command (None when none failed); with ``stop_on_failure`` the commands after it are not
-    run, without it they run all the same.
+    run, without it they run all the same. ``confinement`` (required | preferred | off): how
+    each command's ``confine`` is enforced (``confine_run``); a confinement denial fails the
+    command and its result says so (``denied``).
     """
     results = []
     stopped_at = first_failure = None
@@ -348,17 +359,25 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
             continue
         # checked just before running, so the PID is as fresh as it can be
         problem = problem or pid_problem(command["pids"], expect)
+        ruleset = None
+        if not problem:
+            ruleset, record, problem = confine_run.prepare(command, confinement)
+            item.update(record)
         if problem:
             item.update(skipped=True, reason=redact_text(problem))
         else:
             ran += 1
             try:
-                item.update(run_as(command["argv"], identity, timeout, output_max))
+                item.update(run_as(command["argv"], identity, timeout, output_max, ruleset))
+                item.update(confine_run.denial(item, ruleset, identity.uid == 0))
             except Exception as exc:  # pylint: disable=broad-exception-caught
                 # keep the record of what ran before; this command's outcome is unknown
                 item["reason"] = "internal error while running it: %s" % exc
+            finally:
+                if ruleset is not None:
+                    ruleset.close()
         results.append(item)
-        if (item["skipped"] or item["rc"] != 0) and first_failure is None:
+        if (item["skipped"] or item["rc"] != 0 or item.get("denied")) and first_failure is None:
             first_failure = index
             if stop_on_failure:
                 stopped_at = index

@@ -80,6 +80,40 @@ options:
           - A text returned with the command's result (for example the command as the planner
             wrote it), to match results with their source.
         type: str
+      confine:
+        description:
+          - What the policy verdict declared the command does, as the kernel is to hold it to
+            (Landlock, see O(confinement)); the C(sentinel.remediation.heal) action derives it
+            from the verdict's effects. Keys C(write) (paths whose content may change; a path
+            that does not exist yet may be created in its directory), C(create) and C(remove)
+            (directories beneath which entries may be made or removed), C(exec) (the programs of
+            the argv it may execute, by name; default its program), C(tcp) (true for a network
+            read, whose TCP connect and bind stay allowed), C(exception) (why it runs without a
+            ruleset, for service control whose init scripts start daemons, which must not inherit
+            one), C(unconfinable) (why no ruleset can hold it; treated as on a host without
+            Landlock) and C(rules) (the same in words).
+          - Without it the command is not confined, and its result says so.
+        type: dict
+      approved:
+        description:
+          - Whether a human approved this command. With O(confinement=preferred), a command that
+            cannot be confined on this host runs only when approved.
+        type: bool
+        default: false
+  confinement:
+    description:
+      - How O(commands[].confine) is enforced. Each confined command enters a Landlock ruleset
+        in the child just before exec (after the privilege drop), with C(PR_SET_NO_NEW_PRIVS);
+        file changes only where declared, execution of its own program only, no TCP unless a
+        network read. Reads are not restricted by the kernel.
+      - V(required) refuses a command that cannot be confined here (a kernel without Landlock,
+        a seccomp profile that blocks it); V(preferred) runs it only when a human approved it
+        (O(commands[].approved)); V(off) confines nothing.
+      - A command refused by its ruleset fails; its result names the refused path or action
+        (RV(results[].denied)).
+    type: str
+    choices: [required, preferred, "off"]
+    default: preferred
   expect_pids:
     description:
       - For each PID that a command may signal, the process the evidence showed - C(start) (its
@@ -219,6 +253,20 @@ results:
       description: O(commands[].label), when given.
       type: str
       returned: when O(commands[].label) is given
+    confined:
+      description: Whether it ran (or was to run) inside a Landlock ruleset.
+      type: bool
+      returned: when it reached its turn to run
+    confinement:
+      description: The rules it ran under, in words, or why it was not confined.
+      type: str
+      returned: when it reached its turn to run
+      sample: "Landlock ABI 7; exec only /usr/bin/rm, /lib64/ld-linux-x86-64.so.2; changes only: remove /run/; no TCP connect or bind"
+    denied:
+      description: The error line of a command its ruleset refused (the path or action it tried).
+      type: str
+      returned: when the confinement refused an action
+      sample: "sed: couldn't open temporary file /etc/sedX1b2c3: Permission denied"
 stopped_at:
   description:
     - Index of the first command that failed or was refused; null when none did. With
@@ -288,7 +336,10 @@ def argument_spec() -> dict:
             become=dict(type="bool", default=False),
             pids=dict(type="list", elements="int", default=[]),
             label=dict(type="str"),
+            confine=dict(type="dict"),
+            approved=dict(type="bool", default=False),
         )),
+        confinement=dict(type="str", choices=list(plan_runner.CONFINEMENT_MODES), default="preferred"),
         expect_pids=dict(type="dict", default={}),
         stop_on_failure=dict(type="bool", default=True),
         command_timeout=dict(type="int", default=60),
@@ -347,7 +398,8 @@ def main() -> None:
     result = dict(empty)
     try:
         ran = plan_runner.run_plan(commands, expect, invoker, stop_on_failure=params["stop_on_failure"],
-                                   timeout=params["command_timeout"], output_max=params["output_max"])
+                                   timeout=params["command_timeout"], output_max=params["output_max"],
+                                   confinement=params["confinement"])
         result.update(results=ran["results"], stopped_at=ran["stopped_at"])
         if definition is not None:
             settle = params["settle"] if ran["ran"] else 0

@@ -133,6 +133,15 @@ options:
     description: Seconds one command may run on the host.
     type: int
     default: 60
+  confinement:
+    description:
+      - How the kernel holds each command to its verdict (Landlock, applied by the host's plan runner
+        just before exec; see M(sentinel.remediation.execute_plan) O(sentinel.remediation.execute_plan#module:confinement)).
+      - V(preferred) confines every command where the host's kernel can, and runs a command that cannot be
+        confined there only when a human approved it; V(required) refuses such a command; V(off) confines nothing.
+    type: str
+    choices: [required, preferred, "off"]
+    default: preferred
   settle:
     description: Seconds the verification keeps re-checking a service that is starting.
     type: int

@@ -119,6 +119,20 @@ options:
           label:
             description: The command as the policy judged it, for the record.
             type: str
+          confine:
+            description:
+              - What the kernel holds the command to, as
+                M(sentinel.remediation.execute_plan) O(sentinel.remediation.execute_plan#module:commands[].confine) says.
+            type: dict
+  confinement:
+    description:
+      - How the commands of a remembered fix are confined, as
+        M(sentinel.remediation.execute_plan) O(sentinel.remediation.execute_plan#module:confinement) says
+        (remembered fixes are never approved by a human, so with V(preferred) a command that cannot be
+        confined on this host is not run).
+    type: str
+    choices: [required, preferred, "off"]
+    default: preferred
   hostnames:
     description:
       - Names of the host that may appear in the evidence; the signature leaves them out (as the
@@ -197,6 +211,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+landlock_abi:
+  description:
+    - The Landlock ABI version of the host's kernel (0 when it cannot confine commands), for the
+      caller to know before a plan is sent whether its commands can be confined there.
+  returned: always
+  type: int
+  sample: 7
 healthy:
   description: Whether every check passed (of every service, with O(services)).
   returned: always
@@ -315,6 +336,7 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.sentinel.remediation.plugins.module_utils import (
     health_checks,
     host_probe,
+    landlock,
     service_spec,
 )
 
@@ -340,8 +362,10 @@ def argument_spec() -> dict:
                 argv=dict(type="list", elements="str", required=True),
                 become=dict(type="bool", default=False),
                 label=dict(type="str"),
+                confine=dict(type="dict"),
             )),
         )),
+        confinement=dict(type="str", choices=["required", "preferred", "off"], default="preferred"),
         hostnames=dict(type="list", elements="str", default=[]),
         command_timeout=dict(type="int", default=60),
         output_max=dict(type="int", default=2000),
@@ -430,7 +454,8 @@ def run_remembered(definitions: list, results: list, params: dict) -> None:
             invoker = runner.invoking_identity()
         commands = runner.normalise_commands(fix["commands"])
         ran = runner.run_plan(commands, {}, invoker, stop_on_failure=True,
-                              timeout=params["command_timeout"], output_max=params["output_max"])
+                              timeout=params["command_timeout"], output_max=params["output_max"],
+                              confinement=params["confinement"])
         verify = health_checks.settle_health(defn, params["timeout"], params["settle"] if ran["ran"] else 0)
         record = dict(signature=signature, ran=True, results=ran["results"], stopped_at=ran["stopped_at"],
                       verify=verify)
@@ -493,7 +518,7 @@ def main() -> None:
     except Exception as exc:  # an internal error
         module.fail_json(msg="service_health failed on %s: %s" % (name, to_native(exc)),
                          exception=traceback.format_exc(), **empty)
-    module.exit_json(changed=False, **result)
+    module.exit_json(changed=False, landlock_abi=landlock.abi_version(), **result)
 
 
 if __name__ == "__main__":

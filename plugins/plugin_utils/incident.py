@@ -129,6 +129,8 @@ class CommandRun:
     reason: str = ""
     seconds: float = 0.0
     effects: list[str] = field(default_factory=list)  # what the policy said it does
+    confinement: str = ""  # the kernel's rules it ran under, or why it was not confined
+    denied: str = ""       # what the confinement refused (the tool's error line)
 
     @property
     def ran(self) -> bool:
@@ -354,6 +356,16 @@ def conclude(incident: Incident, max_attempts: int) -> str:
     return "open"
 
 
+def confinement_event(attempt: Attempt) -> str:
+    """Why the attempt is a policy event because the kernel refused one of its commands an
+    action its verdict did not declare (escalated, never retried), or ``""``."""
+    for command in attempt.commands:
+        if command.denied:
+            return (f"confinement refused `{command.command}` an action the policy did not declare: {command.denied}; "
+                    "a policy event: escalated, not retried")
+    return ""
+
+
 def escalation_reason(incident: Incident) -> str:
     last = incident.attempts[-1] if incident.attempts else None
     if last is None:
@@ -382,6 +394,8 @@ def escalation_kind(incident: Incident) -> str:
         return "needs_human"
     if last.gate == "approval":
         return "refused"  # an approved plan that no longer passes the policy or its hash
+    if confinement_event(last):
+        return "refused"
     if last.gate != "escalate":
         return "exhausted"
     if last.notes and str(last.notes[0]).startswith("not run:"):
@@ -405,6 +419,8 @@ def record_results(attempt: Attempt, results: Sequence[Mapping], output_max: int
         command.stderr = _tail(result.get("stderr") or result.get("msg"), output_max)
         command.skipped = bool(result.get("skipped"))
         command.reason = str(result.get("reason") or "")
+        command.confinement = str(result.get("confinement") or "")
+        command.denied = str(result.get("denied") or "")
         try:
             command.seconds = round(float(result.get("seconds") or 0.0), 3)
         except (TypeError, ValueError):
@@ -550,6 +566,8 @@ def outcome(incident: Incident) -> dict:
                  "become": c.become, "attempt": a.number}
                 | ({"skipped": c.reason} if not c.ran else {})
                 | ({"output": _tail(c.stderr or c.stdout, HISTORY_TAIL)} if c.ran and (c.stderr or c.stdout) else {})
+                | ({"confinement": c.confinement} if c.confinement else {})
+                | ({"denied": c.denied} if c.denied else {})
                 for a in incident.attempts for c in a.commands if c.ran or a.gate in ("execute",)]
     refused = [{"command": r.get("command", ""), "source": r.get("source", ""),
                 "reasons": list(r.get("reasons") or [])} for a in incident.attempts for r in a.refused]

@@ -84,7 +84,18 @@ def intent(run: str, service: str, attempt: int, commands: Sequence[Mapping], ap
 def result(run: str, service: str, attempt: int, results: Sequence[Mapping], healthy: bool | None,
            error: str) -> dict:
     return {"kind": "result", "run": run, "service": service, "attempt": attempt, "healthy": healthy,
-            "error": error, "results": [{"rc": r.get("rc"), "skipped": bool(r.get("skipped"))} for r in results]}
+            "error": error, "results": [_result_entry(r) for r in results]}
+
+
+def _result_entry(result: Mapping) -> dict:
+    """One command's result as the journal keeps it: rc, skipped, and whether it ran confined
+    and under which rules (and what the confinement refused, if anything)."""
+    entry = {"rc": result.get("rc"), "skipped": bool(result.get("skipped"))}
+    if "confined" in result:
+        entry.update(confined=bool(result.get("confined")), confinement=str(result.get("confinement") or ""))
+    if result.get("denied"):
+        entry["denied"] = str(result["denied"])
+    return entry
 
 
 def conditional(run: str, fixes: Mapping[str, Sequence[Mapping]]) -> dict:

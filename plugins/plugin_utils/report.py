@@ -438,6 +438,10 @@ def _attempt_rows(o: Mapping) -> str:
             rc = c.get("rc")
             output = f"<pre>{_e(c.get('output'))}</pre>" if c.get("output") else ""
             skipped = f" <em>{_e(c.get('skipped'))}</em>" if c.get("skipped") else ""
+            if c.get("confinement"):  # whether the kernel held it to its verdict, and how
+                skipped += f" <small>{_e(c.get('confinement'))}</small>"
+            if c.get("denied"):
+                skipped += f" <strong>confinement denied: {_e(c.get('denied'))}</strong>"
             cells.append(f"<div><code>{_e(c.get('command'))}</code> [{_e(c.get('source') or '?')}] "
                          f"<span class=\"verdict-{_e(c.get('verdict'))}\">{_e(c.get('verdict') or '?')}</span> "
                          f"rc={_e('-' if rc is None else rc)}{skipped}{output}</div>")
