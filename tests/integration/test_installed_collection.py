@@ -262,3 +262,50 @@ def test_the_driver_installed_alone_runs_the_installed_collection(lab: Lab, inst
     assert "ansible-playbook failed" in failed.stderr and "no_such_group matches no host" in failed.stderr, \
         failed.stderr[-3000:]
     assert _snapshot(installed.install) == installed.snapshot
+
+
+USER_PLAY = """---
+- name: Heal nginx on the lab hosts
+  hosts: lab
+  gather_facts: false
+  tasks:
+    - name: Check and heal
+      ansible.builtin.include_role:
+        name: sentinel.remediation.remediate
+      vars:
+        remediate_backend: runbook
+        remediate_services:
+          - name: nginx
+            units: [nginx.service]
+            processes: [nginx]
+            config_paths: [/etc/nginx]
+            checks:
+              - type: service
+              - type: port
+                port: 80
+                process: nginx
+"""
+
+
+def test_every_installed_plugin_is_documented_and_a_user_playbook_lints(installed: Installed) -> None:
+    env = installed.env()
+    for kind in ("module", "filter", "lookup", "callback", "cache"):
+        listed = subprocess.run([str(BIN / "ansible-doc"), "-t", kind, "--list", "--json", "sentinel.remediation"],
+                                cwd=installed.user, env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert listed.returncode == 0, listed.stderr
+        names = sorted(json.loads(listed.stdout))
+        assert names, kind
+        shown = subprocess.run([str(BIN / "ansible-doc"), "-t", kind, *names], cwd=installed.user, env=env,
+                               capture_output=True, text=True, timeout=300, check=False)
+        assert shown.returncode == 0 and "[WARNING]" not in shown.stderr and "ERROR" not in shown.stderr, \
+            (kind, shown.stderr[-3000:])
+        for name in names:
+            assert f"> {kind.upper()} {name}" in shown.stdout, (kind, name)
+    assert "tree-sitter" in subprocess.run([str(BIN / "ansible-doc"), "sentinel.remediation.heal"], cwd=installed.user,
+                                           env=env, capture_output=True, text=True, timeout=300, check=False).stdout
+
+    (installed.user / "site.yml").write_text(USER_PLAY, encoding="utf-8")
+    lint = subprocess.run([str(BIN / "ansible-lint"), "--offline", "--profile", "production", "site.yml"],
+                          cwd=installed.user, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert lint.returncode == 0, lint.stdout[-3000:] + lint.stderr[-3000:]
+    assert _snapshot(installed.install) == installed.snapshot
