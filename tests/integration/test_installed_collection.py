@@ -220,6 +220,18 @@ def test_installed_resume_playbook_runs_an_approved_plan(lab: Lab, installed: In
     assert _snapshot(installed.install) == installed.snapshot
 
 
+def test_state_inside_the_installed_collection_is_refused_before_the_host_is_touched(lab: Lab,
+                                                                                   installed: Installed) -> None:
+    inside = installed.collection / ".cache" / "remediation"
+    proc = subprocess.run([str(BIN / "ansible-playbook"), "sentinel.remediation.remediate", "-e", "remediate_hosts=lab01",
+                           "-e", f"remediate_artifacts_dir={inside}"], cwd=installed.user, env=installed.env(),
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode != 0
+    assert f"the state directory {inside} (remediate_artifacts_dir) is inside the installed collection" in proc.stdout, \
+        proc.stdout[-3000:]
+    assert _snapshot(installed.install) == installed.snapshot
+
+
 def test_the_driver_installed_alone_runs_the_installed_collection(lab: Lab, installed: Installed) -> None:
     wheels, target = installed.base / "wheels", installed.base / "driver-site"
     built = subprocess.run([str(BIN / "pip"), "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO / "driver")],
