@@ -70,3 +70,11 @@ def test_fatal_errors_of_older_ansible_and_colour_codes():
 
 def test_no_error_no_lines():
     assert runner.fatal_errors("PLAY RECAP\nlab01 : ok=1 changed=0\n") == []
+
+
+def test_a_project_dir_without_the_collection_is_a_usage_error_naming_it(tmp_path, capsys):
+    from sentinel_remediate import cli
+
+    assert cli.main(["--project-dir", str(tmp_path), "report"]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path) in err and "MANIFEST.json" in err and "Traceback" not in err
