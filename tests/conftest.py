@@ -20,6 +20,8 @@ def _ensure_collection_path() -> None:
     if str(REPO) not in sys.path:
         sys.path.append(str(REPO))
     os.environ.setdefault("ANSIBLE_CONFIG", str(REPO / "ansible.cfg"))
+    # The role's state directory in the checkout, as scripts/setup sets it (not the user's XDG state).
+    os.environ.setdefault("SENTINEL_STATE_DIR", str(REPO / ".cache"))
 
 
 _ensure_collection_path()

@@ -15,7 +15,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .report import printable
+from . import report as reporting
+
+
+def printable(text: object) -> str:
+    """The report's printable form (control characters shown, not obeyed), loaded on first use."""
+    return reporting.printable(text)
+
 
 ID_RE = re.compile(r"^[A-Za-z0-9_-]{4,64}$")
 

@@ -123,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--approvals-dir", default=argparse.SUPPRESS,
                         help="the role's remediate_artifacts_dir (env SENTINEL_APPROVALS_DIR; default STATE/remediation)")
     common.add_argument("--project-dir", default=argparse.SUPPRESS,
-                        help="the sentinel.remediation checkout (env SENTINEL_PROJECT_DIR; default: found automatically)")
+                        help="the sentinel.remediation collection: a checkout, an installed collection or a collections path "
+                             "(env SENTINEL_PROJECT_DIR; default: this checkout, else Ansible's collections path)")
     common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no live progress")
 
     passing = argparse.ArgumentParser(add_help=False)
@@ -265,7 +266,17 @@ def _single_pass(args: argparse.Namespace, state: State, options: PassOptions) -
         stopper.restore()
     _write_metrics(args, result)
     _emit(result, args.format, _opt(args, "output"))
+    _say_fatal(args, result)
     return reporting.exit_code(result)
+
+
+def _say_fatal(args: argparse.Namespace, result: dict) -> None:
+    """What stopped ansible-playbook, on standard error, without -v (which shows all its output)."""
+    run = result.get("run") or {}
+    if _opt(args, "verbose") or run.get("rc") in (0, None):
+        return
+    for line in run.get("fatal") or []:
+        print(f"{PROG}: ansible-playbook failed (exit {run.get('rc')}): {reporting.printable(line)}", file=sys.stderr)
 
 
 def _check_knowledge(args: argparse.Namespace) -> None:
@@ -323,6 +334,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         if collector is not None:
             collector.observe(result)
         _write_metrics(args, result)
+        _say_fatal(args, result)
         if out is not None:
             out.write(reporting.render_text(result))
             out.flush()
@@ -389,8 +401,23 @@ COMMANDS = {"run": cmd_run, "watch": cmd_watch, "approvals": cmd_approvals, "rep
             "runbooks": cmd_runbooks}
 
 
+def _collection_first(argv: Sequence[str] | None) -> None:
+    """The collection named by --project-dir, before the parser (whose report formats are the
+    collection's) is built: its report module is the one the driver uses."""
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--project-dir")
+    known, _rest = early.parse_known_args(argv)
+    if known.project_dir:
+        reporting.use_collection(find_project_dir(known.project_dir))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        _collection_first(argv)
+        parser = build_parser()
+    except (DriverError, ImportError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return reporting.EXIT_USAGE
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)

@@ -23,43 +23,74 @@ EXIT_WAITING = 3       # nothing failed, but at least one plan waits for approva
 EXIT_BUSY = 4          # nothing ran: every host was locked by another pass (without --wait)
 
 
+# The names this module takes from the collection's report module (loaded on first use).
+_SHARED_NAMES = {"STATES": "STATES", "FAILING": "FAILING_STATES", "printable": "printable",
+                 "normalise_outcome": "normalise_outcome", "finish_report": "finish_report",
+                 "outcome_line": "outcome_line", "render_text": "render_text", "render_json": "render_json",
+                 "render_junit": "render_junit", "render_html": "render_html",
+                 "render_prometheus": "render_prometheus", "metric_families": "metric_families",
+                 "METRIC_PREFIX": "METRIC_PREFIX", "RENDERERS": "RENDERERS"}
+_collection_root: Path | None = None
+_shared: ModuleType | None = None
+
+
+def use_collection(root: Path) -> None:
+    """Take the report module from this collection (the one the driver runs: --project-dir)."""
+    global _collection_root, _shared
+    if root != _collection_root:
+        _collection_root, _shared = root, None
+
+
+def _candidate_roots() -> list[Path]:
+    roots = [_collection_root] if _collection_root else []
+    named = os.environ.get("SENTINEL_PROJECT_DIR")
+    if named:
+        base = Path(named).expanduser()
+        roots += [base, base / "ansible_collections" / "sentinel" / "remediation"]
+    roots.append(Path(__file__).resolve().parents[2])   # the checkout this driver runs from
+    return roots
+
+
 def _load_shared() -> ModuleType:
     """The collection's report module (plugins/plugin_utils/report.py, standard library only):
-    one shape and one rendering for the callback and the driver. The driver lives in the
-    collection's checkout; SENTINEL_PROJECT_DIR names another checkout or install."""
-    roots = [Path(os.environ["SENTINEL_PROJECT_DIR"])] if os.environ.get("SENTINEL_PROJECT_DIR") else []
-    roots.append(Path(__file__).resolve().parents[2])
-    for root in roots:
-        path = root / "plugins" / "plugin_utils" / "report.py"
+    one shape and one rendering for the callback and the driver. From the collection the
+    driver runs (a checkout, or an installed collection found on Ansible's collections path)."""
+    roots = _candidate_roots()
+    paths = [root / "plugins" / "plugin_utils" / "report.py" for root in roots]
+    if not any(p.is_file() for p in paths):
+        from .runner import DriverError, find_project_dir  # pylint: disable=import-outside-toplevel
+
+        try:
+            found = find_project_dir(None)
+        except DriverError as exc:
+            raise ImportError(f"sentinel-remediate: {exc}") from None
+        paths.append(found / "plugins" / "plugin_utils" / "report.py")
+    for path in paths:
         if path.is_file():
             spec = importlib.util.spec_from_file_location("sentinel_remediation_report", path)
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             return module
     raise ImportError("sentinel-remediate: the collection's plugins/plugin_utils/report.py was not found "
-                      f"under {', '.join(str(r) for r in roots)}; set SENTINEL_PROJECT_DIR")
+                      f"under {', '.join(str(r) for r in roots)}; use --project-dir or SENTINEL_PROJECT_DIR")
 
 
-_shared = _load_shared()
-STATES = _shared.STATES
-FAILING = _shared.FAILING_STATES
-printable = _shared.printable
-normalise_outcome = _shared.normalise_outcome
-finish_report = _shared.finish_report
-outcome_line = _shared.outcome_line
-render_text = _shared.render_text
-render_json = _shared.render_json
-render_junit = _shared.render_junit
-render_html = _shared.render_html
-render_prometheus = _shared.render_prometheus
-metric_families = _shared.metric_families
-METRIC_PREFIX = _shared.METRIC_PREFIX
-RENDERERS = _shared.RENDERERS
+def shared() -> ModuleType:
+    global _shared
+    if _shared is None:
+        _shared = _load_shared()
+    return _shared
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SHARED_NAMES:
+        return getattr(shared(), _SHARED_NAMES[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def build_report(per_host: Mapping[str, Iterable[Any]], unreachable: Iterable[str] = ()) -> dict:
     """A report from outcomes per host (what the role's set_stats recorded) and unreachable hosts."""
-    return _shared.build_report(per_host, list(unreachable))
+    return shared().build_report(per_host, list(unreachable))
 
 
 def exit_code(report: Mapping) -> int:
@@ -67,7 +98,7 @@ def exit_code(report: Mapping) -> int:
     totals = report.get("totals") or {}
     if run.get("busy_only"):
         return EXIT_BUSY
-    if any(totals.get(s) for s in FAILING):
+    if any(totals.get(s) for s in shared().FAILING_STATES):
         return EXIT_FAILED
     if run and (run.get("status") != "successful" or run.get("rc") not in (0, None)):
         return EXIT_FAILED
@@ -115,11 +146,11 @@ def load_report(run_dir: Path) -> dict:
 def write_report(run_dir: Path, report: Mapping) -> Path:
     path = run_dir / REPORT_FILE
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(render_json(report), encoding="utf-8")
+    tmp.write_text(shared().render_json(report), encoding="utf-8")
     tmp.replace(path)
     page = run_dir / HTML_FILE
     tmp = page.with_suffix(".tmp")
-    tmp.write_text(render_html(report), encoding="utf-8")
+    tmp.write_text(shared().render_html(report), encoding="utf-8")
     tmp.replace(page)
     return path
 

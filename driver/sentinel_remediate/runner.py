@@ -42,6 +42,12 @@ SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE_KEY)"
 REDACTED = "********"
 
 
+def default_state_dir() -> Path:
+    """$XDG_STATE_HOME/sentinel-remediation, else ~/.local/state/sentinel-remediation (as the role's default)."""
+    xdg = os.environ.get("XDG_STATE_HOME")
+    return Path(xdg) / "sentinel-remediation" if xdg else DEFAULT_STATE_DIR
+
+
 class DriverError(Exception):
     """A problem the user can act on (bad path, unknown id...): one line, exit code 2."""
 
@@ -56,7 +62,7 @@ class State:
 
     @classmethod
     def from_options(cls, state_dir: str | None, approvals_dir: str | None = None) -> State:
-        root = Path(state_dir or os.environ.get("SENTINEL_STATE_DIR") or DEFAULT_STATE_DIR).expanduser().resolve()
+        root = Path(state_dir or os.environ.get("SENTINEL_STATE_DIR") or default_state_dir()).expanduser().resolve()
         approvals = approvals_dir or os.environ.get("SENTINEL_APPROVALS_DIR")
         return cls(root, Path(approvals).expanduser().resolve() if approvals else None)
 
@@ -89,26 +95,49 @@ def new_ident(kind: str = "run") -> str:
 # ---- the collection -------------------------------------------------------------------------
 
 
+COLLECTION = ("sentinel", "remediation")
+
+
+def _manifest_names_us(manifest: Path) -> bool:
+    try:
+        info = json.loads(manifest.read_text(encoding="utf-8"))["collection_info"]
+        return (info.get("namespace"), info.get("name")) == COLLECTION
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 def _is_collection_root(path: Path) -> bool:
-    return (path / "galaxy.yml").is_file() and (path / "playbooks").is_dir()
+    """A checkout (galaxy.yml) or an installed collection (MANIFEST.json naming sentinel.remediation), with playbooks/."""
+    if not (path / "playbooks").is_dir():
+        return False
+    return (path / "galaxy.yml").is_file() or _manifest_names_us(path / "MANIFEST.json")
 
 
 def find_project_dir(explicit: str | None = None) -> Path:
-    """The collection checkout whose playbooks the driver runs."""
+    """The sentinel.remediation collection whose playbooks the driver runs: the one named
+    (--project-dir, SENTINEL_PROJECT_DIR; a checkout or an installed collection, or a
+    collections path holding ansible_collections/sentinel/remediation), else the checkout
+    this driver runs from, the current directory, or the one Ansible's collections path finds."""
     candidates = []
-    if explicit or os.environ.get("SENTINEL_PROJECT_DIR"):
-        candidates.append(Path(explicit or os.environ["SENTINEL_PROJECT_DIR"]).expanduser())
+    named = explicit or os.environ.get("SENTINEL_PROJECT_DIR")
+    if named:
+        base = Path(named).expanduser()
+        candidates += [base, base / "ansible_collections" / "sentinel" / "remediation",
+                       base / "sentinel" / "remediation"]
     else:
         candidates += [Path(__file__).resolve().parents[2], Path.cwd()]
     for path in candidates:
         if _is_collection_root(path.resolve()):
             return path.resolve()
-    found = _installed_collection()
-    if found and not explicit:
-        return found
+    if not named:
+        found = _installed_collection()
+        if found:
+            return found
+    where = str(candidates[0]) if named else ", ".join(str(c) for c in candidates) + " or Ansible's collections path"
     raise DriverError(
-        f"no sentinel.remediation collection (galaxy.yml and playbooks/) at {', '.join(str(c) for c in candidates)}; "
-        "use --project-dir or SENTINEL_PROJECT_DIR")
+        f"no sentinel.remediation collection (a checkout with galaxy.yml, or an installed collection with "
+        f"MANIFEST.json, and playbooks/) at {where}; install it (ansible-galaxy collection install) or use "
+        "--project-dir / SENTINEL_PROJECT_DIR")
 
 
 def _installed_collection() -> Path | None:
@@ -299,8 +328,14 @@ def child_env(project_dir: Path, callback_json: Path | None) -> dict[str, str]:
     """What ansible gets on top of the inherited environment (``envvars``)."""
     env = {k: v for k, v in os.environ.items() if FORWARDED_ENV.match(k)}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    if not os.environ.get("ANSIBLE_CONFIG") and (project_dir / "ansible.cfg").is_file():
-        env["ANSIBLE_CONFIG"] = str(project_dir / "ansible.cfg")
+    if not os.environ.get("ANSIBLE_CONFIG"):
+        # The playbook runs in the collection's directory, where Ansible would not see the
+        # configuration of the directory the driver was started from: name it (a checkout's
+        # own ansible.cfg first; an installed collection has none).
+        for config in (project_dir / "ansible.cfg", Path.cwd() / "ansible.cfg"):
+            if config.is_file():
+                env["ANSIBLE_CONFIG"] = str(config.resolve())
+                break
     enabled = [c for c in os.environ.get("ANSIBLE_CALLBACKS_ENABLED", "").split(",") if c.strip()]
     if REPORT_CALLBACK not in enabled:
         enabled.append(REPORT_CALLBACK)
@@ -311,6 +346,30 @@ def child_env(project_dir: Path, callback_json: Path | None) -> dict[str, str]:
         env.pop("SENTINEL_REPORT_JUNIT", None)
     env.pop("SENTINEL_STATE_DIR", None)
     return env
+
+
+_ERROR_LINE = re.compile(r"^(?:\[ERROR\]:|ERROR!)\s*(.*)$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def fatal_errors(stdout: str, limit: int = 5) -> list[str]:
+    """ansible-playbook's own error messages (``[ERROR]: ...``, ``ERROR! ...`` before 2.19,
+    with the lines that continue them up to the ``Origin:`` or a blank line) from a run's
+    output: what stopped a playbook, which the report cannot show when no task ran (a missing
+    role, a syntax error, a bad configuration)."""
+    found: list[list[str]] = []
+    inside = False
+    for raw in _ANSI.sub("", stdout).splitlines():
+        line = raw.strip()
+        match = _ERROR_LINE.match(line)
+        if match:
+            found.append([match.group(1).strip()])
+            inside = True
+        elif inside and line and not line.startswith(("Origin:", "[WARNING]", "[DEPRECATION")):
+            found[-1].append(line)
+        else:
+            inside = False
+    return [" ".join(parts)[:1000] for parts in found][-limit:]
 
 
 def run_pass(
@@ -401,8 +460,14 @@ def run_pass(
     finally:
         locks.release()
 
+    fatal: list[str] = []
+    if rc not in (0, None):
+        try:
+            fatal = fatal_errors((run_dir / "stdout").read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            fatal = []
     meta.update(status=status, rc=rc, finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                unreachable=sorted(progress.unreachable), failed_tasks=progress.failed_tasks[:20],
+                unreachable=sorted(progress.unreachable), failed_tasks=progress.failed_tasks[:20], fatal=fatal,
                 source="callback" if callback_json.is_file() else "events")
     extra: dict[str, Any] = {}
     if callback_json.is_file():

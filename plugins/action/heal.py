@@ -30,8 +30,8 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils import memory
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import notifications as routing
-from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_pause import pause_at
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_policy_override import misread
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import state_dir
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import (
     PLACEHOLDER,
     generalize,
@@ -70,6 +70,7 @@ from ansible_collections.sentinel.remediation.plugins.module_utils.signature imp
 display = Display()
 _NAME = "sentinel.remediation.heal"
 _announced_no_llm = False
+_announced_volatile = False
 # Once per worker process: why plans are not shared through the Redis fact cache.
 _announced_share = set()
 # Remembered fixes sent with the health check: at most this many failure signatures per service.
@@ -226,6 +227,7 @@ class ActionModule(ActionBase):
         _spec, args = self.validate_argument_spec(argument_spec=argument_spec())
         self._args = args
         self._vars = task_vars
+        self._prepare_state()
         self._host = str(task_vars.get("inventory_hostname") or "host")
         self._hostnames = hostnames_of(task_vars)
         self._check_mode = bool(self._task.check_mode)
@@ -949,7 +951,6 @@ class ActionModule(ActionBase):
             for command in attempt.commands:
                 command.skipped, command.reason = True, "not run: the journal could not record it"
             return evidence
-        pause_at("before_commands", self._host)  # test-only, inert unless its variable is set
         self._take_lease()  # renew: a long incident keeps its host
         result = self._execute_module(module_name="sentinel.remediation.execute_plan", module_args=module_args,
                                       task_vars=self._vars)
@@ -962,7 +963,6 @@ class ActionModule(ActionBase):
                                       host=self._host))
         except journal_mod.JournalError as exc:
             display.warning(f"{_NAME}: {exc}")
-        pause_at("after_verify", self._host)  # test-only, inert unless its variable is set
         return self._results(incident, attempt, result, evidence)
 
     def _results(self, incident, attempt, result: Mapping, evidence) -> dict:
@@ -1038,6 +1038,21 @@ class ActionModule(ActionBase):
                             "commands": [dict(v, source="memory") for v in verdicts], "diagnosis": diagnosis}
                     break
         return out
+
+    def _prepare_state(self) -> None:
+        """The state directory resolved and proven writable before any host is touched; a warning
+        (once per run) when the fact cache cannot keep memory and pending plans."""
+        global _announced_volatile
+        try:
+            self._args["artifacts_dir"] = state_dir.ensure_writable(
+                state_dir.artifacts_dir(self._args["artifacts_dir"]),
+                collection=state_dir.installed_collection_root())
+        except state_dir.StateDirError as exc:
+            raise AnsibleActionFail(f"{_NAME}: {exc}") from None
+        warning = state_dir.volatile_cache_warning(C.CACHE_PLUGIN)
+        if warning and not _announced_volatile:
+            _announced_volatile = True
+            display.warning(f"{_NAME}: {warning}")
 
     def _send_ahead(self, fixes: dict[str, dict[str, dict]]) -> dict[str, dict[str, dict]]:
         """Take the host's lease and record the fixes in the journal before they go: nothing

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: jsonfile
 short_description: JSON files per host that never lose a good entry
-version_added: 0.2.0
+version_added: 0.1.0
 author: Sentinel Remediation maintainers (@sentinel-remediation)
 description:
   - The same files as C(ansible.builtin.jsonfile) (one JSON file per host, readable by it), written

@@ -20,6 +20,8 @@ description:
     returned with C(other_service=true).
   - With O(match=true) it returns instead the runbooks whose evidence matchers fit the failure,
     best first, with their steps and the facts they matched; placeholders in steps are left as they are.
+requirements:
+  - rank-bm25 (Python package, on the controller)
 options:
   _terms:
     description: Free-text queries; joined with the failure's own text when O(service) is set.

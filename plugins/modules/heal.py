@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: heal
 short_description: Heal a host's failing services, one incident at a time (plan, gate, run, verify, retry)
-version_added: 0.2.0
+version_added: 0.1.0
 author: sentinel.remediation maintainers (@sentinel-remediation)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -34,6 +34,11 @@ description:
     for hosts with other failures.
   - In check mode nothing runs on the host and nothing is remembered; every failing service ends
     C(dry_run) with the plan and each command's verdict ("would run").
+requirements:
+  - openai (Python package, on the controller) - only to ask an LLM
+  - rank-bm25 (Python package, on the controller)
+  - tree-sitter and tree-sitter-bash (Python packages, on the controller) - the safety policy's shell parser
+  - redis (Python package, on the controller) - only with the Redis fact cache (community.general.redis), for leases and shared plans
 options:
   services:
     description:
@@ -106,9 +111,13 @@ options:
     type: int
     default: 50
   artifacts_dir:
-    description: Controller directory for pending plans (C(pending/ID.json)) and the run's shared plans.
+    description:
+      - Controller directory of the run's state - pending plans (C(pending/ID.json)), the incident journal and the
+        run's shared plans. It is created when missing and must be writable (checked before the host is touched).
+      - Empty means C($SENTINEL_STATE_DIR/remediation), else C($XDG_STATE_HOME/sentinel-remediation/remediation),
+        else C(~/.local/state/sentinel-remediation/remediation). A directory inside an installed collection is refused.
     type: path
-    required: true
+    default: ""
   lease_dir:
     description:
       - Controller directory of the host leases (one remediation at a time per real target, whatever its

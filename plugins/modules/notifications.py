@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: notifications
 short_description: Route a host's escalations to notification channels, and report what was sent
-version_added: 0.3.0
+version_added: 0.1.0
 author: sentinel.remediation maintainers (@sentinel-remediation)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes

@@ -51,6 +51,10 @@ description:
     data file), C({stale_pid_file:PREFIX}), C({missing_dir:PREFIX}), C({unit}), C({service})
     and C({user}). A placeholder that cannot be filled makes the runbook unusable for this
     failure. A step with C(approval: true) always waits for a human's approval."
+requirements:
+  - openai (Python package, on the controller) - only to ask an LLM
+  - rank-bm25 (Python package, on the controller)
+  - tree-sitter and tree-sitter-bash (Python packages, on the controller) - the safety policy's shell parser
 options:
   service:
     description: The failed service, as the init system names it (C(nginx), C(redis-server), C(ssh)...).

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import yaml
 
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.requirements import missing_package
 from ansible_collections.sentinel.remediation.plugins.module_utils.failure_facts import own_names, service_name
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.runbooks import (
     DEFAULT_DIR,
@@ -248,7 +249,10 @@ def _bm25(frequencies: list[dict[str, int]], lengths: list[int]):
     cached frequencies skips that pass over every token in a new process. Equality
     with ``BM25Okapi(tokens)`` is a unit test.
     """
-    from rank_bm25 import BM25Okapi  # imported late: plugin docs must load without it
+    try:
+        from rank_bm25 import BM25Okapi  # imported late: plugin docs must load without it
+    except ImportError:
+        raise KnowledgeError(missing_package("rank_bm25")) from None
 
     model = BM25Okapi.__new__(BM25Okapi)
     model.k1, model.b, model.epsilon, model.tokenizer = 1.5, 0.75, 0.25, None

@@ -50,6 +50,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.requirements import missing_package
+
 DEFAULTS = {
     "provider": "auto",
     "base_url": "",
@@ -386,7 +388,7 @@ class LLMClient:
         try:
             import openai
         except ImportError as exc:
-            raise LLMError("client_error", "the openai Python package is not installed on the controller") from exc
+            raise LLMError("client_error", missing_package("openai")) from exc
         self._openai = openai
         self.settings = settings
         self.usage = Usage()

@@ -30,6 +30,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.requirements import missing_package
+
 STALE_RUN_SECONDS = 24 * 3600
 
 
@@ -155,7 +157,7 @@ def redis_client(uri: str):
     try:
         import redis  # pylint: disable=import-outside-toplevel
     except ImportError as exc:
-        raise PlanShareUnavailable("the redis Python package is not installed") from exc
+        raise PlanShareUnavailable(missing_package("redis")) from exc
     client = redis.Redis(socket_timeout=5, socket_connect_timeout=5, **options)
     try:
         client.ping()

@@ -22,6 +22,8 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.requirements import missing_package
+
 try:  # the engine still loads without the parser; it then rejects everything
     import tree_sitter as _ts
     import tree_sitter_bash as _tsb
@@ -31,6 +33,8 @@ try:  # the engine still loads without the parser; it then rejects everything
 except Exception as exc:  # pragma: no cover - depends on the installation
     _PARSER = None
     _PARSER_ERROR = f"{type(exc).__name__}: {exc}"
+# Which package to install: the binding (tree-sitter) or the grammar (tree-sitter-bash).
+_PARSER_MISSING = missing_package("tree_sitter_bash" if "tree_sitter_bash" in _PARSER_ERROR else "tree_sitter")
 
 # Characters that bash never treats specially outside quotes (no globbing,
 # expansion, quoting, comments or operators). `=` is handled separately.
@@ -291,7 +295,7 @@ def _unsafe_char_reason(ch: str, quoted: bool) -> str:
 def parse_command(text: str) -> ParsedCommand:
     """Split text into argv if, and only if, it is one simple command of plain words."""
     if _PARSER is None:
-        return ParsedCommand(None, [f"the shell parser (tree-sitter-bash) is not installed ({_PARSER_ERROR})"])
+        return ParsedCommand(None, [f"{_PARSER_MISSING} ({_PARSER_ERROR})"])
     try:
         tree = _PARSER.parse(text.encode("ascii"))
         root = tree.root_node

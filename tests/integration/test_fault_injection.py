@@ -35,6 +35,8 @@ PREFIX = f"{os.environ.get('SENTINEL_LAB_PREFIX') or 'sentinel'}-fi"
 HOSTS = ["lab01", "lab02", "lab03", "lab04"]
 MODEL = "sentinel-test-model"
 BIN = Path(sys.executable).parent
+# Holds the heal action at a phase (test-only, not in the collection): a sitecustomize for the run.
+PAUSE_HOOK = REPO / "tests" / "support" / "pause_hook"
 EXEC_LOG = "/var/log/sentinel-exec.log"
 FIX_VERBS = {"start", "stop", "restart", "reload", "force-reload", "configtest"}
 # Replaces /usr/sbin/service in a host: log the argv, optionally hold before/after the real
@@ -327,7 +329,7 @@ def test_a_controller_killed_at_each_phase_is_accounted_for_by_the_rerun(lab, tm
     two_step = plan("service nginx configtest", "service nginx start")
     with LLMServer(rules=[{"match": r"Service: nginx\b", "reply": two_step}], model=MODEL) as server:
         killed = Run(tmp_path / "killed", inv, cache=cache, artifacts=artifacts, variables=llm_vars(server.url),
-                     env={"SENTINEL_TEST_PAUSE_DIR": str(pauses)}).start()
+                     env={"SENTINEL_TEST_PAUSE_DIR": str(pauses), "PYTHONPATH": str(PAUSE_HOOK)}).start()
         wait_for(lambda: all((pauses / f"{p}.reached").exists() for p in ("before_commands@lab01", "after_verify@lab04"))
                  and all(lab.exec(h, "test -e /tmp/sentinel-paused").ok for h in ("lab02", "lab03")),
                  180, "every host held at its phase", killed)
