@@ -29,6 +29,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils import memory
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import notifications as routing
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import safeguards
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_pause import pause_at
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import (
     PLACEHOLDER,
@@ -108,6 +109,8 @@ def _run_process() -> tuple[int, str] | None:
 _ROLE_VARS = {"max_attempts": "remediate_max_retries", "max_commands": "remediate_max_commands",
               "memory_max": "remediate_memory_max", "output_max": "remediate_output_max",
               "command_timeout": "remediate_command_timeout", "settle": "remediate_settle",
+              "confirm_attempts": "remediate_confirm_attempts", "confirm_interval": "remediate_confirm_interval",
+              "confirm_max_seconds": "remediate_confirm_max_seconds",
               "plan_wait": "remediate_plan_wait", "plan_share_ttl": "remediate_plan_share_ttl",
               "evidence_log_lines": "remediate_evidence_log_lines",
               "evidence_max_bytes": "remediate_evidence_max_bytes"}
@@ -229,7 +232,8 @@ class ActionModule(ActionBase):
         # Every input is checked before the host is touched (the health check included).
         for name, low in (("max_attempts", 1), ("max_commands", 1), ("memory_max", 1), ("output_max", 0),
                           ("command_timeout", 1), ("settle", 0), ("plan_wait", 0), ("plan_share_ttl", 1),
-                          ("evidence_log_lines", 0), ("evidence_max_bytes", 200)):
+                          ("evidence_log_lines", 0), ("evidence_max_bytes", 200), ("confirm_attempts", 0),
+                          ("confirm_interval", 0), ("confirm_max_seconds", 0)):
             if args[name] < low:
                 raise AnsibleActionFail(f"{_NAME}: bad input: {name} must be at least {low}, got {args[name]}"
                                         f"{_role_var(name, args[name])}")
@@ -316,7 +320,7 @@ class ActionModule(ActionBase):
         # The report callback reads the outcomes as a custom stat (what set_stats would record).
         result["ansible_stats"] = {"data": {"sentinel_remediation": outcomes}, "per_host": True, "aggregate": True}
         waiting = self._routes.get("waiting_approval") if self._routes else None
-        result["notify"] = any(o["state"] == "escalated" or (o["state"] == "waiting_approval" and bool(waiting))
+        result["notify"] = any(o["state"] in ("escalated", "degraded") or (o["state"] == "waiting_approval" and bool(waiting))
                                for o in outcomes)
         new_facts = {}
         if self._memory_changed:
@@ -350,6 +354,9 @@ class ActionModule(ActionBase):
                        "evidence": not args["monitor_only"],
                        "evidence_log_lines": args["evidence_log_lines"],
                        "evidence_max_bytes": args["evidence_max_bytes"]}
+        if services is None:  # the pass's first look: a failure counts once it is confirmed
+            module_args.update(confirm_attempts=args["confirm_attempts"], confirm_interval=args["confirm_interval"],
+                               confirm_max_seconds=args["confirm_max_seconds"])
         if ahead:
             module_args.update(
                 remembered=[{"service": name, "signature": signature,
@@ -395,7 +402,7 @@ class ActionModule(ActionBase):
                 outcomes.append(engine.service_outcome(name, "unreachable", "host unreachable earlier in this run"))
                 continue
             if row.get("healthy"):
-                reason = ""
+                reason = safeguards.recovered_reason(row)
                 if interrupted:
                     reason = (f"an attempt interrupted in run {interrupted.get('run')} is accounted for: "
                               "the service is healthy now")
@@ -403,10 +410,16 @@ class ActionModule(ActionBase):
                 elif not self._check_mode:
                     reason = self._recover_episode(name, definition)
                 outcomes.append(engine.service_outcome(name, "healthy", reason))
+                outcomes[-1]["safeguards"] = safeguards.guards(row, outcomes[-1])
                 continue
             error = str(row.get("error") or row.get("msg") or "health check failed")
             if self._args["monitor_only"]:
                 outcomes.append(engine.service_outcome(name, "failed", f"{error} (not remediated: monitoring only)"))
+                continue
+            if row.get("degraded"):
+                outcomes.append(engine.service_outcome(name, "degraded", safeguards.degraded_reason(row)))
+                outcomes[-1]["safeguards"] = safeguards.guards(row, outcomes[-1])
+                self._close(name, "degraded", outcomes[-1]["reason"])
                 continue
             if not self._check_mode:
                 try:
@@ -425,6 +438,8 @@ class ActionModule(ActionBase):
             self._close(name, incident.state, incident.reason)
             incidents.append(incident)
             outcomes.append(engine.outcome(incident))
+            outcomes[-1]["safeguards"] = safeguards.guards(
+                row, outcomes[-1], [r for a in incident.attempts for c in a.commands for r in c.reasons])
             states[name] = incident.state
         order = {name: index for index, name in enumerate(definitions)}
         outcomes.sort(key=lambda o: order.get(o["service"], len(order)))
@@ -497,6 +512,7 @@ class ActionModule(ActionBase):
                     commands.insert(where, {"command": f"systemctl reset-failed {limited}", "source": "engine"})
                     planned = dict(planned, commands=commands)
                     checked = self._check_here(planned, tools, scope)
+                checked = safeguards.weigh_restart_cost(checked, definition, evidence)
                 attempt.refused = list(planned.get("dropped") or []) + [c for c in checked if c["verdict"] == "reject"]
                 attempt.source = planned.get("source") or "none"
                 attempt.diagnosis = planned.get("diagnosis") or ""
@@ -1009,7 +1025,8 @@ class ActionModule(ActionBase):
                     if len(texts) > args["max_commands"] or any(PLACEHOLDER.search(t) for t in texts):
                         break  # the planner would take it, changed: not sent ahead
                     loaded = loaded or policy_mod.load_policy(self._host_policy({}))
-                    verdicts = policy_mod.classify_many(texts, loaded, scope=scope)
+                    verdicts = safeguards.weigh_restart_cost(policy_mod.classify_many(texts, loaded, scope=scope),
+                                                             definition)
                     if any(v["verdict"] == "reject" for v in verdicts):
                         continue  # the planner skips a plan the policy refuses
                     if all(v["verdict"] == "allow" and not v.get("pids") for v in verdicts):

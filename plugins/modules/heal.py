@@ -137,6 +137,27 @@ options:
     description: Seconds the verification keeps re-checking a service that is starting.
     type: int
     default: 5
+  confirm_attempts:
+    description:
+      - Confirmed failures only - how many times a failing service is checked again, on the host
+        and in the same round trip, before an incident opens (a service's own C(confirm_attempts)
+        wins). A service that passes a re-check recovered by itself and nothing acts on it; V(0)
+        acts on one failed check.
+      - The default, 2 (a failure seen three times in a row), is Kubernetes' C(failureThreshold)
+        and Nagios' C(max_check_attempts) default of 3.
+    type: int
+    default: 2
+  confirm_interval:
+    description:
+      - Seconds between those re-checks (a service's own C(confirm_interval) wins). The default, 2,
+        outlasts a restart in progress or a short stall and adds about 4 s to a host with a
+        failing service; set it per service for longer stalls (a database checkpoint).
+    type: int
+    default: 2
+  confirm_max_seconds:
+    description: No re-check starts later than this many seconds after the host's first check (the round trip stays bounded).
+    type: int
+    default: 30
   plan_wait:
     description:
       - Seconds a host waits for another host planning the same failure before planning alone.

@@ -88,6 +88,8 @@ def route_key(outcome: Mapping) -> str:
     """The key an outcome is routed by: its escalation kind, ``waiting_approval``, or ``""``."""
     if outcome.get("state") == "waiting_approval":
         return "waiting_approval"
+    if outcome.get("state") == "degraded":
+        return "needs_human"  # slow, not down: reported for a human, never restarted
     return escalation_of(outcome)
 
 

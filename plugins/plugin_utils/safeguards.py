@@ -1,0 +1,119 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""First, do no harm: what stops the loop from acting where acting is the outage.
+
+Pure functions over the health check's rows, the policy's verdicts, a service definition
+and the incident journal's records; the heal action calls them at its hooks.
+
+- **Confirmed failures only.** The host re-checks a failing service before it reports it
+  (``module_utils/failure_confirmation.py``). A row that recovered on a re-check opens no
+  incident (:func:`recovered_reason`); a row whose failing checks all timed out while its
+  processes run is ``degraded`` (slow, alive): reported and escalated, never restarted
+  (:func:`degraded_reason`).
+- **What a restart costs.** A service defined ``stateful`` (a database, a queue) loses
+  connections and transactions in flight to a restart, and may spend minutes recovering:
+  while any of its processes is alive, every command of a plan that restarts, stops or kills
+  it waits for a human, whatever the policy allowed (:func:`weigh_restart_cost`); the
+  fallback restart is such a command.
+- **Budgets and flaps.** :func:`hold_reason` reads the journal: past a number of attempts in
+  a window, or healed and failing again too often in a window, a service is left alone
+  until a human clears it (a ``cleared`` record).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+# Effects (as the policy words them) that end what a service is doing: a restart, a stop,
+# or a signal whose default action terminates the process. A start, a reload, SIGHUP,
+# SIGCONT or SIGUSR1 keep its state.
+_COSTLY = re.compile(r"^(?:restarts unit |stops unit |sends (?:KILL|TERM|INT|QUIT|ABRT|SEGV|9|15|2|3|6) to )")
+
+
+def recovered_reason(row: Mapping) -> str:
+    """Why a healthy row needed nothing: it failed at first and passed a re-check. ``""`` when
+    it never failed."""
+    confirmation = row.get("confirmation") if isinstance(row.get("confirmation"), Mapping) else {}
+    if not confirmation.get("recovered"):
+        return ""
+    return (f"recovered by itself: the first check said {confirmation.get('first_error') or 'it failed'!r}; "
+            f"check {confirmation.get('checks')} passed {confirmation.get('seconds')} s later; nothing was done")
+
+
+def confirmed_note(row: Mapping) -> str:
+    """How a failure that opens an incident was confirmed (for the incident's reason), or ``""``."""
+    confirmation = row.get("confirmation") if isinstance(row.get("confirmation"), Mapping) else {}
+    checks = int(confirmation.get("checks") or 0)
+    if checks < 2:
+        return ""
+    return f"confirmed: failed {checks} checks over {confirmation.get('seconds')} s"
+
+
+def degraded_reason(row: Mapping) -> str:
+    """Why a slow service is reported, not healed; ``""`` when the row is not degraded."""
+    if not row.get("degraded"):
+        return ""
+    error = str(row.get("error") or "a check timed out")
+    note = confirmed_note(row)
+    return (f"degraded: {error} (every failing check timed out while its processes run: slow, not down"
+            f"{'; ' + note if note else ''}); not restarted, a human decides (on_timeout: remediate "
+            "in its definition heals it instead)")
+
+
+def is_stateful(definition: Mapping) -> bool:
+    return bool(definition.get("stateful"))
+
+
+def costly(verdict: Mapping) -> list[str]:
+    """The effects of a classified command that end what the service is doing."""
+    return [str(e) for e in verdict.get("effects") or [] if _COSTLY.match(str(e))]
+
+
+def running(evidence: Mapping | None) -> bool:
+    """Whether any process of the service is alive (a zombie is not) by the evidence; unknown
+    evidence counts as alive."""
+    if not isinstance(evidence, Mapping) or "processes" not in evidence:
+        return True
+    return any(isinstance(p, Mapping) and p.get("state") not in ("zombie", "dead") for p in evidence.get("processes") or [])
+
+
+def weigh_restart_cost(checked: Sequence[Mapping], definition: Mapping, evidence: Mapping | None = None) -> list[dict]:
+    """The verdicts of a plan for ``definition``'s incident with the restart cost applied: for
+    a stateful service with a process alive, a command the policy allowed that restarts, stops
+    or kills waits for approval, with the reason. A service with no process left loses nothing
+    to a restart (it is a start). Other verdicts are returned unchanged."""
+    if not is_stateful(definition) or not running(evidence):
+        return [dict(c) for c in checked]
+    out = []
+    for verdict in checked:
+        verdict = dict(verdict)
+        effects = costly(verdict)
+        if verdict.get("verdict") == "allow" and effects:
+            verdict["verdict"] = "approval"
+            verdict["reasons"] = list(verdict.get("reasons") or []) + [
+                f"restart cost: {definition.get('name')} is stateful (a restart drops its connections and work in "
+                f"flight) and this command {'; '.join(effects)}: a human decides"]
+        out.append(verdict)
+    return out
+
+
+# The words an outcome's ``safeguards`` list holds (the report counts them).
+GUARDS = ("recovered", "confirmed", "degraded", "restart_cost", "held")
+
+
+def guards(row: Mapping | None, outcome: Mapping, checked_reasons: Sequence[str] = ()) -> list[str]:
+    """Which safeguards acted on one service's outcome: ``recovered`` (a re-check passed),
+    ``confirmed`` (re-checks confirmed the failure), ``degraded``, ``restart_cost`` (a command
+    waited for a human for what a restart costs)."""
+    row = row or {}
+    confirmation = row.get("confirmation") if isinstance(row.get("confirmation"), Mapping) else {}
+    out = []
+    if confirmation.get("recovered"):
+        out.append("recovered")
+    elif int(confirmation.get("checks") or 0) > 1:
+        out.append("confirmed")
+    if outcome.get("state") == "degraded":
+        out.append("degraded")
+    if any(str(r).startswith("restart cost:") for r in checked_reasons):
+        out.append("restart_cost")
+    return out

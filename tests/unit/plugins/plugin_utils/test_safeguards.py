@@ -1,0 +1,67 @@
+"""First, do no harm: what a restart costs, and how recovered and degraded services are told."""
+from __future__ import annotations
+
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy, safeguards
+
+POSTGRES = {"name": "postgresql", "units": ["postgresql@15-main.service"], "processes": ["postgres"],
+            "user": "postgres", "ports": [5432], "stateful": True}
+
+
+def judged(commands, definition=POSTGRES, pids=(4242,)):
+    scope = policy.scope_from_service(definition, list(pids), {})
+    return safeguards.weigh_restart_cost(policy.classify_many(commands, policy.load_policy({}), scope=scope), definition)
+
+
+def test_a_stateful_service_restarted_stopped_or_killed_waits_for_a_human():
+    verdicts = judged(["systemctl restart postgresql@15-main.service", "service postgresql restart",
+                       "kill -9 4242", "pkill -x postgres"])
+    assert [v["verdict"] for v in verdicts] == ["approval"] * 4
+    assert all(any(r.startswith("restart cost: postgresql is stateful") for r in v["reasons"]) for v in verdicts)
+
+
+def test_what_keeps_a_stateful_service_s_state_runs_as_the_policy_says():
+    verdicts = judged(["systemctl start postgresql@15-main.service", "systemctl reload postgresql@15-main",
+                       "kill -HUP 4242", "pkill -CONT -x postgres"])
+    assert [v["verdict"] for v in verdicts] == ["allow"] * 4
+    assert not any("restart cost" in r for v in verdicts for r in v.get("reasons") or [])
+
+
+def test_a_stateful_service_with_no_process_left_loses_nothing_to_a_restart():
+    scope = policy.scope_from_service(POSTGRES, [], {})
+    verdicts = policy.classify_many(["service postgresql restart"], policy.load_policy({}), scope=scope)
+    down = {"processes": [{"pid": 7, "state": "zombie"}]}
+    alive = {"processes": [{"pid": 7, "state": "sleeping"}]}
+    assert safeguards.weigh_restart_cost(verdicts, POSTGRES, down)[0]["verdict"] == "allow"
+    assert safeguards.weigh_restart_cost(verdicts, POSTGRES, alive)[0]["verdict"] == "approval"
+    assert safeguards.weigh_restart_cost(verdicts, POSTGRES, None)[0]["verdict"] == "approval"
+
+
+def test_a_service_not_defined_stateful_keeps_the_policy_s_verdict():
+    stateless = dict(POSTGRES, stateful=False)
+    assert [v["verdict"] for v in judged(["systemctl restart postgresql@15-main.service"], stateless)] == ["allow"]
+
+
+def test_a_rejected_command_stays_rejected():
+    verdict = judged(["rm -rf /var/lib/postgresql"])[0]
+    assert verdict["verdict"] == "reject"
+
+
+def test_recovered_and_confirmed_rows_say_what_the_re_checks_saw():
+    recovered = {"healthy": True, "confirmation": {"checks": 2, "seconds": 2.1, "recovered": True,
+                                                   "first_error": "pg_isready exited 2"}}
+    assert safeguards.recovered_reason(recovered).startswith("recovered by itself: the first check said 'pg_isready")
+    assert safeguards.guards(recovered, {"state": "healthy"}) == ["recovered"]
+    assert safeguards.recovered_reason({"healthy": True}) == ""
+    confirmed = {"healthy": False, "confirmation": {"checks": 3, "seconds": 4.0, "recovered": False}}
+    assert safeguards.confirmed_note(confirmed) == "confirmed: failed 3 checks over 4.0 s"
+    assert safeguards.guards(confirmed, {"state": "healed"}, ["restart cost: postgresql is stateful"]) == [
+        "confirmed", "restart_cost"]
+
+
+def test_a_degraded_row_is_reported_as_slow_not_down():
+    row = {"healthy": False, "degraded": True, "error": "GET http://127.0.0.1/ failed: timed out",
+           "confirmation": {"checks": 3, "seconds": 24.0}}
+    reason = safeguards.degraded_reason(row)
+    assert reason.startswith("degraded: GET http://127.0.0.1/ failed: timed out")
+    assert "not restarted" in reason and "confirmed: failed 3 checks" in reason
+    assert safeguards.degraded_reason({"healthy": False}) == ""
