@@ -408,7 +408,7 @@ class ActionModule(ActionBase):
                               "the service is healthy now")
                     self._close(name, "healthy", reason)
                 elif not self._check_mode:
-                    reason = self._recover_episode(name, definition)
+                    reason = self._recover_episode(name, definition) or reason
                 outcomes.append(engine.service_outcome(name, "healthy", reason))
                 outcomes[-1]["safeguards"] = safeguards.guards(row, outcomes[-1])
                 continue
