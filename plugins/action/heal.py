@@ -13,6 +13,7 @@ import json
 import os
 import re
 import socket
+import time
 from collections.abc import Mapping
 
 from ansible import constants as C
@@ -110,7 +111,9 @@ _ROLE_VARS = {"max_attempts": "remediate_max_retries", "max_commands": "remediat
               "memory_max": "remediate_memory_max", "output_max": "remediate_output_max",
               "command_timeout": "remediate_command_timeout", "settle": "remediate_settle",
               "confirm_attempts": "remediate_confirm_attempts", "confirm_interval": "remediate_confirm_interval",
-              "confirm_max_seconds": "remediate_confirm_max_seconds",
+              "confirm_max_seconds": "remediate_confirm_max_seconds", "action_budget": "remediate_action_budget",
+              "action_budget_window": "remediate_action_budget_window", "flap_count": "remediate_flap_count",
+              "flap_window": "remediate_flap_window",
               "plan_wait": "remediate_plan_wait", "plan_share_ttl": "remediate_plan_share_ttl",
               "evidence_log_lines": "remediate_evidence_log_lines",
               "evidence_max_bytes": "remediate_evidence_max_bytes"}
@@ -233,7 +236,8 @@ class ActionModule(ActionBase):
         for name, low in (("max_attempts", 1), ("max_commands", 1), ("memory_max", 1), ("output_max", 0),
                           ("command_timeout", 1), ("settle", 0), ("plan_wait", 0), ("plan_share_ttl", 1),
                           ("evidence_log_lines", 0), ("evidence_max_bytes", 200), ("confirm_attempts", 0),
-                          ("confirm_interval", 0), ("confirm_max_seconds", 0)):
+                          ("confirm_interval", 0), ("confirm_max_seconds", 0), ("action_budget", 0),
+                          ("action_budget_window", 1), ("flap_count", 0), ("flap_window", 1)):
             if args[name] < low:
                 raise AnsibleActionFail(f"{_NAME}: bad input: {name} must be at least {low}, got {args[name]}"
                                         f"{_role_var(name, args[name])}")
@@ -288,6 +292,9 @@ class ActionModule(ActionBase):
         self._unreachable = False
         self._run = run_token()
         self._journal = journal_mod.Journal(os.path.join(args["artifacts_dir"], "journal"), self._host)
+        self._limits = safeguards.Limits(args["action_budget"], args["action_budget_window"], args["flap_count"],
+                                         args["flap_window"])
+        self._clear_holds(args["clear_holds"])
         self._lease = self._file_lease = Lease(
             _lease_dir(args["lease_dir"]), target_key(task_vars),
             owner=f"{self._run}@{socket.gethostname()} ({self._host})",
@@ -420,6 +427,10 @@ class ActionModule(ActionBase):
                 outcomes.append(engine.service_outcome(name, "degraded", safeguards.degraded_reason(row)))
                 outcomes[-1]["safeguards"] = safeguards.guards(row, outcomes[-1])
                 self._close(name, "degraded", outcomes[-1]["reason"])
+                continue
+            held = self._held(name)
+            if held is not None:
+                outcomes.append(held)
                 continue
             if not self._check_mode:
                 try:
@@ -602,6 +613,39 @@ class ActionModule(ActionBase):
                                         stderr=reason, source=str(record.get("source") or "unknown"),
                                         effects=[str(e) for e in c.get("effects") or []])
                       for c in record.get("commands") or [] if isinstance(c, Mapping)])
+
+    def _held(self, name: str) -> dict | None:
+        """The outcome of a service past its budget or flapping (safeguards.hold): escalated once,
+        when this pass decides it (a ``held`` record in the journal), then ``held`` until cleared."""
+        found = safeguards.hold(self._records(), name, time.time(), self._limits)
+        if found is None:
+            return None
+        reason = safeguards.held_reason(found, self._host, name)
+        state = "held"
+        if found.new and not self._check_mode:
+            state = "escalated"
+            try:
+                self._journal.append({"kind": "held", "run": self._run, "host": self._host, "service": name,
+                                      "reason": found.reason})
+            except journal_mod.JournalError as exc:
+                display.warning(f"{_NAME}: {exc}")
+        outcome = engine.service_outcome(name, state, reason)
+        outcome["safeguards"] = ["held"]
+        return outcome
+
+    def _clear_holds(self, names) -> None:
+        """A human's word that held services may be acted on again (remediate_clear_holds)."""
+        if self._check_mode or not names:
+            return
+        wanted = list(self._defs) if "all" in names else [str(n) for n in names]
+        for name in wanted:
+            if safeguards.is_held(self._records(), name):
+                try:
+                    self._journal.append({"kind": "cleared", "run": self._run, "host": self._host, "service": name,
+                                          "by": "remediate_clear_holds"})
+                except journal_mod.JournalError as exc:
+                    raise AnsibleActionFail(f"{_NAME}: cannot clear the hold of {name}: {exc}") from None
+                self.__dict__.pop("_journal_records", None)
 
     def _close(self, service: str, state: str, reason: str) -> None:
         if self._check_mode:

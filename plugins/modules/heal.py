@@ -158,6 +158,34 @@ options:
     description: No re-check starts later than this many seconds after the host's first check (the round trip stays bounded).
     type: int
     default: 30
+  action_budget:
+    description:
+      - At most this many attempts per host and service in O(action_budget_window) seconds (counted in
+        the incident journal, across runs). Past it, the service is escalated once and left alone,
+        pass after pass, until a human clears it (O(clear_holds)). V(0) sets no budget.
+    type: int
+    default: 6
+  action_budget_window:
+    description: Seconds of the O(action_budget) window.
+    type: int
+    default: 3600
+  flap_count:
+    description:
+      - A service healed this many times in O(flap_window) seconds that fails again is flapping - it is
+        escalated once and left alone until a human clears it. V(0) turns flap detection off.
+    type: int
+    default: 3
+  flap_window:
+    description: Seconds of the O(flap_count) window.
+    type: int
+    default: 3600
+  clear_holds:
+    description:
+      - Services (names, or V(all)) whose hold (budget spent, flapping) a human clears on this run - they
+        are acted on again.
+    type: list
+    elements: str
+    default: []
   plan_wait:
     description:
       - Seconds a host waits for another host planning the same failure before planning alone.

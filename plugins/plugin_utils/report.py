@@ -22,8 +22,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-STATES = ("healthy", "healed", "waiting_approval", "dry_run", "busy", "escalated", "degraded", "failed", "unreachable")
-FAILING_STATES = ("escalated", "degraded", "failed", "unreachable")
+STATES = ("healthy", "healed", "waiting_approval", "dry_run", "busy", "escalated", "degraded", "held", "failed",
+          "unreachable")
+FAILING_STATES = ("escalated", "degraded", "held", "failed", "unreachable")
 # What stopped the loop from acting, or made it wait (plugin_utils/safeguards.py GUARDS).
 SAFEGUARDS = ("recovered", "confirmed", "degraded", "restart_cost", "held")
 # Why an escalated outcome needs a human (incident.escalation_kind); notifications route by it.

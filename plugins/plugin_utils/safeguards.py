@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 # Effects (as the policy words them) that end what a service is doing: a restart, a stop,
 # or a signal whose default action terminates the process. A start, a reload, SIGHUP,
@@ -117,3 +118,65 @@ def guards(row: Mapping | None, outcome: Mapping, checked_reasons: Sequence[str]
     if any(str(r).startswith("restart cost:") for r in checked_reasons):
         out.append("restart_cost")
     return out
+
+
+# ---------------------------------------------------------------------- budgets and flaps
+@dataclass(frozen=True)
+class Limits:
+    """Per host and service: at most ``budget`` attempts in ``budget_window`` seconds, and at
+    most ``flap_count`` heals in ``flap_window`` seconds before a new failure is left to a human."""
+
+    budget: int = 6
+    budget_window: int = 3600
+    flap_count: int = 3
+    flap_window: int = 3600
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A service the loop leaves alone: ``new`` when this pass decided it (escalate once)."""
+
+    reason: str
+    new: bool
+    since: float = 0.0
+
+
+def _since_cleared(records: Sequence[Mapping], service: str) -> list[Mapping]:
+    """This service's records after the last time a human cleared its hold."""
+    mine = [r for r in records if r.get("service") == service]
+    for index in range(len(mine) - 1, -1, -1):
+        if mine[index].get("kind") == "cleared":
+            return mine[index + 1:]
+    return mine
+
+
+def hold(records: Sequence[Mapping], service: str, now: float, limits: Limits) -> Hold | None:
+    """Whether a failing ``service`` is left alone, from its journal ``records``: already held
+    (a ``held`` record not cleared since), or past its budget of attempts (``intent`` records)
+    or its flap limit (``closed`` as healed) in their windows. None: act."""
+    mine = _since_cleared(records, service)
+    held = next((r for r in mine if r.get("kind") == "held"), None)
+    if held is not None:
+        return Hold(reason=str(held.get("reason") or "held"), new=False, since=float(held.get("ts") or 0))
+    attempts = [r for r in mine if r.get("kind") == "intent" and now - float(r.get("ts") or 0) <= limits.budget_window]
+    if limits.budget and len(attempts) >= limits.budget:
+        return Hold(new=True, reason=(f"budget spent: {len(attempts)} attempts in the last {limits.budget_window} s "
+                                      f"(at most {limits.budget})"))
+    heals = [r for r in mine if r.get("kind") == "closed" and r.get("state") == "healed"
+             and now - float(r.get("ts") or 0) <= limits.flap_window]
+    if limits.flap_count and len(heals) >= limits.flap_count:
+        return Hold(new=True, reason=(f"flapping: healed {len(heals)} times in the last {limits.flap_window} s and "
+                                      "failing again"))
+    return None
+
+
+def held_reason(found: Hold, host: str, service: str) -> str:
+    clear = f"sentinel-remediate holds clear {host} {service}, or remediate_clear_holds: [{service}]"
+    if found.new:
+        return f"{found.reason}; left alone until a human clears it ({clear})"
+    return f"left alone since an earlier pass: {found.reason}; clear with {clear}"
+
+
+def is_held(records: Sequence[Mapping], service: str) -> bool:
+    """Whether ``service`` has a hold to clear."""
+    return any(r.get("kind") == "held" for r in _since_cleared(records, service))

@@ -122,3 +122,30 @@ def test_a_slow_but_alive_service_is_reported_degraded_and_not_restarted(lab, tm
     # The operator says a timeout of this service means down: it is healed as one.
     _work, _result, outcomes = run(lab, tmp_path / "remediate", [dict(slow, on_timeout="remediate")])
     assert outcomes[(HOST, "cron")]["state"] != "degraded", outcomes[(HOST, "cron")]
+
+
+def test_a_flapping_service_is_escalated_once_and_left_alone_until_cleared(lab, tmp_path):
+    require_docker()
+    work = Workspace(tmp_path, lab.write_inventory(tmp_path / "hosts.json"))
+    variables = {"remediate_hosts": HOST, "remediate_backend": "runbook", "remediate_flap_count": 2,
+                 "remediate_services": [definition("cron", confirm_attempts=0)]}
+
+    def cron_pass(**more):
+        lab.inject(HOST, "cron_stopped")
+        return work.run(extravars={**variables, **more}).outcomes()[(HOST, "cron")]
+
+    assert cron_pass()["state"] == "healed"
+    assert cron_pass()["state"] == "healed"
+    sent = len(intents(work, "cron"))
+    third = cron_pass()  # healed twice within the hour and failing again: flapping
+    assert third["state"] == "escalated" and third["safeguards"] == ["held"], third
+    assert third["reason"].startswith("flapping: healed 2 times"), third["reason"]
+    fourth = work.run(extravars=variables).outcomes()[(HOST, "cron")]  # the next pass says held, not escalated again
+    assert fourth["state"] == "held" and fourth["reason"].startswith("left alone since an earlier pass"), fourth
+    assert len(intents(work, "cron")) == sent  # nothing was sent to the host by either pass
+    assert lab.exec(HOST, "pgrep -x cron", check=False).stdout.strip() == ""  # and cron is still stopped
+    assert not lab.health(HOST, ["cron"])["cron"].healthy
+
+    cleared = work.run(extravars={**variables, "remediate_clear_holds": ["cron"]}).outcomes()[(HOST, "cron")]
+    assert cleared["state"] == "healed", cleared
+    assert lab.health(HOST, ["cron"])["cron"].healthy

@@ -65,3 +65,41 @@ def test_a_degraded_row_is_reported_as_slow_not_down():
     assert reason.startswith("degraded: GET http://127.0.0.1/ failed: timed out")
     assert "not restarted" in reason and "confirmed: failed 3 checks" in reason
     assert safeguards.degraded_reason({"healthy": False}) == ""
+
+
+LIMITS = safeguards.Limits(budget=3, budget_window=600, flap_count=2, flap_window=600)
+
+
+def intent(ts, service="nginx"):
+    return {"kind": "intent", "service": service, "ts": ts}
+
+
+def healed(ts, service="nginx"):
+    return {"kind": "closed", "state": "healed", "service": service, "ts": ts}
+
+
+def test_a_service_past_its_budget_is_held_once_then_left_alone_until_cleared():
+    records = [intent(1000), intent(1100), intent(1200)]
+    found = safeguards.hold(records, "nginx", 1300, LIMITS)
+    assert found.new and found.reason.startswith("budget spent: 3 attempts in the last 600 s")
+    records.append({"kind": "held", "service": "nginx", "reason": found.reason, "ts": 1300})
+    again = safeguards.hold(records, "nginx", 1400, LIMITS)
+    assert not again.new and again.reason == found.reason and again.since == 1300
+    assert safeguards.is_held(records, "nginx") and not safeguards.is_held(records, "redis")
+    records.append({"kind": "cleared", "service": "nginx", "ts": 1500})
+    assert safeguards.hold(records, "nginx", 1600, LIMITS) is None  # the attempts before the clear do not count
+    assert not safeguards.is_held(records, "nginx")
+
+
+def test_attempts_outside_the_window_or_of_other_services_do_not_count():
+    records = [intent(0), intent(100), intent(1200), intent(1200, "redis"), intent(1250, "redis")]
+    assert safeguards.hold(records, "nginx", 1300, LIMITS) is None
+    assert safeguards.hold(records, "nginx", 1300, safeguards.Limits(budget=0, flap_count=0)) is None
+
+
+def test_a_service_healed_again_and_again_is_flapping():
+    records = [healed(1000), healed(1200)]
+    found = safeguards.hold(records, "nginx", 1300, LIMITS)
+    assert found.new and found.reason.startswith("flapping: healed 2 times in the last 600 s")
+    assert "sentinel-remediate holds clear lab01 nginx" in safeguards.held_reason(found, "lab01", "nginx")
+    assert safeguards.hold([healed(1000)], "nginx", 1300, LIMITS) is None
