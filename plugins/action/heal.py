@@ -31,6 +31,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import notifications as routing
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import safeguards
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.canary import Rollout
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_pause import pause_at
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import (
     PLACEHOLDER,
@@ -113,7 +114,7 @@ _ROLE_VARS = {"max_attempts": "remediate_max_retries", "max_commands": "remediat
               "confirm_attempts": "remediate_confirm_attempts", "confirm_interval": "remediate_confirm_interval",
               "confirm_max_seconds": "remediate_confirm_max_seconds", "action_budget": "remediate_action_budget",
               "action_budget_window": "remediate_action_budget_window", "flap_count": "remediate_flap_count",
-              "flap_window": "remediate_flap_window",
+              "flap_window": "remediate_flap_window", "canary_size": "remediate_canary_size",
               "plan_wait": "remediate_plan_wait", "plan_share_ttl": "remediate_plan_share_ttl",
               "evidence_log_lines": "remediate_evidence_log_lines",
               "evidence_max_bytes": "remediate_evidence_max_bytes"}
@@ -237,7 +238,7 @@ class ActionModule(ActionBase):
                           ("command_timeout", 1), ("settle", 0), ("plan_wait", 0), ("plan_share_ttl", 1),
                           ("evidence_log_lines", 0), ("evidence_max_bytes", 200), ("confirm_attempts", 0),
                           ("confirm_interval", 0), ("confirm_max_seconds", 0), ("action_budget", 0),
-                          ("action_budget_window", 1), ("flap_count", 0), ("flap_window", 1)):
+                          ("action_budget_window", 1), ("flap_count", 0), ("flap_window", 1), ("canary_size", 0)):
             if args[name] < low:
                 raise AnsibleActionFail(f"{_NAME}: bad input: {name} must be at least {low}, got {args[name]}"
                                         f"{_role_var(name, args[name])}")
@@ -450,7 +451,8 @@ class ActionModule(ActionBase):
             incidents.append(incident)
             outcomes.append(engine.outcome(incident))
             outcomes[-1]["safeguards"] = safeguards.guards(
-                row, outcomes[-1], [r for a in incident.attempts for c in a.commands for r in c.reasons])
+                row, outcomes[-1], [r for a in incident.attempts for c in a.commands for r in c.reasons],
+                [n for a in incident.attempts for n in a.notes])
             states[name] = incident.state
         order = {name: index for index, name in enumerate(definitions)}
         outcomes.sort(key=lambda o: order.get(o["service"], len(order)))
@@ -488,7 +490,7 @@ class ActionModule(ActionBase):
         health round trip (its plan and the host's record), taken as attempt 1."""
         args = self._args
         while incident.state == "open":
-            checked_with, scope = evidence, None
+            checked_with, scope, rollout = evidence, None, None
             attempt = engine.Attempt(number=len(incident.attempts) + 1, started=_now())
             error = incident.current_error
             attempt.signature = failure_signature(incident.service, error, evidence, self._hostnames)
@@ -513,6 +515,7 @@ class ActionModule(ActionBase):
             else:
                 scope = self._scope(definition, evidence)
                 planned = self._plan(incident, attempt, definition, error, evidence, tools, scope)
+                rollout = planned.get("rollout_key")
                 checked = self._check_here(planned, tools, scope)
                 limited = engine.start_limited_unit(evidence)
                 where = engine.reset_before_start(checked, limited)
@@ -569,7 +572,13 @@ class ActionModule(ActionBase):
                 after = self._ran_ahead(incident, attempt, ahead["record"], evidence)
                 ahead = None
             else:
+                canary = self._canary(incident, attempt, rollout)
+                if incident.state != "open":
+                    break
                 after = self._execute(incident, attempt, definition, checked, checked_with)
+                if canary is not None:
+                    canary.record(self._host, attempt.healthy and incident.state == "open",
+                                  attempt.error_after or incident.reason)
             if incident.state != "open":
                 break
             self._remember(incident, attempt, evidence, definition)
@@ -578,6 +587,29 @@ class ActionModule(ActionBase):
             if incident.state == "escalated":
                 incident.reason = engine.escalation_reason(incident)
         incident.finished = _now()
+
+    def _canary(self, incident, attempt, key: str | None) -> Rollout | None:
+        """Canary, then the fleet (canary.py): the rollout this host is a canary of (it records its
+        verified outcome), or None. A later host waits for the canaries; when one did not heal, or
+        none reported in time, the incident escalates here with that evidence and nothing runs."""
+        size = self._args["canary_size"]
+        if not key or not size or self._check_mode:
+            return None
+        args = self._args
+        rollout = Rollout(self._plans().dir, key, size,
+                          wait=args["max_commands"] * args["command_timeout"] + args["settle"] + 60)
+        verdict = rollout.verdict(self._host)
+        if verdict.canary:
+            attempt.notes.append(f"canary: the first host{'s' if size > 1 else ''} to run this shared plan")
+            return rollout
+        if verdict.action == "go":
+            attempt.notes.append(f"after the canary: {verdict.detail}")
+            return None
+        attempt.finished = _now()
+        for command in attempt.commands:
+            command.skipped, command.reason = True, f"not run: {verdict.detail}"
+        incident.state, incident.reason = "escalated", f"rollout stopped: {verdict.detail}; this host ran nothing"
+        return None
 
     def _escalation_note(self, attempt: engine.Attempt) -> str:
         if attempt.source == "none":
@@ -810,7 +842,7 @@ class ActionModule(ActionBase):
             return out
 
         plan, how = self._get_or_make(key, make)
-        plan = dict(plan)
+        plan = dict(plan, rollout_key=key)
         plan["llm_used"] = plan.get("llm") if how != "shared" else {
             k: v for k, v in (plan.get("llm") or {}).items() if k not in ("calls", "prompt_tokens",
                                                                           "completion_tokens")}

@@ -179,6 +179,14 @@ options:
     description: Seconds of the O(flap_count) window.
     type: int
     default: 3600
+  canary_size:
+    description:
+      - Canary, then the fleet - the first this many hosts of a run that are about to run one shared plan (one
+        failure signature) run it first and are verified; the other hosts with that plan wait for them (at most
+        max_commands x command_timeout + settle + 60 s), run it when every canary healed, and run nothing
+        and escalate with the canary's evidence when one did not (or none reported). V(0) runs every host at once.
+    type: int
+    default: 1
   clear_holds:
     description:
       - Services (names, or V(all)) whose hold (budget spent, flapping) a human clears on this run - they

@@ -26,7 +26,7 @@ STATES = ("healthy", "healed", "waiting_approval", "dry_run", "busy", "escalated
           "unreachable")
 FAILING_STATES = ("escalated", "degraded", "held", "failed", "unreachable")
 # What stopped the loop from acting, or made it wait (plugin_utils/safeguards.py GUARDS).
-SAFEGUARDS = ("recovered", "confirmed", "degraded", "restart_cost", "held")
+SAFEGUARDS = ("recovered", "confirmed", "degraded", "restart_cost", "held", "canary", "rollout_stopped")
 # Why an escalated outcome needs a human (incident.escalation_kind); notifications route by it.
 ESCALATION_KINDS = ("refused", "needs_human", "llm_error", "exhausted", "rejected")
 _LLM_KEYS = ("calls", "prompt_tokens", "completion_tokens")

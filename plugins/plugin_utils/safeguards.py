@@ -99,13 +99,15 @@ def weigh_restart_cost(checked: Sequence[Mapping], definition: Mapping, evidence
 
 
 # The words an outcome's ``safeguards`` list holds (the report counts them).
-GUARDS = ("recovered", "confirmed", "degraded", "restart_cost", "held")
+GUARDS = ("recovered", "confirmed", "degraded", "restart_cost", "held", "canary", "rollout_stopped")
 
 
-def guards(row: Mapping | None, outcome: Mapping, checked_reasons: Sequence[str] = ()) -> list[str]:
+def guards(row: Mapping | None, outcome: Mapping, checked_reasons: Sequence[str] = (),
+           notes: Sequence[str] = ()) -> list[str]:
     """Which safeguards acted on one service's outcome: ``recovered`` (a re-check passed),
     ``confirmed`` (re-checks confirmed the failure), ``degraded``, ``restart_cost`` (a command
-    waited for a human for what a restart costs)."""
+    waited for a human for what a restart costs), ``canary`` (this host ran a shared plan
+    first), ``rollout_stopped`` (a canary did not heal: nothing ran here)."""
     row = row or {}
     confirmation = row.get("confirmation") if isinstance(row.get("confirmation"), Mapping) else {}
     out = []
@@ -117,6 +119,10 @@ def guards(row: Mapping | None, outcome: Mapping, checked_reasons: Sequence[str]
         out.append("degraded")
     if any(str(r).startswith("restart cost:") for r in checked_reasons):
         out.append("restart_cost")
+    if any(str(n).startswith("canary:") for n in notes):
+        out.append("canary")
+    if str(outcome.get("reason") or "").startswith("rollout stopped:"):
+        out.append("rollout_stopped")
     return out
 
 

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from llm_server import LLMServer
 from sentinel_lab import kind_group_vars
 from workflow_support import Workspace, require_docker
 
@@ -143,9 +144,66 @@ def test_a_flapping_service_is_escalated_once_and_left_alone_until_cleared(lab, 
     fourth = work.run(extravars=variables).outcomes()[(HOST, "cron")]  # the next pass says held, not escalated again
     assert fourth["state"] == "held" and fourth["reason"].startswith("left alone since an earlier pass"), fourth
     assert len(intents(work, "cron")) == sent  # nothing was sent to the host by either pass
-    assert lab.exec(HOST, "pgrep -x cron", check=False).stdout.strip() == ""  # and cron is still stopped
+    assert lab.exec(HOST, "pgrep -x cron").stdout.strip() == ""  # and cron is still stopped
     assert not lab.health(HOST, ["cron"])["cron"].healthy
 
     cleared = work.run(extravars={**variables, "remediate_clear_holds": ["cron"]}).outcomes()[(HOST, "cron")]
     assert cleared["state"] == "healed", cleared
     assert lab.health(HOST, ["cron"])["cron"].healthy
+
+
+FLEET = ["lab01", "lab02", "lab03"]
+MARK = "/var/log/nginx/sentinel-canary"
+
+
+def journal_records(work: Workspace, host: str) -> list[dict]:
+    path = work.artifacts_dir / "journal" / f"{host}.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] \
+        if path.exists() else []
+
+
+def fleet_run(lab, tmp_path, plan: list[str]):
+    require_docker()
+    rules = [{"match": r"Service: nginx\b",
+              "reply": {"plan": {"diagnosis": "nginx is down", "commands": plan, "rationale": "test"}}}]
+    for host in FLEET:
+        lab.exec(host, f"rm -f {MARK}")
+        lab.inject(host, "nginx_stopped")
+    with LLMServer(rules=rules) as server:
+        work = Workspace(tmp_path, lab.write_inventory(tmp_path / "hosts.json"), llm_url=server.url)
+        result = work.run(extravars={"remediate_backend": "llm",
+                                     "remediate_services": [definition("nginx", confirm_attempts=0)]})
+    return work, result.outcomes()
+
+
+def test_a_plan_that_does_not_heal_the_canary_never_runs_on_the_others(lab, tmp_path):
+    work, outcomes = fleet_run(lab, tmp_path, [f"touch {MARK}"])
+    ran = [h for h in FLEET if lab.exec(h, f"test -e {MARK}").ok]
+    assert len(ran) == 1, ran  # only the canary ran it
+    canary = ran[0]
+    assert "canary" in outcomes[(canary, "nginx")]["safeguards"], outcomes[(canary, "nginx")]
+    for host in FLEET:
+        if host == canary:
+            continue
+        outcome = outcomes[(host, "nginx")]
+        assert outcome["state"] == "escalated" and "rollout_stopped" in outcome["safeguards"], outcome
+        assert outcome["reason"].startswith(f"rollout stopped: the canary {canary} ran this plan and it did not heal"), \
+            outcome["reason"]
+        assert not [r for r in journal_records(work, host) if r.get("kind") == "intent"], host  # nothing sent
+        assert not lab.health(host, ["nginx"])["nginx"].healthy
+        lab.exec(host, "service nginx start")
+    lab.exec(canary, "service nginx start || true")
+    assert all(lab.health(h, ["nginx"])["nginx"].healthy for h in FLEET)
+
+
+def test_a_fault_on_many_hosts_is_healed_canary_first_then_the_rest(lab, tmp_path):
+    work, outcomes = fleet_run(lab, tmp_path, ["service nginx start"])
+    assert all(outcomes[(h, "nginx")]["state"] == "healed" for h in FLEET), outcomes
+    canaries = [h for h in FLEET if "canary" in outcomes[(h, "nginx")]["safeguards"]]
+    assert len(canaries) == 1, outcomes
+    verified = next(r["ts"] for r in journal_records(work, canaries[0]) if r.get("kind") == "result")
+    for host in FLEET:
+        if host != canaries[0]:
+            started = next(r["ts"] for r in journal_records(work, host) if r.get("kind") == "intent")
+            assert started > verified, (host, started, verified)  # sent only after the canary was verified
+    assert all(lab.health(h, ["nginx"])["nginx"].healthy for h in FLEET)
