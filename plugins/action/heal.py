@@ -1089,8 +1089,9 @@ class ActionModule(ActionBase):
         for name, definition in self._defs.items():
             prefix = signature_prefix(name)
             signatures = [sig for sig in list(own) + [s for s in index if s not in own] if sig.startswith(prefix)]
-            if not signatures or self._interrupted(name):
-                continue
+            if not signatures or self._interrupted(name) \
+                    or safeguards.hold(self._records(), name, time.time(), self._limits) is not None:
+                continue  # a held service gets no fix ahead either: nothing runs for it
             scope = self._scope(definition, {})
             for signature in signatures[:AHEAD_PER_SERVICE]:
                 successes, failed = self._memory_plans(signature, own.get(signature) or {})
