@@ -74,8 +74,8 @@ def test_no_re_check_starts_past_the_bound():
         return failing()
 
     results = [dict(name="nginx", **failing())]
-    failure_confirmation.confirm([{"name": "nginx"}], results, slow, dict(PARAMS, confirm_attempts=5,
-                                                                         confirm_max_seconds=15), clock, clock.sleep)
+    params = dict(PARAMS, confirm_attempts=5, confirm_max_seconds=15)
+    failure_confirmation.confirm([{"name": "nginx"}], results, slow, params, clock, clock.sleep)
     assert seen == ["nginx", "nginx"]  # at 2 s and at 14 s; the next would start at 26 s
 
 
