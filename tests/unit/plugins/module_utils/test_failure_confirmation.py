@@ -123,14 +123,14 @@ def test_stopped_processes_are_frozen_and_running_ones_are_not(tmp_path):
     child = subprocess.Popen([str(program), "60"])
     defn = {"name": "x", "processes": [program.name]}
     try:
-        for _ in range(100):
+        for _attempt in range(100):
             if os.path.exists(f"/proc/{child.pid}/comm") and \
                     open(f"/proc/{child.pid}/comm", encoding="utf-8").read().strip() == program.name:
                 break
             time.sleep(0.05)
         assert health_checks.processes_stopped(defn) is False
         os.kill(child.pid, signal.SIGSTOP)
-        for _ in range(100):
+        for _attempt in range(100):
             if open(f"/proc/{child.pid}/stat", encoding="utf-8").read().rsplit(")", 1)[1].split()[0] == "T":
                 break
             time.sleep(0.05)

@@ -7,7 +7,8 @@ POSTGRES = {"name": "postgresql", "units": ["postgresql@15-main.service"], "proc
             "user": "postgres", "ports": [5432], "stateful": True}
 
 
-def judged(commands, definition=POSTGRES, pids=(4242,)):
+def judged(commands, definition=None, pids=(4242,)):
+    definition = definition or POSTGRES
     scope = policy.scope_from_service(definition, list(pids), {})
     return safeguards.weigh_restart_cost(policy.classify_many(commands, policy.load_policy({}), scope=scope), definition)
 
