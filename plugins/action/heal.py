@@ -115,6 +115,7 @@ _ROLE_VARS = {"max_attempts": "remediate_max_retries", "max_commands": "remediat
               "confirm_max_seconds": "remediate_confirm_max_seconds", "action_budget": "remediate_action_budget",
               "action_budget_window": "remediate_action_budget_window", "flap_count": "remediate_flap_count",
               "flap_window": "remediate_flap_window", "canary_size": "remediate_canary_size",
+              "notify_remind": "remediate_notify_remind",
               "plan_wait": "remediate_plan_wait", "plan_share_ttl": "remediate_plan_share_ttl",
               "evidence_log_lines": "remediate_evidence_log_lines",
               "evidence_max_bytes": "remediate_evidence_max_bytes"}
@@ -238,7 +239,8 @@ class ActionModule(ActionBase):
                           ("command_timeout", 1), ("settle", 0), ("plan_wait", 0), ("plan_share_ttl", 1),
                           ("evidence_log_lines", 0), ("evidence_max_bytes", 200), ("confirm_attempts", 0),
                           ("confirm_interval", 0), ("confirm_max_seconds", 0), ("action_budget", 0),
-                          ("action_budget_window", 1), ("flap_count", 0), ("flap_window", 1), ("canary_size", 0)):
+                          ("action_budget_window", 1), ("flap_count", 0), ("flap_window", 1), ("canary_size", 0),
+                          ("notify_remind", 0)):
             if args[name] < low:
                 raise AnsibleActionFail(f"{_NAME}: bad input: {name} must be at least {low}, got {args[name]}"
                                         f"{_role_var(name, args[name])}")
@@ -328,7 +330,8 @@ class ActionModule(ActionBase):
         # The report callback reads the outcomes as a custom stat (what set_stats would record).
         result["ansible_stats"] = {"data": {"sentinel_remediation": outcomes}, "per_host": True, "aggregate": True}
         waiting = self._routes.get("waiting_approval") if self._routes else None
-        result["notify"] = any(o["state"] in ("escalated", "degraded") or (o["state"] == "waiting_approval" and bool(waiting))
+        self._dedup_notices(outcomes)
+        result["notify"] = any((o["state"] in ("escalated", "degraded") and not o.get("repeat_notice")) or (o["state"] == "waiting_approval" and bool(waiting))
                                for o in outcomes)
         new_facts = {}
         if self._memory_changed:
@@ -664,6 +667,26 @@ class ActionModule(ActionBase):
         outcome = engine.service_outcome(name, state, reason)
         outcome["safeguards"] = ["held"]
         return outcome
+
+    def _dedup_notices(self, outcomes: list[dict]) -> None:
+        """An escalation already notified, unchanged and within notify_remind seconds, is marked
+        ``repeat_notice`` (the notifications skip it); a new or changed one is journaled as notified."""
+        if self._check_mode:
+            return
+        self.__dict__.pop("_journal_records", None)  # this run's own records count
+        for outcome in outcomes:
+            if outcome["state"] not in ("escalated", "degraded"):
+                continue
+            key = safeguards.notice_key(outcome)
+            if safeguards.repeated_notice(self._records(), outcome["service"], key, time.time(),
+                                          self._args["notify_remind"]):
+                outcome["repeat_notice"] = True
+                continue
+            try:
+                self._journal.append({"kind": "notified", "run": self._run, "host": self._host,
+                                      "service": outcome["service"], "key": key})
+            except journal_mod.JournalError as exc:
+                display.warning(f"{_NAME}: {exc}")
 
     def _clear_holds(self, names) -> None:
         """A human's word that held services may be acted on again (remediate_clear_holds)."""

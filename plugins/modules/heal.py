@@ -187,6 +187,14 @@ options:
         and escalate with the canary's evidence when one did not (or none reported). V(0) runs every host at once.
     type: int
     default: 1
+  notify_remind:
+    description:
+      - An escalation of a service that was notified before, with the same state, signature and reason, is not
+        notified again for this many seconds (notify on change, remind on an interval; Alertmanager's
+        C(repeat_interval) default). RV(notify) leaves it out and the outcome carries C(repeat_notice). V(0)
+        notifies every escalation of every run.
+    type: int
+    default: 14400
   clear_holds:
     description:
       - Services (names, or V(all)) whose hold (budget spent, flapping) a human clears on this run - they

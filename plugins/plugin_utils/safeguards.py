@@ -186,3 +186,24 @@ def held_reason(found: Hold, host: str, service: str) -> str:
 def is_held(records: Sequence[Mapping], service: str) -> bool:
     """Whether ``service`` has a hold to clear."""
     return any(r.get("kind") == "held" for r in _since_cleared(records, service))
+
+
+# ---------------------------------------------------------------------- repeated escalations
+_DIGITS = re.compile(r"\d+")
+
+
+def notice_key(outcome: Mapping) -> str:
+    """What makes an escalation news: its state, signature and reason (numbers aside: a PID or
+    a duration that changes is the same news)."""
+    reason = _DIGITS.sub("N", str(outcome.get("reason") or ""))[:160]
+    return f"{outcome.get('state')}|{outcome.get('signature') or ''}|{reason}"
+
+
+def repeated_notice(records: Sequence[Mapping], service: str, key: str, now: float, remind: int) -> bool:
+    """Whether this escalation was notified already: the service's last ``notified`` record has
+    the same key and is younger than ``remind`` seconds (0: every escalation is notified).
+    Notify on change, remind on an interval."""
+    if not remind:
+        return False
+    last = next((r for r in reversed(records) if r.get("kind") == "notified" and r.get("service") == service), None)
+    return last is not None and last.get("key") == key and now - float(last.get("ts") or 0) < remind

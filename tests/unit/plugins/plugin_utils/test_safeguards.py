@@ -104,3 +104,16 @@ def test_a_service_healed_again_and_again_is_flapping():
     assert found.new and found.reason.startswith("flapping: healed 2 times in the last 600 s")
     assert "sentinel-remediate holds clear lab01 nginx" in safeguards.held_reason(found, "lab01", "nginx")
     assert safeguards.hold([healed(1000)], "nginx", 1300, LIMITS) is None
+
+
+def test_an_unchanged_escalation_is_notified_once_then_reminded_after_the_interval():
+    outcome = {"state": "escalated", "signature": "nginx:ab", "reason": "no safe command to run (pid 4242)"}
+    key = safeguards.notice_key(outcome)
+    assert key == safeguards.notice_key(dict(outcome, reason="no safe command to run (pid 999)"))
+    records = [{"kind": "notified", "service": "nginx", "key": key, "ts": 1000}]
+    assert safeguards.repeated_notice(records, "nginx", key, 1500, remind=3600)
+    assert not safeguards.repeated_notice(records, "nginx", key, 5000, remind=3600)  # the reminder is due
+    changed = safeguards.notice_key(dict(outcome, state="degraded"))
+    assert not safeguards.repeated_notice(records, "nginx", changed, 1500, remind=3600)  # news: notified
+    assert not safeguards.repeated_notice(records, "redis", key, 1500, remind=3600)
+    assert not safeguards.repeated_notice(records, "nginx", key, 1500, remind=0)
