@@ -331,8 +331,8 @@ class ActionModule(ActionBase):
         result["ansible_stats"] = {"data": {"sentinel_remediation": outcomes}, "per_host": True, "aggregate": True}
         waiting = self._routes.get("waiting_approval") if self._routes else None
         self._dedup_notices(outcomes)
-        result["notify"] = any((o["state"] in ("escalated", "degraded") and not o.get("repeat_notice")) or (o["state"] == "waiting_approval" and bool(waiting))
-                               for o in outcomes)
+        result["notify"] = any((o["state"] in ("escalated", "degraded") and not o.get("repeat_notice"))
+                               or (o["state"] == "waiting_approval" and bool(waiting)) for o in outcomes)
         new_facts = {}
         if self._memory_changed:
             new_facts["sentinel_memory"] = self._memory

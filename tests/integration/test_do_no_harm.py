@@ -42,7 +42,8 @@ def intents(work: Workspace, service: str) -> list[dict]:
 
 def notified(result) -> bool:
     """Whether the run worked out notifications for the host (the role does only when there is news)."""
-    return any(e.get("event") == "runner_on_ok" and str((e.get("event_data") or {}).get("task")).endswith("Work out who hears of what")
+    return any(e.get("event") == "runner_on_ok"
+               and str((e.get("event_data") or {}).get("task")).endswith("Work out who hears of what")
                for e in result.events)
 
 
