@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -192,6 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
                        ("reject", "reject this plan (escalates)")):
         a = asub.add_parser(name, parents=[common, passing, formats], help=text)
         a.add_argument("id")
+
+    p = sub.add_parser("holds", parents=[common], help="services left alone (budget spent, flapping) until cleared")
+    hsub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    h = hsub.add_parser("list", parents=[common], help="the services held")
+    h.add_argument("--format", choices=["text", "json"], default="text")
+    h = hsub.add_parser("clear", parents=[common], help="act on this host's service again")
+    h.add_argument("host")
+    h.add_argument("service")
 
     p = sub.add_parser("report", parents=[common, formats], help="the report of the last or a given run")
     p.add_argument("run", nargs="?", help="run ident (or a unique prefix); default: the last run")
@@ -397,8 +406,29 @@ def cmd_runbooks(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
 
 
+def cmd_holds(args: argparse.Namespace) -> int:
+    from . import holds
+
+    journal = _state(args).approvals / "journal"
+    if args.action == "clear":
+        try:
+            found = holds.clear(journal, args.host, args.service, by=os.environ.get("USER") or "sentinel-remediate")
+        except holds.HoldError as exc:
+            raise UsageError(str(exc)) from exc
+        print(f"cleared: {found['host']} {found['service']} ({found['reason']}); the next pass acts on it again")
+        return 0
+    found = holds.current(journal)
+    if args.format == "json":
+        print(json.dumps(found, indent=2, sort_keys=True))
+    elif not found:
+        print("no service is held")
+    for item in found if args.format == "text" else ():
+        print(f"{item['host']} {item['service']}: {item['reason']}")
+    return 0
+
+
 COMMANDS = {"run": cmd_run, "watch": cmd_watch, "approvals": cmd_approvals, "report": cmd_report,
-            "runbooks": cmd_runbooks}
+            "runbooks": cmd_runbooks, "holds": cmd_holds}
 
 
 def _collection_first(argv: Sequence[str] | None) -> None:

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import socket
+import time
 from collections.abc import Mapping
 
 from ansible import constants as C
@@ -32,6 +33,8 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils import journa
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import notifications as routing
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_policy_override import misread
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import state_dir
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import safeguards
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.canary import Rollout
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import (
     PLACEHOLDER,
     generalize,
@@ -111,6 +114,11 @@ def _run_process() -> tuple[int, str] | None:
 _ROLE_VARS = {"max_attempts": "remediate_max_retries", "max_commands": "remediate_max_commands",
               "memory_max": "remediate_memory_max", "output_max": "remediate_output_max",
               "command_timeout": "remediate_command_timeout", "settle": "remediate_settle",
+              "confirm_attempts": "remediate_confirm_attempts", "confirm_interval": "remediate_confirm_interval",
+              "confirm_max_seconds": "remediate_confirm_max_seconds", "action_budget": "remediate_action_budget",
+              "action_budget_window": "remediate_action_budget_window", "flap_count": "remediate_flap_count",
+              "flap_window": "remediate_flap_window", "canary_size": "remediate_canary_size",
+              "notify_remind": "remediate_notify_remind",
               "plan_wait": "remediate_plan_wait", "plan_share_ttl": "remediate_plan_share_ttl",
               "evidence_log_lines": "remediate_evidence_log_lines",
               "evidence_max_bytes": "remediate_evidence_max_bytes"}
@@ -234,7 +242,10 @@ class ActionModule(ActionBase):
         # Every input is checked before the host is touched (the health check included).
         for name, low in (("max_attempts", 1), ("max_commands", 1), ("memory_max", 1), ("output_max", 0),
                           ("command_timeout", 1), ("settle", 0), ("plan_wait", 0), ("plan_share_ttl", 1),
-                          ("evidence_log_lines", 0), ("evidence_max_bytes", 200)):
+                          ("evidence_log_lines", 0), ("evidence_max_bytes", 200), ("confirm_attempts", 0),
+                          ("confirm_interval", 0), ("confirm_max_seconds", 0), ("action_budget", 0),
+                          ("action_budget_window", 1), ("flap_count", 0), ("flap_window", 1), ("canary_size", 0),
+                          ("notify_remind", 0)):
             if args[name] < low:
                 raise AnsibleActionFail(f"{_NAME}: bad input: {name} must be at least {low}, got {args[name]}"
                                         f"{_role_var(name, args[name])}")
@@ -289,6 +300,9 @@ class ActionModule(ActionBase):
         self._unreachable = False
         self._run = run_token()
         self._journal = journal_mod.Journal(os.path.join(args["artifacts_dir"], "journal"), self._host)
+        self._limits = safeguards.Limits(args["action_budget"], args["action_budget_window"], args["flap_count"],
+                                         args["flap_window"])
+        self._clear_holds(args["clear_holds"])
         self._lease = self._file_lease = Lease(
             _lease_dir(args["lease_dir"]), target_key(task_vars),
             owner=f"{self._run}@{socket.gethostname()} ({self._host})",
@@ -321,8 +335,9 @@ class ActionModule(ActionBase):
         # The report callback reads the outcomes as a custom stat (what set_stats would record).
         result["ansible_stats"] = {"data": {"sentinel_remediation": outcomes}, "per_host": True, "aggregate": True}
         waiting = self._routes.get("waiting_approval") if self._routes else None
-        result["notify"] = any(o["state"] == "escalated" or (o["state"] == "waiting_approval" and bool(waiting))
-                               for o in outcomes)
+        self._dedup_notices(outcomes)
+        result["notify"] = any((o["state"] in ("escalated", "degraded") and not o.get("repeat_notice"))
+                               or (o["state"] == "waiting_approval" and bool(waiting)) for o in outcomes)
         new_facts = {}
         if self._memory_changed:
             new_facts["sentinel_memory"] = self._memory
@@ -355,6 +370,9 @@ class ActionModule(ActionBase):
                        "evidence": not args["monitor_only"],
                        "evidence_log_lines": args["evidence_log_lines"],
                        "evidence_max_bytes": args["evidence_max_bytes"]}
+        if services is None:  # the pass's first look: a failure counts once it is confirmed
+            module_args.update(confirm_attempts=args["confirm_attempts"], confirm_interval=args["confirm_interval"],
+                               confirm_max_seconds=args["confirm_max_seconds"])
         if ahead:
             module_args.update(
                 remembered=[{"service": name, "signature": signature,
@@ -401,18 +419,28 @@ class ActionModule(ActionBase):
                 outcomes.append(engine.service_outcome(name, "unreachable", "host unreachable earlier in this run"))
                 continue
             if row.get("healthy"):
-                reason = ""
+                reason = safeguards.recovered_reason(row)
                 if interrupted:
                     reason = (f"an attempt interrupted in run {interrupted.get('run')} is accounted for: "
                               "the service is healthy now")
                     self._close(name, "healthy", reason)
                 elif not self._check_mode:
-                    reason = self._recover_episode(name, definition)
+                    reason = self._recover_episode(name, definition) or reason
                 outcomes.append(engine.service_outcome(name, "healthy", reason))
+                outcomes[-1]["safeguards"] = safeguards.guards(row, outcomes[-1])
                 continue
             error = str(row.get("error") or row.get("msg") or "health check failed")
             if self._args["monitor_only"]:
                 outcomes.append(engine.service_outcome(name, "failed", f"{error} (not remediated: monitoring only)"))
+                continue
+            if row.get("degraded"):
+                outcomes.append(engine.service_outcome(name, "degraded", safeguards.degraded_reason(row)))
+                outcomes[-1]["safeguards"] = safeguards.guards(row, outcomes[-1])
+                self._close(name, "degraded", outcomes[-1]["reason"])
+                continue
+            held = self._held(name)
+            if held is not None:
+                outcomes.append(held)
                 continue
             if not self._check_mode:
                 try:
@@ -431,6 +459,9 @@ class ActionModule(ActionBase):
             self._close(name, incident.state, incident.reason)
             incidents.append(incident)
             outcomes.append(engine.outcome(incident))
+            outcomes[-1]["safeguards"] = safeguards.guards(
+                row, outcomes[-1], [r for a in incident.attempts for c in a.commands for r in c.reasons],
+                [n for a in incident.attempts for n in a.notes])
             states[name] = incident.state
         order = {name: index for index, name in enumerate(definitions)}
         outcomes.sort(key=lambda o: order.get(o["service"], len(order)))
@@ -468,7 +499,7 @@ class ActionModule(ActionBase):
         health round trip (its plan and the host's record), taken as attempt 1."""
         args = self._args
         while incident.state == "open":
-            checked_with, scope = evidence, None
+            checked_with, scope, rollout = evidence, None, None
             attempt = engine.Attempt(number=len(incident.attempts) + 1, started=_now())
             error = incident.current_error
             attempt.signature = failure_signature(incident.service, error, evidence, self._hostnames)
@@ -493,6 +524,7 @@ class ActionModule(ActionBase):
             else:
                 scope = self._scope(definition, evidence)
                 planned = self._plan(incident, attempt, definition, error, evidence, tools, scope)
+                rollout = planned.get("rollout_key")
                 checked = self._check_here(planned, tools, scope)
                 limited = engine.start_limited_unit(evidence)
                 where = engine.reset_before_start(checked, limited)
@@ -503,6 +535,7 @@ class ActionModule(ActionBase):
                     commands.insert(where, {"command": f"systemctl reset-failed {limited}", "source": "engine"})
                     planned = dict(planned, commands=commands)
                     checked = self._check_here(planned, tools, scope)
+                checked = safeguards.weigh_restart_cost(checked, definition, evidence)
                 attempt.refused = list(planned.get("dropped") or []) + [c for c in checked if c["verdict"] == "reject"]
                 attempt.source = planned.get("source") or "none"
                 attempt.diagnosis = planned.get("diagnosis") or ""
@@ -554,7 +587,13 @@ class ActionModule(ActionBase):
                 after = self._ran_ahead(incident, attempt, ahead["record"], evidence)
                 ahead = None
             else:
+                canary = self._canary(incident, attempt, rollout)
+                if incident.state != "open":
+                    break
                 after = self._execute(incident, attempt, definition, checked, checked_with)
+                if canary is not None:
+                    canary.record(self._host, attempt.healthy and incident.state == "open",
+                                  attempt.error_after or incident.reason)
             if incident.state != "open":
                 break
             self._remember(incident, attempt, evidence, definition)
@@ -563,6 +602,29 @@ class ActionModule(ActionBase):
             if incident.state == "escalated":
                 incident.reason = engine.escalation_reason(incident)
         incident.finished = _now()
+
+    def _canary(self, incident, attempt, key: str | None) -> Rollout | None:
+        """Canary, then the fleet (canary.py): the rollout this host is a canary of (it records its
+        verified outcome), or None. A later host waits for the canaries; when one did not heal, or
+        none reported in time, the incident escalates here with that evidence and nothing runs."""
+        size = self._args["canary_size"]
+        if not key or not size or self._check_mode:
+            return None
+        args = self._args
+        rollout = Rollout(self._plans().dir, key, size,
+                          wait=args["max_commands"] * args["command_timeout"] + args["settle"] + 60)
+        verdict = rollout.verdict(self._host)
+        if verdict.canary:
+            attempt.notes.append(f"canary: the first host{'s' if size > 1 else ''} to run this shared plan")
+            return rollout
+        if verdict.action == "go":
+            attempt.notes.append(f"after the canary: {verdict.detail}")
+            return None
+        attempt.finished = _now()
+        for command in attempt.commands:
+            command.skipped, command.reason = True, f"not run: {verdict.detail}"
+        incident.state, incident.reason = "escalated", f"rollout stopped: {verdict.detail}; this host ran nothing"
+        return None
 
     def _escalation_note(self, attempt: engine.Attempt) -> str:
         if attempt.source == "none":
@@ -598,6 +660,59 @@ class ActionModule(ActionBase):
                                         stderr=reason, source=str(record.get("source") or "unknown"),
                                         effects=[str(e) for e in c.get("effects") or []])
                       for c in record.get("commands") or [] if isinstance(c, Mapping)])
+
+    def _held(self, name: str) -> dict | None:
+        """The outcome of a service past its budget or flapping (safeguards.hold): escalated once,
+        when this pass decides it (a ``held`` record in the journal), then ``held`` until cleared."""
+        found = safeguards.hold(self._records(), name, time.time(), self._limits)
+        if found is None:
+            return None
+        reason = safeguards.held_reason(found, self._host, name)
+        state = "held"
+        if found.new and not self._check_mode:
+            state = "escalated"
+            try:
+                self._journal.append({"kind": "held", "run": self._run, "host": self._host, "service": name,
+                                      "reason": found.reason})
+            except journal_mod.JournalError as exc:
+                display.warning(f"{_NAME}: {exc}")
+        outcome = engine.service_outcome(name, state, reason)
+        outcome["safeguards"] = ["held"]
+        return outcome
+
+    def _dedup_notices(self, outcomes: list[dict]) -> None:
+        """An escalation already notified, unchanged and within notify_remind seconds, is marked
+        ``repeat_notice`` (the notifications skip it); a new or changed one is journaled as notified."""
+        if self._check_mode:
+            return
+        self.__dict__.pop("_journal_records", None)  # this run's own records count
+        for outcome in outcomes:
+            if outcome["state"] not in ("escalated", "degraded"):
+                continue
+            key = safeguards.notice_key(outcome)
+            if safeguards.repeated_notice(self._records(), outcome["service"], key, time.time(),
+                                          self._args["notify_remind"]):
+                outcome["repeat_notice"] = True
+                continue
+            try:
+                self._journal.append({"kind": "notified", "run": self._run, "host": self._host,
+                                      "service": outcome["service"], "key": key})
+            except journal_mod.JournalError as exc:
+                display.warning(f"{_NAME}: {exc}")
+
+    def _clear_holds(self, names) -> None:
+        """A human's word that held services may be acted on again (remediate_clear_holds)."""
+        if self._check_mode or not names:
+            return
+        wanted = list(self._defs) if "all" in names else [str(n) for n in names]
+        for name in wanted:
+            if safeguards.is_held(self._records(), name):
+                try:
+                    self._journal.append({"kind": "cleared", "run": self._run, "host": self._host, "service": name,
+                                          "by": "remediate_clear_holds"})
+                except journal_mod.JournalError as exc:
+                    raise AnsibleActionFail(f"{_NAME}: cannot clear the hold of {name}: {exc}") from None
+                self.__dict__.pop("_journal_records", None)
 
     def _close(self, service: str, state: str, reason: str) -> None:
         if self._check_mode:
@@ -762,7 +877,7 @@ class ActionModule(ActionBase):
             return out
 
         plan, how = self._get_or_make(key, make)
-        plan = dict(plan)
+        plan = dict(plan, rollout_key=key)
         plan["llm_used"] = plan.get("llm") if how != "shared" else {
             k: v for k, v in (plan.get("llm") or {}).items() if k not in ("calls", "prompt_tokens",
                                                                           "completion_tokens")}
@@ -1016,8 +1131,9 @@ class ActionModule(ActionBase):
         for name, definition in self._defs.items():
             prefix = signature_prefix(name)
             signatures = [sig for sig in list(own) + [s for s in index if s not in own] if sig.startswith(prefix)]
-            if not signatures or self._interrupted(name):
-                continue
+            if not signatures or self._interrupted(name) \
+                    or safeguards.hold(self._records(), name, time.time(), self._limits) is not None:
+                continue  # a held service gets no fix ahead either: nothing runs for it
             scope = self._scope(definition, {})
             for signature in signatures[:AHEAD_PER_SERVICE]:
                 successes, failed = self._memory_plans(signature, own.get(signature) or {})
@@ -1028,7 +1144,8 @@ class ActionModule(ActionBase):
                     if len(texts) > args["max_commands"] or any(PLACEHOLDER.search(t) for t in texts):
                         break  # the planner would take it, changed: not sent ahead
                     loaded = loaded or policy_mod.load_policy(self._host_policy({}))
-                    verdicts = policy_mod.classify_many(texts, loaded, scope=scope)
+                    verdicts = safeguards.weigh_restart_cost(policy_mod.classify_many(texts, loaded, scope=scope),
+                                                             definition)
                     if any(v["verdict"] == "reject" for v in verdicts):
                         continue  # the planner skips a plan the policy refuses
                     # (the host's kernel is not known yet: only plans that can be confined anywhere go ahead)

@@ -246,6 +246,31 @@ options:
     type: list
     elements: str
     default: []
+  stateful:
+    description:
+      - What a restart costs. V(true) for a service that holds state a restart loses or must
+        recover (a database, a queue) - its connections and transactions in flight, minutes of
+        crash recovery. The fallback restart never runs for it, and any plan that restarts,
+        stops or signals it waits for a human's approval, whatever the policy's verdict.
+    type: bool
+    default: false
+  confirm_attempts:
+    description:
+      - How many times a failing check is checked again before the failure counts and an
+        incident opens; unset takes the run's O(sentinel.remediation.heal#module:confirm_attempts). V(0) acts on one failure.
+    type: int
+  confirm_interval:
+    description:
+      - Seconds between those re-checks; unset takes the run's O(sentinel.remediation.heal#module:confirm_interval).
+    type: int
+  on_timeout:
+    description:
+      - What a check that did not answer within its timeout, while the service's processes run,
+        means. V(escalate) (the default) reports the service V(degraded) (slow, alive) and asks a
+        human; V(remediate) treats it as down and heals it.
+    type: str
+    choices: [escalate, remediate]
+    default: escalate
 """
 
     # A list of service definitions (service_health's one-round-trip form).
@@ -419,6 +444,31 @@ options:
         type: list
         elements: str
         default: []
+      stateful:
+        description:
+          - What a restart costs. V(true) for a service that holds state a restart loses or must
+            recover (a database, a queue) - its connections and transactions in flight, minutes of
+            crash recovery. The fallback restart never runs for it, and any plan that restarts,
+            stops or signals it waits for a human's approval, whatever the policy's verdict.
+        type: bool
+        default: false
+      confirm_attempts:
+        description:
+          - How many times a failing check is checked again before the failure counts and an
+            incident opens; unset takes the run's O(sentinel.remediation.heal#module:confirm_attempts). V(0) acts on one failure.
+        type: int
+      confirm_interval:
+        description:
+          - Seconds between those re-checks; unset takes the run's O(sentinel.remediation.heal#module:confirm_interval).
+        type: int
+      on_timeout:
+        description:
+          - What a check that did not answer within its timeout, while the service's processes run,
+            means. V(escalate) (the default) reports the service V(degraded) (slow, alive) and asks a
+            human; V(remediate) treats it as down and heals it.
+        type: str
+        choices: [escalate, remediate]
+        default: escalate
 """
 
     # The service a plan verifies (execute_plan).
@@ -592,6 +642,31 @@ options:
         type: list
         elements: str
         default: []
+      stateful:
+        description:
+          - What a restart costs. V(true) for a service that holds state a restart loses or must
+            recover (a database, a queue) - its connections and transactions in flight, minutes of
+            crash recovery. The fallback restart never runs for it, and any plan that restarts,
+            stops or signals it waits for a human's approval, whatever the policy's verdict.
+        type: bool
+        default: false
+      confirm_attempts:
+        description:
+          - How many times a failing check is checked again before the failure counts and an
+            incident opens; unset takes the run's O(sentinel.remediation.heal#module:confirm_attempts). V(0) acts on one failure.
+        type: int
+      confirm_interval:
+        description:
+          - Seconds between those re-checks; unset takes the run's O(sentinel.remediation.heal#module:confirm_interval).
+        type: int
+      on_timeout:
+        description:
+          - What a check that did not answer within its timeout, while the service's processes run,
+            means. V(escalate) (the default) reports the service V(degraded) (slow, alive) and asks a
+            human; V(remediate) treats it as down and heals it.
+        type: str
+        choices: [escalate, remediate]
+        default: escalate
 """
 
     # The watched services a verified service depends on (execute_plan).
@@ -770,4 +845,29 @@ options:
         type: list
         elements: str
         default: []
+      stateful:
+        description:
+          - What a restart costs. V(true) for a service that holds state a restart loses or must
+            recover (a database, a queue) - its connections and transactions in flight, minutes of
+            crash recovery. The fallback restart never runs for it, and any plan that restarts,
+            stops or signals it waits for a human's approval, whatever the policy's verdict.
+        type: bool
+        default: false
+      confirm_attempts:
+        description:
+          - How many times a failing check is checked again before the failure counts and an
+            incident opens; unset takes the run's O(sentinel.remediation.heal#module:confirm_attempts). V(0) acts on one failure.
+        type: int
+      confirm_interval:
+        description:
+          - Seconds between those re-checks; unset takes the run's O(sentinel.remediation.heal#module:confirm_interval).
+        type: int
+      on_timeout:
+        description:
+          - What a check that did not answer within its timeout, while the service's processes run,
+            means. V(escalate) (the default) reports the service V(degraded) (slow, alive) and asks a
+            human; V(remediate) treats it as down and heals it.
+        type: str
+        choices: [escalate, remediate]
+        default: escalate
 """

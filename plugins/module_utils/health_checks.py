@@ -11,6 +11,7 @@ only, Python 3.9 compatible.
 from __future__ import annotations
 
 import re
+import socket
 import time
 
 from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe
@@ -19,6 +20,8 @@ from ansible_collections.sentinel.remediation.plugins.module_utils.redact import
 DETAIL_LIMIT = 300
 # Debian's LSB init functions decorate messages ("... failed!", "... done.") when not on a tty.
 _LSB_SUFFIX = re.compile(r"(\s*\.\.\.\s*(failed!|done\.|ok\.?)?)?\.?\s*$", re.IGNORECASE)
+# socket.timeout is TimeoutError from Python 3.10 on, an OSError of its own before.
+_TIMEOUTS = (TimeoutError, socket.timeout)
 UNIT_STATE_KEYS = ("LoadState", "ActiveState", "SubState", "Result", "UnitFileState")
 
 
@@ -57,6 +60,11 @@ def describe_unit_state(unit: str, props: dict) -> str:
     return "%s is %s%s" % (unit, state, (" (%s)" % "; ".join(extra)) if extra else "")
 
 
+def _timed_out(rc: int, err: str) -> bool:
+    """host_probe.run_argv gave up waiting (rc 124 with its own words), not the program's answer."""
+    return rc == 124 and "timed out after" in (err or "")
+
+
 def _check_service(defn: dict, check: dict) -> tuple:
     init = host_probe.detect_init()
     if init == "systemd":
@@ -82,7 +90,7 @@ def _check_service(defn: dict, check: dict) -> tuple:
     rc, out, err = host_probe.run_argv(argv, timeout=check["timeout"])
     said = host_probe.last_line(out) or host_probe.last_line(err) or "no output"
     said = _LSB_SUFFIX.sub("", said) or said  # "nginx is not running ... failed!" -> the words that matter
-    return rc == 0, "%s: %s (rc %d)" % (" ".join(argv), said, rc)
+    return rc == 0, "%s: %s (rc %d)" % (" ".join(argv), said, rc), _timed_out(rc, err)
 
 
 def _check_process(defn: dict, check: dict) -> tuple:
@@ -150,9 +158,10 @@ def _check_http(defn: dict, check: dict) -> tuple:
     except HTTPError as exc:
         status = exc.code
     except URLError as exc:
-        return False, "GET %s failed: %s" % (url, getattr(exc, "reason", exc))
+        reason = getattr(exc, "reason", exc)
+        return False, "GET %s failed: %s" % (url, reason), isinstance(reason, _TIMEOUTS)
     except Exception as exc:  # socket.timeout, ConnectionResetError, http.client errors
-        return False, "GET %s failed: %s" % (url, str(exc) or type(exc).__name__)
+        return False, "GET %s failed: %s" % (url, str(exc) or type(exc).__name__), isinstance(exc, _TIMEOUTS)
     if status == expected:
         return True, "GET %s returned %d" % (url, status)
     return False, "GET %s returned %d, expected %d" % (url, status, expected)
@@ -166,7 +175,7 @@ def _check_command(defn: dict, check: dict) -> tuple:
         shown = "%s ... (%d arguments)" % (" ".join(argv[:2])[:80], len(argv))
     if rc != expected:
         said = host_probe.last_line(err) or host_probe.last_line(out) or "no output"
-        return False, "%s exited %d, expected %d: %s" % (shown, rc, expected, said)
+        return False, "%s exited %d, expected %d: %s" % (shown, rc, expected, said), _timed_out(rc, err)
     if indicator and indicator not in out:
         return False, "%s output lacks %r: %s" % (shown, indicator, host_probe.last_line(out) or "no output")
     return True, "%s exited %d%s" % (shown, rc, (" with %r in its output" % indicator) if indicator else "")
@@ -190,11 +199,13 @@ def run_checks(defn: dict, default_timeout: int) -> list:
         check = dict(check)
         if not check.get("timeout"):
             check["timeout"] = default_timeout
-        ok, detail = CHECKS[check["type"]](defn, check)
-        detail = redact_text(detail)
+        answer = CHECKS[check["type"]](defn, check)
+        ok, detail = answer[0], redact_text(answer[1])
         if len(detail) > DETAIL_LIMIT:
             detail = detail[:DETAIL_LIMIT - 3] + "..."
         results.append({"type": check["type"], "ok": bool(ok), "detail": detail})
+        if not ok and len(answer) > 2 and answer[2]:
+            results[-1]["timed_out"] = True  # no answer within its timeout: slow, or frozen
     return results
 
 
@@ -202,7 +213,21 @@ def service_health(defn: dict, default_timeout: int) -> dict:
     """``{"healthy", "error", "checks"}`` of one resolved service definition."""
     results = run_checks(defn, default_timeout)
     failing = [r for r in results if not r["ok"]]
-    return {"healthy": not failing, "error": failing[0]["detail"] if failing else "", "checks": results}
+    out = {"healthy": not failing, "error": failing[0]["detail"] if failing else "", "checks": results}
+    if failing and all(r.get("timed_out") for r in failing):
+        out["timed_out"] = True  # every failing check went unanswered; none said "down"
+    return out
+
+
+def processes_stopped(defn: dict) -> bool:
+    """Every process of the service is stopped (SIGSTOP, state T): frozen, not slow. False
+    when none runs (that is "down", which the checks say)."""
+    names = set(defn.get("processes") or [defn["name"]])
+    skip = host_probe.own_lineage()
+    found = [p for p in host_probe.processes() if p["pid"] not in skip and names & host_probe.process_names(p)]
+    if not found:
+        return False
+    return all((host_probe.read_stat(p["pid"]) or {}).get("state") in ("T", "t") for p in found)
 
 
 def settle_health(defn: dict, default_timeout: int, settle: float, interval: float = 1.0,

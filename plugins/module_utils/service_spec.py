@@ -51,6 +51,13 @@ DEFINITION_KEYS = dict(
     pid_files=dict(type="list", elements="path", default=[]),
     depends_on=dict(type="list", elements="str", default=[]),
 )
+# How sure a failure must be, and what a restart costs: not lists, so resolve() keeps them as given.
+SAFEGUARD_KEYS = dict(
+    stateful=dict(type="bool", default=False),
+    confirm_attempts=dict(type="int"),
+    confirm_interval=dict(type="int"),
+    on_timeout=dict(type="str", choices=["escalate", "remediate"], default="escalate"),
+)
 
 
 def checks_spec() -> dict:
@@ -61,6 +68,7 @@ def definition_spec(name_required: bool = True) -> dict:
     """Options of one service definition: ``name``, ``checks`` and the keys of C1."""
     options = dict(name=dict(type="str", required=name_required), checks=checks_spec())
     options.update(DEFINITION_KEYS)
+    options.update(SAFEGUARD_KEYS)
     return options
 
 
@@ -86,6 +94,9 @@ def resolve(raw: dict) -> dict:
     for key in DEFINITION_KEYS:
         value = raw.get(key)
         defn[key] = value if key == "user" else _list(value)
+    for key, spec in SAFEGUARD_KEYS.items():
+        value = raw.get(key)
+        defn[key] = spec.get("default") if value is None else value
     if not defn["units"]:
         defn["units"] = [name if name.endswith(_UNIT_SUFFIXES) else name + ".service"]
     if not raw.get("log_paths"):
@@ -144,6 +155,11 @@ def validate(defn: dict) -> None:
         relative = [p for p in defn[key] if not p.startswith("/")]
         if relative:
             raise DefinitionError("%s: %s must be absolute paths, got %s" % (name, key, relative))
+    for key in ("confirm_attempts", "confirm_interval"):
+        if defn[key] is not None and int(defn[key]) < 0:
+            raise DefinitionError("%s: %s must not be negative, got %s" % (name, key, defn[key]))
+    if defn["on_timeout"] not in ("escalate", "remediate"):
+        raise DefinitionError("%s: on_timeout must be escalate or remediate, got %r" % (name, defn["on_timeout"]))
     if defn["config_test"] and not defn["config_test"][0]:
         raise DefinitionError("%s: config_test must start with a program name" % name)
 

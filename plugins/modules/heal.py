@@ -155,6 +155,71 @@ options:
     description: Seconds the verification keeps re-checking a service that is starting.
     type: int
     default: 5
+  confirm_attempts:
+    description:
+      - Confirmed failures only - how many times a failing service is checked again, on the host
+        and in the same round trip, before an incident opens (a service's own C(confirm_attempts)
+        wins). A service that passes a re-check recovered by itself and nothing acts on it; V(0)
+        acts on one failed check.
+      - The default, 2 (a failure seen three times in a row), is Kubernetes' C(failureThreshold)
+        and Nagios' C(max_check_attempts) default of 3.
+    type: int
+    default: 2
+  confirm_interval:
+    description:
+      - Seconds between those re-checks (a service's own C(confirm_interval) wins). The default, 2,
+        outlasts a restart in progress or a short stall and adds about 4 s to a host with a
+        failing service; set it per service for longer stalls (a database checkpoint).
+    type: int
+    default: 2
+  confirm_max_seconds:
+    description: No re-check starts later than this many seconds after the host's first check (the round trip stays bounded).
+    type: int
+    default: 30
+  action_budget:
+    description:
+      - At most this many attempts per host and service in O(action_budget_window) seconds (counted in
+        the incident journal, across runs). Past it, the service is escalated once and left alone,
+        pass after pass, until a human clears it (O(clear_holds)). V(0) sets no budget.
+    type: int
+    default: 6
+  action_budget_window:
+    description: Seconds of the O(action_budget) window.
+    type: int
+    default: 3600
+  flap_count:
+    description:
+      - A service healed this many times in O(flap_window) seconds that fails again is flapping - it is
+        escalated once and left alone until a human clears it. V(0) turns flap detection off.
+    type: int
+    default: 3
+  flap_window:
+    description: Seconds of the O(flap_count) window.
+    type: int
+    default: 3600
+  canary_size:
+    description:
+      - Canary, then the fleet - the first this many hosts of a run that are about to run one shared plan (one
+        failure signature) run it first and are verified; the other hosts with that plan wait for them (at most
+        max_commands x command_timeout + settle + 60 s), run it when every canary healed, and run nothing
+        and escalate with the canary's evidence when one did not (or none reported). V(0) runs every host at once.
+    type: int
+    default: 1
+  notify_remind:
+    description:
+      - An escalation of a service that was notified before, with the same state, signature and reason, is not
+        notified again for this many seconds (notify on change, remind on an interval; Alertmanager's
+        C(repeat_interval) default). RV(notify) leaves it out and the outcome carries C(repeat_notice). V(0)
+        notifies every escalation of every run.
+    type: int
+    default: 14400
+  clear_holds:
+    description:
+      - Services (names, or V(all)) whose hold (budget spent, flapping) a human clears on this run - they
+        are acted on again.
+    type: list
+    elements: str
+    default: []
   plan_wait:
     description:
       - Seconds a host waits for another host planning the same failure before planning alone.

@@ -152,6 +152,20 @@ options:
     description: Seconds a service is given to become healthy after a remembered fix ran.
     type: int
     default: 5
+  confirm_attempts:
+    description:
+      - With O(services), how many times a failing service is checked again before its failure
+        counts (a service's own O(services[].confirm_attempts) wins). V(0) takes one failure as it is.
+    type: int
+    default: 0
+  confirm_interval:
+    description: Seconds between those re-checks (a service's own O(services[].confirm_interval) wins).
+    type: int
+    default: 2
+  confirm_max_seconds:
+    description: No re-check starts later than this many seconds after the first check of the call.
+    type: int
+    default: 30
 seealso:
   - module: sentinel.remediation.evidence
   - module: sentinel.remediation.execute_plan
@@ -299,6 +313,28 @@ services:
       elements: str
       returned: when the service fails and a service it depends on fails too
       sample: [postgresql]
+    confirmation:
+      description:
+        - How a failure was confirmed (O(confirm_attempts)) - V(checks) (how many times the
+          service was checked), V(seconds) (from the first check to the last), V(first_error) (what
+          the first check said) and V(recovered) (a re-check passed - the service is healthy now).
+      type: dict
+      returned: when the first check of the service failed
+      sample: {"checks": 3, "seconds": 4.2, "first_error": "pg_isready exited 2", "recovered": true}
+    timed_out:
+      description: Every failing check went unanswered within its timeout (none said the service is down).
+      type: bool
+      returned: when so
+    degraded:
+      description:
+        - The service is slow, not down - its failing checks timed out while its processes run,
+          and its O(services[].on_timeout) is V(escalate). No remembered fix runs for it.
+      type: bool
+      returned: when so
+    frozen:
+      description: Its failing checks timed out and every process of the service is stopped (SIGSTOP).
+      type: bool
+      returned: when so
     remembered:
       description:
         - What became of the O(remembered) fixes for this failing service. V(signature) is the
@@ -334,6 +370,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.sentinel.remediation.plugins.module_utils import (
+    failure_confirmation,
     health_checks,
     host_probe,
     landlock,
@@ -370,6 +407,9 @@ def argument_spec() -> dict:
         command_timeout=dict(type="int", default=60),
         output_max=dict(type="int", default=2000),
         settle=dict(type="int", default=5),
+        confirm_attempts=dict(type="int", default=0),
+        confirm_interval=dict(type="int", default=2),
+        confirm_max_seconds=dict(type="int", default=30),
     )
 
 
@@ -393,6 +433,9 @@ def check_services(definitions: list, params: dict) -> dict:
     for defn in definitions:
         health = health_checks.service_health(defn, params["timeout"])
         results.append(dict(name=defn["name"], **health))
+    failure_confirmation.confirm(definitions, results, lambda d: health_checks.service_health(d, params["timeout"]),
+                                 params)
+    failure_confirmation.classify_timeouts(definitions, results, health_checks.processes_stopped)
     failing = set(r["name"] for r in results if not r["healthy"])
     by_name = dict((r["name"], r) for r in results)
     given_evidence = 0
@@ -439,7 +482,8 @@ def run_remembered(definitions: list, results: list, params: dict) -> None:
     invoker = None
     for defn, result in zip(definitions, results):
         mine = fixes.get(defn["name"])
-        if result["healthy"] or not mine or result.get("blocked_by") or "evidence" not in result:
+        if result["healthy"] or not mine or result.get("blocked_by") or result.get("degraded") \
+                or "evidence" not in result:
             continue
         error = str(result.get("error") or result.get("msg") or "health check failed")
         # The evidence as the caller will read it (JSON types), so both compute one signature.
@@ -481,6 +525,9 @@ def main() -> None:
     for key in ("timeout", "evidence_max_services", "command_timeout"):
         if params[key] <= 0:
             module.fail_json(msg="%s must be positive, got %d" % (key, params[key]), **empty)
+    for key in ("confirm_attempts", "confirm_interval", "confirm_max_seconds"):
+        if params[key] < 0:
+            module.fail_json(msg="%s must not be negative, got %d" % (key, params[key]), **empty)
     if params["evidence_max_bytes"] < 200:
         module.fail_json(msg="evidence_max_bytes must be at least 200, got %d" % params["evidence_max_bytes"], **empty)
     if params["output_max"] < 100 or params["settle"] < 0:

@@ -86,8 +86,12 @@ _SETTING = {"webhook": "remediate_webhook_url", "slack": "remediate_notify_slack
 
 def route_key(outcome: Mapping) -> str:
     """The key an outcome is routed by: its escalation kind, ``waiting_approval``, or ``""``."""
+    if outcome.get("repeat_notice"):
+        return ""  # notified before, unchanged: the heal action reminds only after notify_remind
     if outcome.get("state") == "waiting_approval":
         return "waiting_approval"
+    if outcome.get("state") == "degraded":
+        return "needs_human"  # slow, not down: reported for a human, never restarted
     return escalation_of(outcome)
 
 

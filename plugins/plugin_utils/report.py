@@ -22,8 +22,11 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-STATES = ("healthy", "healed", "waiting_approval", "dry_run", "busy", "escalated", "failed", "unreachable")
-FAILING_STATES = ("escalated", "failed", "unreachable")
+STATES = ("healthy", "healed", "waiting_approval", "dry_run", "busy", "escalated", "degraded", "held", "failed",
+          "unreachable")
+FAILING_STATES = ("escalated", "degraded", "held", "failed", "unreachable")
+# What stopped the loop from acting, or made it wait (plugin_utils/safeguards.py GUARDS).
+SAFEGUARDS = ("recovered", "confirmed", "degraded", "restart_cost", "held", "canary", "rollout_stopped")
 # Why an escalated outcome needs a human (incident.escalation_kind); notifications route by it.
 ESCALATION_KINDS = ("refused", "needs_human", "llm_error", "exhausted", "rejected")
 _LLM_KEYS = ("calls", "prompt_tokens", "completion_tokens")
@@ -80,6 +83,8 @@ def normalise_outcome(host: str, outcome: Any) -> dict:
         "timeline": _dicts(outcome.get("timeline")),
         "recall": str(outcome.get("recall") or ""),
         "recalled": _recalled(outcome.get("recalled")),
+        "safeguards": [str(g) for g in outcome.get("safeguards") or [] if str(g) in SAFEGUARDS]
+        if isinstance(outcome.get("safeguards"), list) else [],
     }
 
 
@@ -347,6 +352,9 @@ def metric_families(report: Mapping) -> list[dict]:
              sum(1 for o in outcomes if o["service"] == svc and o["state"] == "escalated"
                  and (o.get("escalation") or "needs_human") == kind))
             for svc in services for kind in ESCALATION_KINDS])
+    family("safeguards", "Host/service outcomes of the last run on which a safeguard acted, by service and safeguard.",
+           [({"service": svc, "safeguard": g}, sum(1 for o in outcomes if o["service"] == svc and g in o.get("safeguards", ())))
+            for svc in services for g in SAFEGUARDS])
     family("attempts", "Remediation attempts made in the last run, by service.",
            [({"service": svc}, sum(o["attempts"] for o in outcomes if o["service"] == svc)) for svc in services])
     llm = report.get("llm") or {}

@@ -328,7 +328,9 @@ def test_a_controller_killed_at_each_phase_is_accounted_for_by_the_rerun(lab, tm
     cache, artifacts = tmp_path / "cache", tmp_path / "artifacts"
     two_step = plan("service nginx configtest", "service nginx start")
     with LLMServer(rules=[{"match": r"Service: nginx\b", "reply": two_step}], model=MODEL) as server:
-        killed = Run(tmp_path / "killed", inv, cache=cache, artifacts=artifacts, variables=llm_vars(server.url),
+        # No canary: the four hosts must run the shared plan at once to be held at four phases.
+        killed = Run(tmp_path / "killed", inv, cache=cache, artifacts=artifacts,
+                     variables=dict(llm_vars(server.url), remediate_canary_size=0),
                      env={"SENTINEL_TEST_PAUSE_DIR": str(pauses), "PYTHONPATH": str(PAUSE_HOOK)}).start()
         wait_for(lambda: all((pauses / f"{p}.reached").exists() for p in ("before_commands@lab01", "after_verify@lab04"))
                  and all(lab.exec(h, "test -e /tmp/sentinel-paused").ok for h in ("lab02", "lab03")),

@@ -80,3 +80,12 @@ def test_send_results_become_records_and_warnings():
     assert [r["status"] for r in records] == ["sent", "sent"] and not warnings
     records, _warnings = routing.summarise(notes, {"webhook": {"skipped": True, "skip_reason": "check mode"}, "slack": {}})
     assert [r["status"] for r in records] == ["skipped", "failed"]  # a notice with no result is never "sent"
+
+
+def test_an_escalation_notified_before_is_not_routed_again():
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils.notifications import route_key
+
+    outcome = {"state": "escalated", "escalation": "needs_human", "reason": "x"}
+    assert route_key(outcome) == "needs_human"
+    assert route_key(dict(outcome, repeat_notice=True)) == ""
+    assert route_key({"state": "degraded", "reason": "slow"}) == "needs_human"

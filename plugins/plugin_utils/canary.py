@@ -1,0 +1,112 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Canary, then the fleet: a shared plan runs on the first hosts of its signature, is verified
+there, and only then on the others.
+
+Ansible runs the heal action of every host in its own worker, in parallel (up to ``forks``).
+Hosts with one failure signature share one plan through the run's plan directory
+(``plan_share.py``); the same directory holds the plan's rollout: each host that is about to
+run the plan joins it, in arrival order. The first ``size`` hosts are the canaries: they run
+at once and record whether the plan healed them. A host that joins later waits (bounded) for
+every canary's verified outcome: all healed, it runs; one did not, it runs nothing and
+escalates with that canary's evidence; no word within the wait, it runs nothing either.
+
+A worker that waits holds one of the run's forks, but the canaries are already running (they
+joined first), so the wait always ends. This is a wave through the plan share rather than a
+play-level ``serial``: hosts with other failures never wait, and one pass still heals the
+fleet. The rollout is per run and per controller (a Redis plan share across controllers does
+not carry it).
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a host does with a shared plan: ``go`` (run it), ``stop`` (a canary did not heal),
+    ``timeout`` (no canary reported in time); ``canary`` when this host is one."""
+
+    action: str
+    canary: bool
+    detail: str = ""
+
+
+class Rollout:
+    """One plan's rollout in the run's plan directory: ``<dir>/rollout-<key>/``."""
+
+    def __init__(self, plans_dir: str, key: str, size: int, wait: float, poll: float = 0.2,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
+        self.dir = os.path.join(plans_dir, f"rollout-{key}")
+        self.size = int(size)
+        self.wait = float(wait)
+        self.poll = poll
+        self._sleep = sleep
+        self._clock = clock
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+
+    def _order(self) -> list[str]:
+        try:
+            with open(os.path.join(self.dir, "order.json"), encoding="utf-8") as handle:
+                data = json.load(handle)
+        except (OSError, ValueError):
+            return []
+        return [str(h) for h in data] if isinstance(data, list) else []
+
+    def join(self, host: str) -> int:
+        """This host's place in the rollout (0 first); the same place when it joins again."""
+        with open(os.path.join(self.dir, "order.lock"), "a", encoding="utf-8") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                order = self._order()
+                if host not in order:
+                    order.append(host)
+                    tmp = os.path.join(self.dir, f"order.json.{os.getpid()}.tmp")
+                    with open(tmp, "w", encoding="utf-8") as handle:
+                        json.dump(order, handle)
+                    os.replace(tmp, os.path.join(self.dir, "order.json"))
+                return order.index(host)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def record(self, host: str, healed: bool, evidence: str) -> None:
+        """A canary's verified outcome."""
+        path = os.path.join(self.dir, f"outcome-{self.join(host)}.json")
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump({"host": host, "healed": bool(healed), "evidence": str(evidence)[:500]}, handle)
+        os.replace(tmp, path)
+
+    def _outcome(self, place: int) -> dict | None:
+        try:
+            with open(os.path.join(self.dir, f"outcome-{place}.json"), encoding="utf-8") as handle:
+                data = json.load(handle)
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def verdict(self, host: str) -> Verdict:
+        """Join, then: a canary goes at once; a later host waits for the canaries' outcomes."""
+        place = self.join(host)
+        if place < self.size:
+            return Verdict("go", canary=True)
+        deadline = self._clock() + self.wait
+        while True:
+            outcomes = [self._outcome(i) for i in range(self.size)]
+            failed = next((o for o in outcomes if o is not None and not o.get("healed")), None)
+            if failed is not None:
+                return Verdict("stop", canary=False, detail=(
+                    f"the canary {failed.get('host')} ran this plan and it did not heal: "
+                    f"{failed.get('evidence') or 'still failing'}"))
+            if all(o is not None for o in outcomes):
+                healed = ", ".join(str(o.get("host")) for o in outcomes)
+                return Verdict("go", canary=False, detail=f"the canary {healed} healed with this plan")
+            if self._clock() >= deadline:
+                return Verdict("timeout", canary=False, detail=(
+                    f"no canary of this plan reported within {self.wait:g} s"))
+            self._sleep(self.poll)
