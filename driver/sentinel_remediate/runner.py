@@ -139,6 +139,10 @@ def resolve_hosts(project_dir: Path, inventory: Sequence[str], limit: str | None
     if limit:
         argv += ["--limit", limit]
     proc = subprocess.run(argv, cwd=project_dir, env=dict(env), capture_output=True, text=True, timeout=180, check=False)
+    unmatched = re.findall(r"Could not match supplied host pattern, ignoring: (\S+)", proc.stderr or "")
+    if limit and unmatched:
+        raise DriverError(f"--limit {limit}: {', '.join(dict.fromkeys(unmatched))} matches no host of the inventory; "
+                          "nothing was checked (fix the pattern, or leave that part out)")
     if proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip().splitlines()
         raise DriverError(f"cannot list the inventory's hosts: {detail[-1] if detail else 'exit ' + str(proc.returncode)}")

@@ -119,3 +119,26 @@ def test_run_check_is_ansible_check_mode_and_the_report_says_dry_run(tmp_path: P
     assert cli.main(base + ["--format", "text"]) == r.EXIT_OK
     assert marker.read_text() == "False"
     assert "DRY RUN" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("limit", ["nomatch", "localhost,nomatch"])
+def test_a_limit_part_that_matches_no_host_exits_2_with_the_pattern(tmp_path: Path, limit: str,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Wholly or partly empty, a --limit never passes for a pass that checked what was meant."""
+    from driver_support import stand_in_project
+
+    marker = tmp_path / "ran.txt"
+    project = stand_in_project(tmp_path / "project", tasks=f"""    - name: Leave a mark
+      ansible.builtin.copy:
+        content: ran
+        dest: {marker}
+        mode: "0600"
+""")
+    (project / "playbooks" / "demo.yml").rename(project / "playbooks" / "remediate.yml")
+    (project / "galaxy.yml").write_text("namespace: x\nname: y\nversion: 9.9.9\n")
+    argv = ["run", "-q", "--project-dir", str(project), "--state-dir", str(tmp_path / "state"),
+            "-i", str(project / "hosts.yml"), "--limit", limit]
+    assert cli.main(argv) == r.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "nomatch" in err and ("matches no host" in err or "no hosts" in err), err
+    assert not marker.exists()
