@@ -287,6 +287,7 @@ class ActionModule(ActionBase):
         self._pending = dict(pending) if isinstance(pending, Mapping) else {}
         self._pending_changed = False
         self._approved_by = ""
+        self._lease_lost = False
         self._share = None
         self._shared = None
         self._warnings = []
@@ -598,8 +599,18 @@ class ActionModule(ActionBase):
                                         effects=[str(e) for e in c.get("effects") or []])
                       for c in record.get("commands") or [] if isinstance(c, Mapping)])
 
-    def _close(self, service: str, state: str, reason: str) -> None:
+    def _lease_kept(self) -> bool:
+        """Whether this run still holds the host (True when the lease store cannot say)."""
         if self._check_mode:
+            return True
+        try:
+            return self._lease.holds()
+        except (LeaseUnavailable, OSError) as exc:
+            self._warnings.append(f"{_NAME}: could not check {self._host}'s lease after its commands: {exc}")
+            return True
+
+    def _close(self, service: str, state: str, reason: str) -> None:
+        if self._check_mode or self._lease_lost:
             return
         try:
             self._journal.append({"kind": "closed", "run": self._run, "host": self._host, "service": service,
@@ -986,6 +997,8 @@ class ActionModule(ActionBase):
                         if name in self._defs and name != definition.get("name")],
             "evidence_log_lines": args["evidence_log_lines"],
             "evidence_max_bytes": args["evidence_max_bytes"],
+            # The host's own lock for the commands' life: outlives this controller if it dies.
+            "holder": f"run {self._run} on {socket.gethostname()}, {incident.service} attempt {attempt.number}",
         }
         try:
             self._journal.append(dict(journal_mod.intent(self._run, incident.service, attempt.number, runnable,
@@ -1004,6 +1017,14 @@ class ActionModule(ActionBase):
                                       task_vars=self._vars)
         attempt.finished = _now()
         verify = result.get("verify") or {}
+        if not self._lease_kept():
+            # Another run took the host meanwhile (this controller was taken for dead): it
+            # accounts for this attempt; a late result must not close the incident again.
+            self._lease_lost = True
+            incident.state = "failed"
+            incident.reason = (f"this run lost {self._host}'s lease while attempt {attempt.number} ran; its result "
+                               "is not recorded (the run that holds the host now accounts for it)")
+            return evidence
         try:
             self._journal.append(dict(journal_mod.result(self._run, incident.service, attempt.number,
                                                          result.get("results") or [], verify.get("healthy"),
@@ -1026,6 +1047,11 @@ class ActionModule(ActionBase):
             self._unreachable = True
             for command in attempt.commands:
                 command.skipped, command.reason = True, "host unreachable: outcome unknown"
+            return evidence
+        if result.get("busy"):
+            incident.state, incident.reason = "busy", f"attempt {attempt.number} not run: {result.get('msg')}"
+            for command in attempt.commands:
+                command.skipped, command.reason = True, "not run: the host was running another plan's commands"
             return evidence
         if result.get("failed") and not result.get("results"):
             incident.state = "failed"
