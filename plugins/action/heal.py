@@ -883,7 +883,7 @@ class ActionModule(ActionBase):
             service = str((self._pending.get(approval_id) or {}).get("service") or "?")
             self._forget_pending(approval_id)
             if "has no pending file" in refused:
-                raise AnsibleActionFail(f"{_NAME}: {refused}")
+                raise AnsibleActionFail(f"{_NAME}: {approval_mod.used_note(None, approval_id) or refused}")
             if not self._check_mode:
                 approval_mod.retire(directory, approval_id, "refused")
             return [], [dict(engine.service_outcome(service, "escalated", f"plan {approval_id} refused: {refused}"),

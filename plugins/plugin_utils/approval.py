@@ -198,6 +198,21 @@ def policy_change(record: Mapping[str, Any], verdicts: Sequence[Mapping[str, Any
     return ""
 
 
+def used_note(directory: str | None, approval_id: str) -> str:
+    """``"plan <id> was already used (by ..., run ..., at ...)"`` when it was, else ``""``."""
+    path = os.path.join(state_dir(directory), "used", approval_id)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            who = json.load(handle)
+    except FileNotFoundError:
+        return ""
+    except (OSError, ValueError):
+        who = {}
+    who = who if isinstance(who, dict) else {}
+    return (f"plan {approval_id} was already used (by {who.get('by', '?')} in run {who.get('run', '?')} "
+            f"at {who.get('at', '?')}); nothing ran again")
+
+
 def claim(directory: str | None, approval_id: str, by: str, run: str) -> None:
     """Mark ``approval_id`` used, once: ``ApprovalRefused`` when it already was (by whom, when)."""
     used = os.path.join(state_dir(directory), "used")
@@ -208,13 +223,7 @@ def claim(directory: str | None, approval_id: str, by: str, run: str) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                who = json.load(handle)
-        except (OSError, ValueError):
-            who = {}
-        raise ApprovalRefused(f"plan {approval_id} was already used (by {who.get('by', '?')} in run "
-                              f"{who.get('run', '?')} at {who.get('at', '?')}); nothing ran again") from None
+        raise ApprovalRefused(used_note(directory, approval_id) or f"plan {approval_id} was already used") from None
     try:
         os.write(fd, json.dumps({"by": by, "run": run, "at": stamp}).encode("utf-8"))
         os.fsync(fd)

@@ -142,3 +142,10 @@ def test_a_pending_file_is_never_overwritten_and_is_retired_aside(tmp_path, key_
     assert not os.path.exists(path) and os.path.exists(os.path.join(pending, "used", f"{sealed['id']}.json"))
     with pytest.raises(approval.ApprovalRefused, match="has no pending file"):
         approval.read_pending(pending, sealed["id"])
+
+
+def test_a_used_approval_says_by_whom(tmp_path):
+    directory = str(tmp_path / "approval")
+    assert approval.used_note(directory, "0123456789abcdef") == ""
+    approval.claim(directory, "0123456789abcdef", "alice", "run-1")
+    assert "already used (by alice in run run-1 at " in approval.used_note(directory, "0123456789abcdef")
