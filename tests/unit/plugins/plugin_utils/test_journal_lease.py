@@ -166,3 +166,14 @@ def test_a_line_whose_checksum_does_not_match_is_not_a_record(tmp_path):
     with open(j.path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(legacy) + "\n")
     assert journal.interrupted(j.records(), "nginx") is None
+
+
+def test_a_run_knows_when_another_run_took_its_lease(tmp_path):
+    first = Lease(str(tmp_path), "docker://web1:", owner="run-1", ttl=60)
+    first.acquire(now=1000.0)
+    assert first.holds()
+    second = Lease(str(tmp_path), "docker://web1:", owner="run-2", ttl=60)
+    second.acquire(now=2000.0)          # the first lapsed: taken for dead
+    assert not first.holds() and second.holds()
+    first.release()                     # a late release leaves the new owner's lease alone
+    assert second.holds()
