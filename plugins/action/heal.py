@@ -879,6 +879,8 @@ class ActionModule(ActionBase):
             record = approval_mod.parse(raw, approval_mod.controller_key(), approval_id)
         except approval_mod.ApprovalRefused as exc:
             record, refused = None, str(exc)
+        except OSError as exc:
+            raise AnsibleActionFail(f"{_NAME}: plan {approval_id} not run: cannot read the approval key: {exc}") from None
         if record is None:
             service = str((self._pending.get(approval_id) or {}).get("service") or "?")
             self._forget_pending(approval_id)

@@ -188,7 +188,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 busy:
-  description: The host's remediation lock was held by another plan (RV(msg) says whose); nothing ran.
+  description: The host's remediation lock was held by another plan (the message says whose); nothing ran.
   returned: when the lock was held
   type: bool
   sample: true

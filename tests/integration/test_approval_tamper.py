@@ -181,14 +181,14 @@ def test_two_approvals_at_once_run_the_plan_once(broken, tmp_path):
     for n in (1, 2):
         report = tmp_path / f"report-{n}.json"
         env = dict(os.environ, **work.env(), SENTINEL_REPORT_JSON=str(report))
+        extravars = {"remediate_approve": approval_id, "remediate_artifacts_dir": str(work.artifacts_dir)}
         argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory),
-                str(PLAYBOOKS / "resume.yml"), "-e", json.dumps({"remediate_approve": approval_id,
-                                                               "remediate_artifacts_dir": str(work.artifacts_dir)})]
+                str(PLAYBOOKS / "resume.yml"), "-e", json.dumps(extravars)]
         procs.append((subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
                       report))
     results = []
     for proc, report in procs:
-        out, _ = proc.communicate(timeout=600)
+        out = proc.communicate(timeout=600)[0]
         outcomes = json.loads(report.read_text()).get("outcomes", []) if report.exists() else []
         results.append((proc.returncode, out, outcomes))
     healed = [r for r in results if any(o.get("state") == "healed" for o in r[2])]

@@ -122,8 +122,8 @@ def test_run_check_is_ansible_check_mode_and_the_report_says_dry_run(tmp_path: P
 
 
 @pytest.mark.parametrize("limit", ["nomatch", "localhost,nomatch"])
-def test_a_limit_part_that_matches_no_host_exits_2_with_the_pattern(tmp_path: Path, limit: str,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_limit_part_that_matches_no_host_exits_2_with_the_pattern(
+        tmp_path: Path, limit: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Wholly or partly empty, a --limit never passes for a pass that checked what was meant."""
     from driver_support import stand_in_project
 

@@ -107,7 +107,7 @@ def test_the_policy_change_check_compares_argv_and_privilege():
 
 
 def test_ids_are_unique():
-    assert len({approval.new_id() for _ in range(1000)}) == 1000
+    assert len({approval.new_id() for _n in range(1000)}) == 1000
     assert approval.ID_RE.match(approval.new_id())
 
 
