@@ -1,14 +1,15 @@
 """Plans waiting for a human: list, show, approve (runs resume.yml for exactly that plan), reject.
 
 The role writes each gated plan to ``<remediate_artifacts_dir>/pending/<id>.json``
-(``{id, host, service, signature, attempt, error, diagnosis, commands, plan_hash,
-requested, llm}``; each command is a policy verdict ``{command, verdict, reasons, argv,
+(``{id, host, target, service, signature, attempt, error, diagnosis, commands, plan_hash,
+requested, evidence_time, llm, format, mac}``, authenticated by the controller's key; each command is a policy verdict ``{command, verdict, reasons, argv,
 become, display, pids, effects, source}``). Commands are shown with the policy's ``display``
 (the whole argv, escaped, never cut) and never raw: a plan may hold text an LLM wrote. Whether
 a command runs as root is the policy's ``become``, shown next to it.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -42,12 +43,16 @@ def load_pending(approvals_dir: Path) -> list[dict]:
         return plans
     for path in sorted(directory.glob("*.json")):
         try:
-            plan = json.loads(path.read_text(encoding="utf-8"))
+            raw = path.read_bytes()
+            plan = json.loads(raw.decode("utf-8"))
             if not isinstance(plan, Mapping):
                 raise ValueError("not a JSON object")
             plan = dict(plan)
         except (OSError, ValueError) as exc:
             plan = {"id": path.stem, "error": f"unreadable plan file: {exc}", "commands": []}
+        else:
+            # What the approver is shown: approving passes it on, and a file changed since is refused.
+            plan["_digest"] = hashlib.sha256(raw).hexdigest()
         plan.setdefault("id", path.stem)
         plan["_path"] = str(path)
         plans.append(plan)
@@ -111,7 +116,8 @@ def render_show(plan: Mapping[str, Any]) -> str:
         f"signature  {printable(plan.get('signature', ''))}",
         f"error      {printable(plan.get('error', ''))}",
         f"diagnosis  {printable(plan.get('diagnosis', ''))}",
-        f"plan hash  {printable(plan.get('plan_hash', ''))}",
+        f"for        {printable(plan.get('target', '?'))}, evidence of {printable(plan.get('evidence_time', '?'))}",
+        f"file hash  {printable(plan.get('_digest', ''))} (approving runs this file only if it is unchanged)",
         "commands (as the policy displays them; approving runs exactly these, as argv, without a shell):",
     ]
     if plan.get("error") and not plan.get("commands"):

@@ -10,8 +10,10 @@ Exit codes (every command):
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
+import socket
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -380,10 +382,24 @@ def cmd_approvals(args: argparse.Namespace) -> int:
     options = _pass_options(args, state, kind=args.action, playbook="playbooks/resume.yml", hosts=[str(host)],
                             limit=str(host))
     options.extravars[decision] = str(plan["id"])
+    options.extravars["remediate_approved_by"] = approver()
+    if plan.get("_digest"):
+        options.extravars["remediate_approve_digest"] = str(plan["_digest"])
     if not options.inventory:
         # The plan was made against some inventory: reuse the one of the run that made it.
         options.inventory = list(reporting.origin_of_approval(state.artifacts, str(plan["id"])).get("inventory") or [])
     return _single_pass(args, state, options)
+
+
+def approver() -> str:
+    """Who approves from this terminal: the login user (through sudo, the one who ran sudo)."""
+    user = os.environ.get("SUDO_USER") or ""
+    if not user:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = f"uid {os.getuid()}"
+    return f"{user} (sentinel-remediate on {socket.gethostname()})"
 
 
 def cmd_report(args: argparse.Namespace) -> int:

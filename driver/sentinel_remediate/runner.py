@@ -168,6 +168,10 @@ def resolve_hosts(project_dir: Path, inventory: Sequence[str], limit: str | None
     if limit:
         argv += ["--limit", limit]
     proc = subprocess.run(argv, cwd=project_dir, env=dict(env), capture_output=True, text=True, timeout=180, check=False)
+    unmatched = re.findall(r"Could not match supplied host pattern, ignoring: (\S+)", proc.stderr or "")
+    if limit and unmatched:
+        raise DriverError(f"--limit {limit}: {', '.join(dict.fromkeys(unmatched))} matches no host of the inventory; "
+                          "nothing was checked (fix the pattern, or leave that part out)")
     if proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip().splitlines()
         raise DriverError(f"cannot list the inventory's hosts: {detail[-1] if detail else 'exit ' + str(proc.returncode)}")
@@ -234,6 +238,7 @@ class Progress:
     unreachable: set[str] = field(default_factory=set)
     failed_tasks: list[str] = field(default_factory=list)
     stats: dict = field(default_factory=dict)
+    on_outcome: Callable[[], None] | None = None   # called after each outcome lands
 
     def say(self, text: str) -> None:
         if self.out is not None:
@@ -294,6 +299,8 @@ class Progress:
     def _outcome(self, host: str, record: Any) -> None:
         outcome = reporting.normalise_outcome(host, record)
         self.outcomes.setdefault(host, []).append(record)
+        if self.on_outcome is not None:
+            self.on_outcome()
         if outcome["state"] != "healthy":
             self.say(reporting.outcome_line(outcome))
 
@@ -419,6 +426,20 @@ def run_pass(
             return result
 
         progress.say(f"{options.kind}: {options.playbook} on {', '.join(sorted(locks.held))}")
+
+        def provisional() -> None:
+            """The report so far, stored as each outcome lands: a pass killed midway (a killed
+            watch) leaves what it did on record, marked interrupted; the final report replaces it."""
+            partial = reporting.finish_report({
+                "outcomes": reporting.build_report(progress.outcomes, progress.unreachable)["outcomes"],
+                "run": dict(meta, status="interrupted", rc=None, partial=True,
+                            finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))})
+            try:
+                run_dir.mkdir(parents=True, exist_ok=True)
+                reporting.write_report(run_dir, partial)
+            except OSError as exc:
+                progress.say(f"cannot store the report so far: {exc}")
+        progress.on_outcome = provisional
         private = state.private / ident
         private.mkdir(parents=True, exist_ok=True, mode=0o700)
         kwargs: dict[str, Any] = dict(

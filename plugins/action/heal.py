@@ -8,6 +8,7 @@ moves data between the planner, the policy, the host (``execute_plan``) and the 
 from __future__ import annotations
 
 import datetime
+import getpass
 import hashlib
 import json
 import os
@@ -30,6 +31,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec impo
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import memory as memory_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import approval as approval_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import notifications as routing
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_policy_override import misread
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import state_dir
@@ -101,6 +103,14 @@ def _lease_dir(configured: str | None) -> str:
         return configured
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(cache, "sentinel-remediation", "leases")
+
+
+def _controller_user() -> str:
+    """Who runs this controller, the approver when none is named (remediate_approved_by)."""
+    try:
+        return f"{getpass.getuser()} on {socket.gethostname()}"
+    except (KeyError, OSError):
+        return f"uid {os.getuid()} on {socket.gethostname()}"
 
 
 def _run_process() -> tuple[int, str] | None:
@@ -292,6 +302,8 @@ class ActionModule(ActionBase):
         pending = facts.get("sentinel_pending")
         self._pending = dict(pending) if isinstance(pending, Mapping) else {}
         self._pending_changed = False
+        self._approved_by = ""
+        self._lease_lost = False
         self._share = None
         self._shared = None
         self._warnings = []
@@ -714,8 +726,18 @@ class ActionModule(ActionBase):
                     raise AnsibleActionFail(f"{_NAME}: cannot clear the hold of {name}: {exc}") from None
                 self.__dict__.pop("_journal_records", None)
 
-    def _close(self, service: str, state: str, reason: str) -> None:
+    def _lease_kept(self) -> bool:
+        """Whether this run still holds the host (True when the lease store cannot say)."""
         if self._check_mode:
+            return True
+        try:
+            return self._lease.holds()
+        except (LeaseUnavailable, OSError) as exc:
+            self._warnings.append(f"{_NAME}: could not check {self._host}'s lease after its commands: {exc}")
+            return True
+
+    def _close(self, service: str, state: str, reason: str) -> None:
+        if self._check_mode or self._lease_lost:
             return
         try:
             self._journal.append({"kind": "closed", "run": self._run, "host": self._host, "service": service,
@@ -938,8 +960,7 @@ class ActionModule(ActionBase):
                            scope: Mapping | None = None, evidence: Mapping | None = None,
                            tools: Mapping | None = None) -> None:
         runnable = engine.runnable(checked)
-        digest = plan_hash(runnable)
-        approval_id = hashlib.sha256(f"{self._host}|{incident.service}|{digest}".encode()).hexdigest()[:12]
+        approval_id = approval_mod.new_id()
         incident.state, incident.approval, incident.approval_id = "waiting_approval", "pending", approval_id
         incident.reason = (f"plan {approval_id} waits for approval "
                            f"(playbooks/resume.yml -e remediate_approve={approval_id})")
@@ -947,85 +968,141 @@ class ActionModule(ActionBase):
         if self._check_mode:
             return
         record = {
-            "id": approval_id, "host": self._host, "service": incident.service, "signature": attempt.signature,
-            "attempt": attempt.number, "error": incident.current_error, "diagnosis": attempt.diagnosis,
-            "commands": runnable, "plan_hash": digest, "requested": _now(), "llm": incident.llm_totals(),
-            "incident": incident.to_dict(),
-            # What the verdicts were judged with: the approved plan is judged again with the
-            # same incident scope, and its signals go only to the processes seen then.
+            "id": approval_id, "host": self._host, "target": target_key(self._vars), "service": incident.service,
+            "signature": attempt.signature, "attempt": attempt.number, "error": incident.current_error,
+            "diagnosis": attempt.diagnosis, "commands": runnable, "plan_hash": plan_hash(runnable),
+            "requested": _now(), "evidence_time": incident.started or attempt.started, "llm": incident.llm_totals(),
+            "incident": incident.to_dict(), "run": self._run,
+            # The verdicts' scope then, for the record: approval judges again in the scope of
+            # the host's evidence at that time; signals go only to the processes seen then.
             "scope": dict(scope or {}),
             "tools": dict(tools or {}),
             "processes": [{"pid": p.get("pid"), "start": p.get("start"), "comm": p.get("comm")}
                           for p in (evidence or {}).get("processes") or [] if isinstance(p, Mapping)],
         }
-        self._pending[approval_id] = record
+        try:
+            sealed = approval_mod.seal(record, approval_mod.controller_key())
+            approval_mod.write_pending(os.path.join(self._args["artifacts_dir"], "pending"), sealed)
+        except (OSError, approval_mod.ApprovalRefused) as exc:
+            # A full disk or an unusable key: the plan cannot wait safely; the rest of the run goes on.
+            incident.state, incident.approval, incident.approval_id = "failed", "none", ""
+            incident.reason = f"the plan needs approval but could not be recorded for it: {exc}"
+            return
+        # The cache holds which host has which plan (resume.yml's host filter); what runs is
+        # read from the authenticated pending file only.
+        self._pending[approval_id] = {k: sealed[k] for k in ("id", "service", "requested", "plan_hash")}
         self._pending_changed = True
-        directory = os.path.join(self._args["artifacts_dir"], "pending")
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        path = os.path.join(directory, f"{approval_id}.json")
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as handle:
-            json.dump(record, handle, indent=2, sort_keys=True, default=str)
-            handle.write("\n")
-        os.replace(tmp, path)
 
     def _resume(self, resume: Mapping):
-        approval_id = resume["id"]
-        record = self._pending.get(approval_id)
-        if not isinstance(record, Mapping):
-            raise AnsibleActionFail(f"{_NAME}: this host holds no pending plan {approval_id!r}")
-        definitions = self._defs
+        """Approve or reject one pending plan (approval.py says what is checked and why)."""
+        approval_id = str(resume["id"])
+        if not approval_mod.ID_RE.match(approval_id):
+            raise AnsibleActionFail(f"{_NAME}: bad approval id {approval_id!r}")
+        by = str(resume.get("by") or "") or _controller_user()
+        self._approved_by = by
+        directory = os.path.join(self._args["artifacts_dir"], "pending")
+        refused = ""
+        try:
+            raw = approval_mod.read_pending(directory, approval_id)
+            record = approval_mod.parse(raw, approval_mod.controller_key(), approval_id)
+        except approval_mod.ApprovalRefused as exc:
+            record, refused = None, str(exc)
+        except OSError as exc:
+            raise AnsibleActionFail(f"{_NAME}: plan {approval_id} not run: cannot read the approval key: {exc}") from None
+        if record is None:
+            service = str((self._pending.get(approval_id) or {}).get("service") or "?")
+            self._forget_pending(approval_id)
+            if "has no pending file" in refused:
+                raise AnsibleActionFail(f"{_NAME}: {approval_mod.used_note(None, approval_id) or refused}")
+            if not self._check_mode:
+                approval_mod.retire(directory, approval_id, "refused")
+            return [], [dict(engine.service_outcome(service, "escalated", f"plan {approval_id} refused: {refused}"),
+                             approval_id=approval_id, approved_by=by)]
+        problem = approval_mod.binding_problem(record, self._host, target_key(self._vars))
+        if not problem and resume.get("digest") and resume["digest"] != approval_mod.digest(raw):
+            problem = f"plan {approval_id}'s pending file changed after it was shown to the approver"
+        if problem:
+            raise AnsibleActionFail(f"{_NAME}: {problem}; nothing ran")
         incident = engine.Incident.from_dict(record.get("incident") or {
             "host": self._host, "service": record.get("service"), "error": record.get("error", "")})
-        definition = definitions.get(incident.service, {"name": incident.service})
-        del self._pending[approval_id]
-        self._pending_changed = True
-        path = os.path.join(self._args["artifacts_dir"], "pending", f"{approval_id}.json")
-        file_hash = ""
-        if os.path.exists(path):
-            try:
-                with open(path, encoding="utf-8") as handle:
-                    file_hash = json.load(handle).get("plan_hash", "")
-            except (OSError, ValueError):
-                file_hash = "unreadable"
-            if not self._check_mode:
-                os.remove(path)
         incident.state, incident.approval_id = "open", approval_id
-        stored = list(record.get("commands") or [])
-        problem = ""
+        definition = self._defs.get(incident.service, {"name": incident.service})
         if resume["decision"] == "reject":
+            return self._consume(incident, record, "reject", by, definition)
+        if not self._check_mode:
+            try:
+                self._take_lease()
+            except LeaseBusy as exc:
+                return [], [dict(engine.service_outcome(incident.service, "busy", f"plan {approval_id} not run yet: {exc}"),
+                                 approval_id=approval_id)]
+        return self._consume(incident, record, "approve", by, definition)
+
+    def _approval_note(self, incident) -> dict:
+        """What the journal's intent records of the approval: its id and who gave it."""
+        by = self._approved_by
+        return {"approval_id": incident.approval_id, "approved_by": by} if by and incident.approval_id else {}
+
+    def _forget_pending(self, approval_id: str) -> None:
+        if approval_id in self._pending:
+            del self._pending[approval_id]
+            self._pending_changed = True
+
+    def _consume(self, incident, record: Mapping, decision: str, by: str, definition: Mapping):
+        """Claim the approval (once, whatever the races), then reject it, or check the host and
+        run it: healthy now closes the incident, another failure needs a new plan, and today's
+        policy judges the recorded argv in the scope of the host's current evidence."""
+        approval_id = incident.approval_id
+        directory = os.path.join(self._args["artifacts_dir"], "pending")
+        if not self._check_mode:
+            try:
+                approval_mod.claim(None, approval_id, by, self._run)
+            except approval_mod.ApprovalRefused as exc:
+                self._forget_pending(approval_id)
+                raise AnsibleActionFail(f"{_NAME}: {exc}") from None
+            except OSError as exc:
+                raise AnsibleActionFail(f"{_NAME}: plan {approval_id} not run: cannot record its use: {exc}") from None
+            approval_mod.retire(directory, approval_id, "used")
+            self._forget_pending(approval_id)
+
+        def stop(state: str, reason: str):
+            incident.state, incident.reason, incident.finished = state, reason, _now()
+            self._close(incident.service, state, reason)
+            return [incident], [dict(engine.outcome(incident), approved_by=by)]
+
+        if decision == "reject":
             incident.approval = "rejected"
-            problem = f"plan {approval_id} rejected by an operator"
-        else:
-            incident.approval = "approved"
-            if plan_hash(stored) != record.get("plan_hash") or (file_hash and file_hash != record.get("plan_hash")):
-                problem = f"plan {approval_id} changed since it was submitted (hash mismatch)"
-            else:
-                tools = {}
-                loaded = policy_mod.load_policy(self._host_policy(tools))
-                scope = record.get("scope") if isinstance(record.get("scope"), Mapping) and record.get("scope") \
-                    else self._scope(definition, {})
-                verdicts = policy_mod.classify_many([str(c.get("command")) for c in stored], loaded, scope=scope)
-                refused = [v for v in verdicts if v["verdict"] == "reject"]
-                if refused:
-                    problem = "the policy now rejects: " + "; ".join(v["command"] for v in refused)
-                elif [[v.get("argv"), bool(v.get("become"))] for v in verdicts] != \
-                        [[c.get("argv"), bool(c.get("become"))] for c in stored]:
-                    problem = "the policy now classifies the plan differently (hash mismatch)"
-                else:
-                    stored = [dict(v, source=c.get("source") or "approved") for v, c in zip(verdicts, stored)]
-        if problem:
-            incident.state, incident.reason = "escalated", problem
+            incident.state, incident.reason = "escalated", f"plan {approval_id} rejected by {by}"
             incident.finished = _now()
-            if not self._check_mode and resume["decision"] == "reject" and incident.attempts:
+            if not self._check_mode and incident.attempts:
                 self._remember(incident, incident.attempts[-1], {}, definition)
-            return [incident], [engine.outcome(incident)]
+            return [incident], [dict(engine.outcome(incident), approved_by=by)]
+        incident.approval = "approved"
+        health = self._check_health([definition])
+        if health.get("unreachable"):
+            return stop("unreachable", f"plan {approval_id} approved by {by}, not run: {health.get('msg')}")
+        row = next((r for r in health.get("services") or [] if r.get("name") == incident.service), None) or {}
+        if row.get("healthy"):
+            return stop("healthy", f"healthy when plan {approval_id} was approved by {by}: nothing ran")
+        evidence = row.get("evidence") if isinstance(row.get("evidence"), Mapping) else {}
+        error = str(row.get("error") or row.get("msg") or "health check failed")
+        tools = row.get("tools") or health.get("tools") or {}
+        changed = approval_mod.incident_change(record, failure_signature(incident.service, error, evidence,
+                                                                         self._hostnames), error)
+        if changed:
+            return stop("failed", changed)
+        commands = list(record.get("commands") or [])
+        verdicts = policy_mod.classify_many([str(c.get("command")) for c in commands],
+                                            policy_mod.load_policy(self._host_policy(tools)),
+                                            scope=self._scope(definition, evidence))
+        changed = approval_mod.policy_change(record, verdicts)
+        if changed:
+            return stop("escalated", f"plan {approval_id} approved by {by} and not run: {changed}")
+        approved = [dict(v, source=c.get("source") or "approved") for v, c in zip(verdicts, commands)]
         # The approved attempt replaces the one that waited.
         if incident.attempts and incident.attempts[-1].gate == "approval":
             incident.attempts.pop()
-        tools = record.get("tools") if isinstance(record.get("tools"), Mapping) else {}
-        self._loop(incident, definition, {}, tools, approved=stored, approved_record=record)
-        return [incident], [engine.outcome(incident)]
+        self._loop(incident, definition, evidence, tools, approved=approved, approved_record=record)
+        return [incident], [dict(engine.outcome(incident), approved_by=by)]
 
     # ------------------------------------------------------------------ execution
     def _execute(self, incident, attempt, definition, checked, evidence) -> dict:
@@ -1054,12 +1131,14 @@ class ActionModule(ActionBase):
                         if name in self._defs and name != definition.get("name")],
             "evidence_log_lines": args["evidence_log_lines"],
             "evidence_max_bytes": args["evidence_max_bytes"],
+            # The host's own lock for the commands' life: outlives this controller if it dies.
+            "holder": f"run {self._run} on {socket.gethostname()}, {incident.service} attempt {attempt.number}",
         }
         try:
             self._journal.append(dict(journal_mod.intent(self._run, incident.service, attempt.number, runnable,
                                                          incident.approval, attempt.source, attempt.signature,
                                                          incident.current_error, attempt.diagnosis),
-                                      host=self._host))
+                                      host=self._host, **self._approval_note(incident)))
         except journal_mod.JournalError as exc:
             # Nothing runs that is not recorded first.
             incident.state, incident.reason = "failed", f"not run: {exc}"
@@ -1071,6 +1150,14 @@ class ActionModule(ActionBase):
                                       task_vars=self._vars)
         attempt.finished = _now()
         verify = result.get("verify") or {}
+        if not self._lease_kept():
+            # Another run took the host meanwhile (this controller was taken for dead): it
+            # accounts for this attempt; a late result must not close the incident again.
+            self._lease_lost = True
+            incident.state = "failed"
+            incident.reason = (f"this run lost {self._host}'s lease while attempt {attempt.number} ran; its result "
+                               "is not recorded (the run that holds the host now accounts for it)")
+            return evidence
         try:
             self._journal.append(dict(journal_mod.result(self._run, incident.service, attempt.number,
                                                          result.get("results") or [], verify.get("healthy"),
@@ -1092,6 +1179,11 @@ class ActionModule(ActionBase):
             self._unreachable = True
             for command in attempt.commands:
                 command.skipped, command.reason = True, "host unreachable: outcome unknown"
+            return evidence
+        if result.get("busy"):
+            incident.state, incident.reason = "busy", f"attempt {attempt.number} not run: {result.get('msg')}"
+            for command in attempt.commands:
+                command.skipped, command.reason = True, "not run: the host was running another plan's commands"
             return evidence
         if result.get("failed") and not result.get("results"):
             incident.state = "failed"

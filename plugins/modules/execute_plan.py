@@ -170,6 +170,18 @@ options:
       - Lines taken from the end of each log and of the journal for the evidence.
     type: int
     default: 30
+  holder:
+    description:
+      - Who runs this plan (run, controller, service). When set, the module holds the host's remediation
+        lock (an exclusive C(flock) on C(/run/sentinel-remediation/host.lock), per user without root) from
+        before the first command until it ends, so that the commands of two runs never act on the host at
+        once, even after the controller that sent them died. A plan that finds the lock held waits up to
+        O(lock_wait) seconds, then runs nothing and returns RV(busy).
+    type: str
+  lock_wait:
+    description: Seconds to wait for the host's remediation lock before answering busy.
+    type: int
+    default: 0
 seealso:
   - module: sentinel.remediation.service_health
   - module: sentinel.remediation.evidence
@@ -209,6 +221,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+busy:
+  description: The host's remediation lock was held by another plan (the message says whose); nothing ran.
+  returned: when the lock was held
+  type: bool
+  sample: true
 results:
   description: One entry per command of O(commands), in order (empty in check mode).
   returned: always
@@ -324,6 +341,7 @@ from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.sentinel.remediation.plugins.module_utils import (
     health_checks,
+    host_lock,
     plan_runner,
     service_spec,
 )
@@ -352,6 +370,8 @@ def argument_spec() -> dict:
         depends=dict(type="list", elements="dict", default=[], options=service_spec.definition_spec()),
         evidence_max_bytes=dict(type="int", default=6000),
         evidence_log_lines=dict(type="int", default=30),
+        holder=dict(type="str"),
+        lock_wait=dict(type="int", default=0),
     )
 
 
@@ -396,6 +416,14 @@ def main() -> None:
         module.exit_json(changed=any(item["runnable"] for item in would), would_run=would, **empty)
 
     result = dict(empty)
+    if params["holder"]:
+        try:
+            # Held until this process ends: a plan of another run waits for these commands.
+            held = host_lock.hold(params["holder"], wait=params["lock_wait"])  # noqa: F841 pylint: disable=unused-variable
+        except host_lock.HostBusy as exc:
+            module.exit_json(changed=False, busy=True, msg=to_native(exc), **empty)
+        except (IOError, OSError) as exc:
+            module.fail_json(msg="cannot take the host's remediation lock: %s" % to_native(exc), **empty)
     try:
         ran = plan_runner.run_plan(commands, expect, invoker, stop_on_failure=params["stop_on_failure"],
                                    timeout=params["command_timeout"], output_max=params["output_max"],

@@ -252,8 +252,11 @@ options:
   resume:
     description:
       - Resume one pending plan instead of monitoring (C(playbooks/resume.yml)). C(id) names it,
-        C(decision) is V(approve) or V(reject). An approved plan is checked again (hash and today's
-        policy) before it runs; after it, the incident goes on like any other.
+        C(decision) is V(approve) or V(reject). The plan is read from its authenticated pending file
+        (never from the fact cache), must be for this host, and is used at most once. An approved plan
+        runs only if the service still fails with the same failure signature and today's policy, in the
+        scope of the host's current evidence, judges its argv as approved; after it, the incident goes on
+        like any other.
     type: dict
     suboptions:
       id:
@@ -265,6 +268,18 @@ options:
         type: str
         choices: [approve, reject]
         required: true
+      by:
+        description:
+          - Who approved or rejected, recorded in the journal, the report and the notification.
+            Empty names the controller's user.
+        type: str
+        default: ""
+      digest:
+        description:
+          - SHA-256 of the pending file's bytes as the approver was shown them
+            (C(sentinel-remediate approvals show)); when given, a file that changed since is refused.
+        type: str
+        default: ""
 attributes:
   action:
     support: full

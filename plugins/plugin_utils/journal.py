@@ -10,10 +10,15 @@ so it is never re-run blindly.
 
 One JSON object per line, one file per inventory host (``<dir>/<host>.jsonl``), opened with
 O_APPEND and fsynced after each record, so concurrent writers never interleave a line and
-nothing acknowledged is lost on a crash. Readers skip a torn last line.
+nothing acknowledged is lost on a crash. Each record carries ``sum``, a SHA-256 prefix of
+its other fields: a reader skips a line that does not parse or whose sum does not match
+(torn, or garbage written into the file). A writer that finds the file ending in the middle
+of a line (a writer killed mid-record, a full disk) first copies that torn tail to
+``<host>.jsonl.torn`` and ends the line, so the next record is never glued to it.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -37,12 +42,14 @@ class Journal:
         self.directory = directory
 
     def append(self, record: Mapping[str, Any]) -> None:
-        line = json.dumps({"ts": time.time(), **record}, sort_keys=True, default=str) + "\n"
+        body = {"ts": time.time(), **record}
+        body.pop("sum", None)
+        line = json.dumps(dict(body, sum=checksum(body)), sort_keys=True, default=str) + "\n"
         try:
             os.makedirs(self.directory, mode=0o700, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                data = line.encode("utf-8")
+                data = self._after_torn_tail(fd) + line.encode("utf-8")
                 if os.write(fd, data) != len(data):
                     raise OSError("short write")
                 os.fsync(fd)
@@ -50,6 +57,23 @@ class Journal:
                 os.close(fd)
         except OSError as exc:
             raise JournalError(f"cannot write the incident journal {self.path}: {exc}") from exc
+
+    def _after_torn_tail(self, fd: int) -> bytes:
+        """``b"\\n"`` when the file ends inside a line, after keeping that torn tail aside."""
+        size = os.fstat(fd).st_size
+        if not size or os.pread(fd, 1, size - 1) == b"\n":
+            return b""
+        start = max(size - MAX_READ_BYTES, 0)
+        tail = os.pread(fd, size - start, start)
+        cut = tail.rfind(b"\n") + 1
+        torn = tail[cut:]
+        aside = os.open(self.path + ".torn", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(aside, json.dumps({"offset": start + cut, "kept": time.time(),
+                                        "bytes": torn.decode("utf-8", "replace")}).encode("utf-8") + b"\n")
+        finally:
+            os.close(aside)
+        return b"\n"
 
     def records(self) -> list[dict]:
         try:
@@ -62,15 +86,31 @@ class Journal:
             return []
         except OSError as exc:
             raise JournalError(f"cannot read the incident journal {self.path}: {exc}") from exc
-        out = []
-        for line in raw.splitlines():
-            try:
-                item = json.loads(line)
-            except ValueError:
-                continue  # a torn line (killed mid-write) or the cut start of the tail
-            if isinstance(item, dict):
-                out.append(item)
-        return out
+        return parse_lines(raw)
+
+
+def checksum(body: Mapping[str, Any]) -> str:
+    """The ``sum`` of a record: a SHA-256 prefix of its canonical JSON without ``sum``."""
+    canonical = json.dumps({k: v for k, v in body.items() if k != "sum"}, sort_keys=True,
+                           separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def parse_lines(raw: str) -> list[dict]:
+    """The journal's sound records: lines that parse as an object and whose ``sum`` matches
+    (records written before sums existed have none and are taken as they are)."""
+    out = []
+    for line in raw.splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue  # a torn line (killed mid-write) or the cut start of the tail
+        if not isinstance(item, dict):
+            continue
+        if "sum" in item and item["sum"] != checksum(item):
+            continue  # garbage that happens to parse: never taken for a record
+        out.append(item)
+    return out
 
 
 def intent(run: str, service: str, attempt: int, commands: Sequence[Mapping], approval: str,

@@ -113,6 +113,12 @@ class Lease:
         self._locked(write)
         self.held = True
 
+    def holds(self) -> bool:
+        """Whether this run still holds the lease (no other run took it since)."""
+        def read(current):
+            return bool(current) and current.get("owner") == self.owner
+        return bool(self._locked(read))
+
     def release(self) -> None:
         if not self.held:
             return
@@ -213,6 +219,20 @@ class RedisLease:
         except redis.RedisError as exc:
             raise LeaseUnavailable(f"the Redis lease for {self.key} could not be taken: {exc}") from exc
         raise LeaseBusy(f"{self.key} changed hands three times while this run tried to take it")
+
+    def holds(self) -> bool:
+        """Whether this run still holds the lease; ``LeaseUnavailable`` when Redis cannot say."""
+        import redis  # pylint: disable=import-outside-toplevel
+        try:
+            raw = self.client.get(self.name)
+        except redis.RedisError as exc:
+            raise LeaseUnavailable(f"the Redis lease for {self.key} could not be read: {exc}") from exc
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        try:
+            current = json.loads(text) if text else {}
+        except ValueError:
+            current = {}
+        return isinstance(current, dict) and current.get("owner") == self.owner
 
     def release(self) -> None:
         if not self.held:

@@ -106,7 +106,8 @@ def _message(host: str, outcome: Mapping, kind: str) -> tuple[str, str]:
     else:
         title = f"sentinel.remediation could not heal {service} on {host} ({kind})"
     lines = [title]
-    for label, value in (("reason", outcome.get("reason")), ("diagnosis", outcome.get("diagnosis"))):
+    for label, value in (("reason", outcome.get("reason")), ("diagnosis", outcome.get("diagnosis")),
+                         ("decided by", outcome.get("approved_by"))):
         if value:
             lines.append(f"{label}: {value}")
     tried = [c.get("command", "") for c in outcome.get("commands") or [] if isinstance(c, Mapping)
@@ -147,6 +148,7 @@ def notices(host: str, outcomes: Sequence[Mapping], routes: Mapping[str, Sequenc
                    "diagnosis": printable(outcome.get("diagnosis") or ""),
                    "signature": str(outcome.get("signature") or ""),
                    "approval_id": str(outcome.get("approval_id") or ""),
+                   "approved_by": printable(outcome.get("approved_by") or ""),
                    "commands_tried": "; ".join(str(c.get("command", "")) for c in outcome.get("commands") or []
                                                if isinstance(c, Mapping) and c.get("rc") is not None)}
         for channel in routes.get(kind) or []:
@@ -162,6 +164,7 @@ def notices(host: str, outcomes: Sequence[Mapping], routes: Mapping[str, Sequenc
                                           "severity": severity, "signature": details["signature"], "reason": kind},
                                "annotations": {"summary": title, "description": details["description"],
                                                "diagnosis": details["diagnosis"],
+                                               "approved_by": details["approved_by"],
                                                "commands_tried": details["commands_tried"]},
                                "startsAt": now})
     webhook = None

@@ -78,6 +78,7 @@ def normalise_outcome(host: str, outcome: Any) -> dict:
         "reason": str(outcome.get("reason") or ""),
         "escalation": escalation_of(dict(outcome, state=state)),
         "approval_id": str(outcome.get("approval_id") or ""),
+        "approved_by": str(outcome.get("approved_by") or ""),
         "started": str(outcome.get("started") or ""),
         "finished": str(outcome.get("finished") or ""),
         "timeline": _dicts(outcome.get("timeline")),
@@ -215,6 +216,9 @@ def outcome_line(o: Mapping) -> str:
     else:
         what = state
     line = f"{o['host']} {o['service']}: {what}"
+    if o.get("approved_by") and o.get("approval_id"):
+        verb = "rejected" if "rejected by" in str(o.get("reason") or "") else "approved"
+        line += f" | plan {o['approval_id']} {verb} by {o['approved_by']}"
     ran = "; ".join(
         f"`{c.get('command', '')}` [{c.get('source') or '?'}{'' if c.get('rc') in (0, None) else ' rc=' + str(c.get('rc'))}]"
         for c in o["commands"] if c.get("rc") is not None)

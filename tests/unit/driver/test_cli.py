@@ -119,3 +119,67 @@ def test_run_check_is_ansible_check_mode_and_the_report_says_dry_run(tmp_path: P
     assert cli.main(base + ["--format", "text"]) == r.EXIT_OK
     assert marker.read_text() == "False"
     assert "DRY RUN" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("limit", ["nomatch", "localhost,nomatch"])
+def test_a_limit_part_that_matches_no_host_exits_2_with_the_pattern(
+        tmp_path: Path, limit: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Wholly or partly empty, a --limit never passes for a pass that checked what was meant."""
+    from driver_support import stand_in_project
+
+    marker = tmp_path / "ran.txt"
+    project = stand_in_project(tmp_path / "project", tasks=f"""    - name: Leave a mark
+      ansible.builtin.copy:
+        content: ran
+        dest: {marker}
+        mode: "0600"
+""")
+    (project / "playbooks" / "demo.yml").rename(project / "playbooks" / "remediate.yml")
+    (project / "galaxy.yml").write_text("namespace: x\nname: y\nversion: 9.9.9\n")
+    argv = ["run", "-q", "--project-dir", str(project), "--state-dir", str(tmp_path / "state"),
+            "-i", str(project / "hosts.yml"), "--limit", limit]
+    assert cli.main(argv) == r.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "nomatch" in err and ("matches no host" in err or "no hosts" in err), err
+    assert not marker.exists()
+
+
+def test_a_watch_killed_mid_pass_leaves_the_outcomes_it_had_on_record(tmp_path: Path) -> None:
+    """SIGKILL while the pass still runs: the report stored as outcomes landed survives,
+    marked interrupted, and `report` reads it (exit 1: an interrupted pass is no success)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from driver_support import stand_in_project
+
+    project = stand_in_project(tmp_path / "project", tasks="")
+    playbook = (project / "playbooks" / "demo.yml").read_text() + """    - name: Still working when the watch is killed
+      ansible.builtin.command: sleep 120
+      changed_when: false
+"""
+    (project / "playbooks" / "remediate.yml").write_text(playbook)
+    (project / "galaxy.yml").write_text("namespace: x\nname: y\nversion: 9.9.9\n")
+    state = tmp_path / "state"
+    driver = Path(cli.__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(driver), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-m", "sentinel_remediate", "watch", "-q", "--interval", "1",
+                             "--max-passes", "1", "--project-dir", str(project), "--state-dir", str(state),
+                             "-i", str(project / "hosts.yml")], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        reports: list[Path] = []
+        while time.monotonic() < deadline and not reports:
+            time.sleep(0.5)
+            reports = list((state / "artifacts").glob("*/report.json")) if (state / "artifacts").is_dir() else []
+        assert reports, "no report stored while the pass ran"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    stored = json.loads(reports[0].read_text())
+    assert stored["run"]["status"] == "interrupted" and stored["run"]["partial"] is True
+    assert [(o["host"], o["service"], o["state"]) for o in stored["outcomes"]] == [("localhost", "demo", "healthy")]
+    assert r.exit_code(stored) == r.EXIT_FAILED

@@ -131,3 +131,49 @@ def test_a_lease_of_a_killed_run_on_this_controller_lapses_at_once(tmp_path):
     live.acquire()  # the owner is gone: the lease lapsed before its expiry
     with pytest.raises(LeaseBusy, match="run-live"):
         Lease(str(tmp_path), key, "run-other", ttl=1000).acquire()
+
+
+def test_a_torn_tail_is_kept_aside_and_never_swallows_the_next_intent(tmp_path):
+    """A writer killed mid-record leaves no newline: the next intent starts its own line
+    (it would otherwise be glued to the fragment and lost), and the fragment is kept aside."""
+    j = journal.Journal(str(tmp_path), "web1")
+    j.append(journal.intent("run-1", "nginx", 1, CMDS, "none", "llm", "nginx:abc"))
+    with open(j.path, "a", encoding="utf-8") as handle:
+        handle.write('{"kind": "result", "run": "run-1", "serv')  # killed mid-write
+    j.append(journal.intent("run-2", "redis-server", 1, CMDS, "none", "runbook", "redis-server:x"))
+    found = journal.interrupted(j.records(), "redis-server")
+    assert found and found["run"] == "run-2"
+    assert journal.interrupted(j.records(), "nginx")["run"] == "run-1"   # still accounted for
+    raw = (tmp_path / "web1.jsonl").read_bytes()
+    assert raw.endswith(b"\n") and b'"serv\n{' in raw
+    kept = [json.loads(line) for line in (tmp_path / "web1.jsonl.torn").read_text().splitlines()]
+    assert kept[0]["bytes"] == '{"kind": "result", "run": "run-1", "serv'
+    assert raw[kept[0]["offset"]:].startswith(b'{"kind": "result", "run": "run-1", "serv')
+
+
+def test_a_line_whose_checksum_does_not_match_is_not_a_record(tmp_path):
+    j = journal.Journal(str(tmp_path), "web1")
+    j.append(journal.intent("run-1", "nginx", 1, CMDS, "none", "llm", "nginx:abc"))
+    line = json.loads((tmp_path / "web1.jsonl").read_text())
+    assert line["sum"] == journal.checksum(line)
+    # Garbage that parses: a result for run-1 with a made-up sum would close the intent.
+    forged = {"kind": "result", "run": "run-1", "service": "nginx", "attempt": 1, "healthy": True, "sum": "0" * 16}
+    with open(j.path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(forged) + "\n")
+    assert journal.interrupted(j.records(), "nginx")["run"] == "run-1"
+    # A record written before sums existed is read as it is.
+    legacy = {"kind": "result", "run": "run-1", "service": "nginx", "attempt": 1, "healthy": True}
+    with open(j.path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(legacy) + "\n")
+    assert journal.interrupted(j.records(), "nginx") is None
+
+
+def test_a_run_knows_when_another_run_took_its_lease(tmp_path):
+    first = Lease(str(tmp_path), "docker://web1:", owner="run-1", ttl=60)
+    first.acquire(now=1000.0)
+    assert first.holds()
+    second = Lease(str(tmp_path), "docker://web1:", owner="run-2", ttl=60)
+    second.acquire(now=2000.0)          # the first lapsed: taken for dead
+    assert not first.holds() and second.holds()
+    first.release()                     # a late release leaves the new owner's lease alone
+    assert second.holds()

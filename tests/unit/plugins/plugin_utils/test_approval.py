@@ -1,0 +1,151 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Approval records: sealed by the controller's key, bound to their incident, used once."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import stat
+
+import pytest
+
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import approval
+
+CMDS = [{"command": "service nginx start", "argv": ["service", "nginx", "start"], "verdict": "approval",
+         "become": True}]
+
+
+def record(**over):
+    return {"id": "0123456789abcdef", "host": "web1", "target": "ssh://10.0.0.5:", "service": "nginx",
+            "signature": "nginx:abc", "error": "nginx is not running", "commands": CMDS, **over}
+
+
+@pytest.fixture()
+def key_dir(tmp_path, monkeypatch):
+    monkeypatch.delenv(approval.KEY_ENV, raising=False)
+    directory = tmp_path / "approval"
+    monkeypatch.setenv(approval.DIR_ENV, str(directory))
+    return directory
+
+
+def test_the_key_is_created_once_private_to_the_user_and_reused(key_dir):
+    first = approval.controller_key()
+    assert len(first) == 32 and approval.controller_key() == first
+    path = key_dir / "approval.key"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(key_dir.stat().st_mode) == 0o700
+
+
+def test_a_key_file_others_could_read_is_refused_with_its_path(key_dir):
+    approval.controller_key()
+    os.chmod(key_dir / "approval.key", 0o644)
+    with pytest.raises(approval.ApprovalRefused, match="approval.key must belong to this user with mode 0600"):
+        approval.controller_key()
+
+
+def test_a_key_from_the_environment_must_be_long_hex(key_dir):
+    with pytest.raises(approval.ApprovalRefused, match="not hexadecimal"):
+        approval.controller_key(environ={approval.KEY_ENV: "not-hex"})
+    with pytest.raises(approval.ApprovalRefused, match="at least 32"):
+        approval.controller_key(environ={approval.KEY_ENV: "ab" * 8})
+    assert approval.controller_key(environ={approval.KEY_ENV: "ab" * 32}) == bytes.fromhex("ab" * 32)
+    assert not (key_dir / "approval.key").exists()
+
+
+def test_a_sealed_record_reads_back_from_its_bytes(key_dir):
+    key = approval.controller_key()
+    sealed = approval.seal(record(), key)
+    raw = approval.dumps(sealed)
+    back = approval.parse(raw, key, "0123456789abcdef")
+    assert back["commands"] == CMDS and back["format"] == approval.FORMAT
+
+
+@pytest.mark.parametrize("change", [
+    lambda r: r["commands"][0].update(argv=["service", "postgresql", "stop"]),
+    lambda r: r["commands"][0].update(become=False),
+    lambda r: r.update(host="web2"),
+    lambda r: r.update(signature="nginx:other"),
+    lambda r: r["commands"].append({"command": "truncate -s0 /var/log/x", "argv": ["truncate", "-s0", "/var/log/x"]}),
+])
+def test_any_change_to_a_sealed_record_is_refused(key_dir, change):
+    key = approval.controller_key()
+    sealed = json.loads(approval.dumps(approval.seal(record(), key)))
+    change(sealed)
+    with pytest.raises(approval.ApprovalRefused, match="changed after the controller wrote it"):
+        approval.parse(json.dumps(sealed).encode(), key, "0123456789abcdef")
+
+
+def test_a_record_without_a_mac_or_under_another_id_is_refused(key_dir):
+    key = approval.controller_key()
+    with pytest.raises(approval.ApprovalRefused, match="carries no controller MAC"):
+        approval.parse(json.dumps(record()).encode(), key, "0123456789abcdef")
+    with pytest.raises(approval.ApprovalRefused, match="not JSON"):
+        approval.parse(b"{torn", key, "0123456789abcdef")
+    other = approval.dumps(approval.seal(record(id="fedcba9876543210"), key))
+    with pytest.raises(approval.ApprovalRefused, match="authentic but not the one named"):
+        approval.parse(other, key, "0123456789abcdef")
+    with pytest.raises(approval.ApprovalRefused, match="another key"):
+        approval.parse(approval.dumps(approval.seal(record(), b"k" * 32)), key, "0123456789abcdef")
+
+
+def test_a_record_binds_its_host_and_its_failure(key_dir):
+    r = record()
+    assert approval.binding_problem(r, "web1", "ssh://10.0.0.5:") == ""
+    assert "made for web1" in approval.binding_problem(r, "web2", "ssh://10.0.0.6:")
+    assert "made for web1" in approval.binding_problem(r, "web1", "ssh://10.9.9.9:")
+    assert approval.incident_change(r, "nginx:abc", "x") == ""
+    assert "the failure changed" in approval.incident_change(r, "nginx:def", "port 80 taken")
+
+
+def test_the_policy_change_check_compares_argv_and_privilege():
+    r = record()
+    same = [{"command": "service nginx start", "argv": ["service", "nginx", "start"], "become": True, "verdict": "allow"}]
+    assert approval.policy_change(r, same) == ""
+    assert "now rejects" in approval.policy_change(r, [dict(same[0], verdict="reject")])
+    assert "other argv" in approval.policy_change(r, [dict(same[0], become=False)])
+
+
+def test_ids_are_unique():
+    assert len({approval.new_id() for _n in range(1000)}) == 1000
+    assert approval.ID_RE.match(approval.new_id())
+
+
+def _claim(args):
+    directory, who = args
+    try:
+        approval.claim(directory, "0123456789abcdef", who, f"run-{who}")
+        return "won"
+    except approval.ApprovalRefused as exc:
+        return str(exc)
+
+
+def test_of_concurrent_claims_exactly_one_wins_and_the_others_learn_who(tmp_path):
+    directory = str(tmp_path / "approval")
+    with multiprocessing.get_context("fork").Pool(6) as pool:
+        results = pool.map(_claim, [(directory, f"op{n}") for n in range(12)])
+    assert results.count("won") == 1
+    losers = [r for r in results if r != "won"]
+    assert all("was already used (by op" in r and "nothing ran again" in r for r in losers)
+
+
+def test_a_pending_file_is_never_overwritten_and_is_retired_aside(tmp_path, key_dir):
+    key = approval.controller_key()
+    pending = str(tmp_path / "pending")
+    sealed = approval.seal(record(), key)
+    path = approval.write_pending(pending, sealed)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    with pytest.raises(FileExistsError):
+        approval.write_pending(pending, approval.seal(record(service="redis"), key))
+    assert approval.parse(approval.read_pending(pending, sealed["id"]), key, sealed["id"])["service"] == "nginx"
+    approval.retire(pending, sealed["id"], "used")
+    assert not os.path.exists(path) and os.path.exists(os.path.join(pending, "used", f"{sealed['id']}.json"))
+    with pytest.raises(approval.ApprovalRefused, match="has no pending file"):
+        approval.read_pending(pending, sealed["id"])
+
+
+def test_a_used_approval_says_by_whom(tmp_path):
+    directory = str(tmp_path / "approval")
+    assert approval.used_note(directory, "0123456789abcdef") == ""
+    approval.claim(directory, "0123456789abcdef", "alice", "run-1")
+    assert "already used (by alice in run run-1 at " in approval.used_note(directory, "0123456789abcdef")
