@@ -53,6 +53,9 @@ render_junit = _shared.render_junit
 render_html = _shared.render_html
 render_prometheus = _shared.render_prometheus
 metric_families = _shared.metric_families
+counter_families = _shared.counter_families
+label_key = _shared.label_key
+write_metrics_textfile = _shared.write_metrics_textfile
 METRIC_PREFIX = _shared.METRIC_PREFIX
 RENDERERS = _shared.RENDERERS
 
