@@ -61,8 +61,10 @@ def test_counters_continue_across_runs_and_keep_hosts_not_in_this_run(tmp_path: 
     assert got[_outcome("cron", "lab02", "cron", "healthy")] == 1       # lab02 was only in the first run
     assert got[("sentinel_remediation_runs_total", (("producer", "cron"), ("result", "failed")))] == 1
     # The gauges are the last run's: lab02 is not in it.
-    assert ("sentinel_remediation_outcomes", (("host", "lab02"), ("producer", "cron"), ("service", "cron"),
-                                              ("state", "healthy"))) not in got
+    assert got[("sentinel_remediation_last_run_outcomes", (("host", "lab01"), ("producer", "cron"), ("service", "nginx"),
+                                                           ("state", "healed")))] == 1
+    assert ("sentinel_remediation_last_run_outcomes", (("host", "lab02"), ("producer", "cron"), ("service", "cron"),
+                                                       ("state", "healthy"))) not in got
 
 
 def test_two_producers_in_one_directory_write_two_files_with_distinct_series(tmp_path: Path) -> None:
