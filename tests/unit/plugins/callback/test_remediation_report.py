@@ -52,7 +52,7 @@ def test_documented_options():
     doc = yaml.safe_load(rr.DOCUMENTATION)
     assert doc["type"] == "aggregate"
     assert set(doc["options"]) == {"json_path", "junit_path", "html_path", "metrics_path", "metrics_producer",
-                                  "stats_key"}
+                                   "stats_key"}
     assert rr.CallbackModule.CALLBACK_NEEDS_ENABLED is True
 
 

@@ -74,8 +74,8 @@ def test_two_producers_in_one_directory_write_two_files_with_distinct_series(tmp
     assert files == ["sentinel_remediation_driver.prom", "sentinel_remediation_playbook.prom"]
     driver, playbook = (_samples(tmp_path / name) for name in files)
     assert not set(driver) & set(playbook)    # node_exporter would refuse a series exposed twice
-    assert driver[_outcome("driver", "lab01", "nginx", "healed")] == playbook[_outcome("playbook", "lab01", "nginx",
-                                                                                        "healed")] == 1
+    assert driver[_outcome("driver", "lab01", "nginx", "healed")] == 1
+    assert playbook[_outcome("playbook", "lab01", "nginx", "healed")] == 1
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -90,7 +90,7 @@ def test_concurrent_runs_of_one_producer_lose_no_increment(tmp_path: Path) -> No
 
 
 def test_hostile_labels_round_trip_through_the_file(tmp_path: Path) -> None:
-    for _ in range(2):
+    for dummy in range(2):
         report.write_metrics_textfile(_report((HOSTILE, 'ng"inx', "healed")), str(tmp_path), "driver")
     got = _samples(tmp_path / "sentinel_remediation_driver.prom")
     assert got[_outcome("driver", report.printable(HOSTILE), 'ng"inx', "healed")] == 2

@@ -96,4 +96,3 @@ def test_escalation_kind_is_derived_for_outcomes_recorded_without_one():
         {"service": "f", "state": "healed", "escalation": "refused"}]})
     assert [o["escalation"] for o in built["outcomes"]] == [
         "rejected", "exhausted", "refused", "llm_error", "needs_human", ""]
-
