@@ -159,9 +159,13 @@ def build_parser() -> argparse.ArgumentParser:
                          help="write the report to FILE (atomically) instead of standard output")
 
     metrics = argparse.ArgumentParser(add_help=False)
-    metrics.add_argument("--metrics-textfile", metavar="FILE",
+    metrics.add_argument("--metrics-textfile", metavar="FILE|DIR",
                          help="after each pass, write its Prometheus metrics to FILE (node_exporter's textfile "
-                              "collector: a .prom file in its directory)")
+                              "collector: a .prom file in its directory), or to DIR/sentinel_remediation_PRODUCER.prom; "
+                              "its counters continue the file's values")
+    metrics.add_argument("--metrics-producer", default="driver", metavar="NAME",
+                         help="the `producer` label of every sample (and the file's name in a DIR): writers of one "
+                              "textfile directory need different names (default: driver)")
 
     parser = argparse.ArgumentParser(prog=PROG, parents=[common], epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -259,9 +263,28 @@ def _write_metrics(args: argparse.Namespace, result: dict) -> None:
     from .metrics import write_textfile
 
     try:
-        write_textfile(result, path)
+        write_textfile(result, path, _opt(args, "metrics_producer") or "driver")
     except OSError as exc:
         print(f"{PROG}: cannot write the metrics textfile {path}: {exc}", file=sys.stderr)
+
+
+def _series_creator(args: argparse.Namespace, options: PassOptions):
+    """Before the playbook: the counters of the pass's hosts and named services at 0 in the
+    textfile (a first heal is then an increase a scrape can see), or None."""
+    path = _opt(args, "metrics_textfile")
+    services = options.extravars.get("remediate_services")
+    names = [str(s["name"]) for s in services if isinstance(s, dict) and s.get("name")] if isinstance(services, list) else []
+    if not path or not names:
+        return None
+
+    def create(hosts: list[str]) -> None:
+        from .metrics import create_series
+
+        try:
+            create_series(path, hosts, names, _opt(args, "metrics_producer") or "driver")
+        except OSError as exc:
+            print(f"{PROG}: cannot write the metrics textfile {path}: {exc}", file=sys.stderr)
+    return create
 
 
 def _single_pass(args: argparse.Namespace, state: State, options: PassOptions) -> int:
@@ -272,7 +295,8 @@ def _single_pass(args: argparse.Namespace, state: State, options: PassOptions) -
     project = find_project_dir(_opt(args, "project_dir"))
     stopper = StopSignal(out, first_cancels=True).install()
     try:
-        result = run_pass(state, project, options, out=out, cancel=stopper.cancelled)
+        result = run_pass(state, project, options, out=out, cancel=stopper.cancelled,
+                          on_locked=_series_creator(args, options))
     finally:
         stopper.restore()
     _write_metrics(args, result)
@@ -341,7 +365,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
               flush=True)
 
     def one(cancel):
-        result = run_pass(state, project, _pass_options(args, state, kind="watch"), out=out, cancel=cancel)
+        options = _pass_options(args, state, kind="watch")
+        result = run_pass(state, project, options, out=out, cancel=cancel, on_locked=_series_creator(args, options))
         if collector is not None:
             collector.observe(result)
         _write_metrics(args, result)

@@ -29,6 +29,8 @@ _SHARED_NAMES = {"STATES": "STATES", "FAILING": "FAILING_STATES", "printable": "
                  "outcome_line": "outcome_line", "render_text": "render_text", "render_json": "render_json",
                  "render_junit": "render_junit", "render_html": "render_html",
                  "render_prometheus": "render_prometheus", "metric_families": "metric_families",
+                 "counter_families": "counter_families", "label_key": "label_key",
+                 "write_metrics_textfile": "write_metrics_textfile",
                  "METRIC_PREFIX": "METRIC_PREFIX", "RENDERERS": "RENDERERS"}
 _collection_root: Path | None = None
 _shared: ModuleType | None = None

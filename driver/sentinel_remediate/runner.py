@@ -386,8 +386,10 @@ def run_pass(
     out: TextIO | None = sys.stderr,
     cancel: Callable[[], bool] = lambda: False,
     ident: str | None = None,
+    on_locked: Callable[[list[str]], None] | None = None,
 ) -> dict:
-    """Lock the hosts, run the playbook, store and return the report (with a ``run`` section)."""
+    """Lock the hosts, run the playbook, store and return the report (with a ``run`` section).
+    ``on_locked`` is told the hosts the pass holds, before the playbook starts."""
     import ansible_runner  # imported late: `report` and `approvals list` do not need it
 
     state.ensure()
@@ -440,6 +442,8 @@ def run_pass(
             except OSError as exc:
                 progress.say(f"cannot store the report so far: {exc}")
         progress.on_outcome = provisional
+        if on_locked is not None:
+            on_locked(sorted(locks.held))
         private = state.private / ident
         private.mkdir(parents=True, exist_ok=True, mode=0o700)
         kwargs: dict[str, Any] = dict(

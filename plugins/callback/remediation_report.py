@@ -63,6 +63,8 @@ options:
     description:
       - Write the run's Prometheus metrics (text format) to this file, for node_exporter's textfile
         collector (its directory, a name ending in C(.prom)). Wins over the role's C(remediate_metrics_textfile).
+      - An existing directory (or a path ending in C(/)) gets the file C(sentinel_remediation_<producer>.prom).
+      - The counters (C(sentinel_remediation_*_total)) continue the values in the file, so each run adds to them.
     type: path
     env:
       - name: SENTINEL_REPORT_METRICS
@@ -70,6 +72,18 @@ options:
     ini:
       - section: callback_remediation_report
         key: metrics_path
+  metrics_producer:
+    description:
+      - The C(producer) label of every metric sample, and the file's name when O(metrics_path) is a directory.
+      - Two writers of one textfile directory (this callback and C(sentinel-remediate), two schedules...)
+        need different names, or node_exporter sees the same series twice.
+    type: str
+    default: playbook
+    env:
+      - name: SENTINEL_REPORT_METRICS_PRODUCER
+    ini:
+      - section: callback_remediation_report
+        key: metrics_producer
   stats_key:
     description: The M(ansible.builtin.set_stats) key holding the outcome lists.
     type: str
@@ -245,12 +259,16 @@ class CallbackModule(CallbackBase):
             "metrics_textfile")
         for option, render in (("json_path", lambda r: _report.render_json(r).encode("utf-8")),
                                ("junit_path", junit_xml),
-                               ("html_path", lambda r: _report.render_html(r).encode("utf-8")),
-                               ("metrics_path", lambda r: _report.render_prometheus(r).encode("utf-8"))):
-            path = metrics if option == "metrics_path" else self.get_option(option)
+                               ("html_path", lambda r: _report.render_html(r).encode("utf-8"))):
+            path = self.get_option(option)
             if not path:
                 continue
             try:
                 _write(path, render(report))
             except OSError as exc:
                 self._display.warning(f"sentinel.remediation.remediation_report: cannot write {path}: {exc}")
+        if metrics:
+            try:
+                _report.write_metrics_textfile(report, metrics, self.get_option("metrics_producer") or "playbook")
+            except OSError as exc:
+                self._display.warning(f"sentinel.remediation.remediation_report: cannot write {metrics}: {exc}")

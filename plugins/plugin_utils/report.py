@@ -14,9 +14,12 @@ text, JSON, JUnit XML, Prometheus text format and a self-contained HTML page.
 from __future__ import annotations
 
 import datetime
+import fcntl
 import html
 import json
+import os
 import re
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
@@ -147,6 +150,8 @@ def finish_report(report: Mapping) -> dict:
 
 
 _NOTIFY_STATUS = ("sent", "failed", "skipped")
+# The role's notification channels (roles/remediate/tasks/notify_*.yml): their series exist from the first run.
+NOTIFY_CHANNELS = ("mail", "pagerduty", "slack", "webhook")
 
 
 def normalise_notifications(value: Any) -> list[dict]:
@@ -336,41 +341,56 @@ def run_times(report: Mapping) -> tuple[float | None, float | None]:
 
 
 def metric_families(report: Mapping) -> list[dict]:
-    """The run's metrics as data: ``[{name, type, help, samples: [(labels, value)]}]``.
+    """The run's metrics as data: ``[{name, type, help, samples: [(labels, value)], total}]``.
 
-    Gauges of the last run (a textfile and a scrape show the same): outcomes by service and
-    state, escalations by service and reason, attempts, LLM calls and tokens, notifications,
-    the run's duration, end time and verdict."""
+    Gauges of the last run (a textfile and a scrape show the same): outcomes by host, service
+    and state, escalations by host, service and reason, attempts, LLM calls and tokens,
+    notifications, the run's duration, end time and verdict. A family made with ``total`` (the
+    help of its counter) counts things: its gauge is ``last_run_<name>``, and the textfile
+    writers add each run's values to the counter ``<name>_total`` (``counter_families``).
+    Every label set of a family is listed, with 0, so a counter exists before its first event."""
     outcomes = report.get("outcomes") or []
-    services = sorted({o["service"] for o in outcomes})
+    pairs = sorted({(o["host"], o["service"]) for o in outcomes})
     families = []
 
-    def family(name: str, help_text: str, samples: list, kind: str = "gauge") -> None:
-        families.append({"name": METRIC_PREFIX + name, "type": kind, "help": help_text, "samples": samples})
+    def family(name: str, help_text: str, samples: list, kind: str = "gauge", total: str = "") -> None:
+        families.append({"name": METRIC_PREFIX + ("last_run_" if total else "") + name, "type": kind,
+                         "help": help_text, "samples": samples,
+                         "total": total, "counter": METRIC_PREFIX + name + "_total" if total else ""})
 
-    family("outcomes", "Host/service outcomes of the last run, by service and state.",
-           [({"service": svc, "state": st}, sum(1 for o in outcomes if o["service"] == svc and o["state"] == st))
-            for svc in services for st in STATES])
-    family("escalations", "Escalated host/service outcomes of the last run, by service and reason.",
-           [({"service": svc, "reason": kind},
-             sum(1 for o in outcomes if o["service"] == svc and o["state"] == "escalated"
+    family("outcomes", "Host/service outcomes of the last run, by host, service and state.",
+           [({"host": host, "service": svc, "state": st},
+             sum(1 for o in outcomes if (o["host"], o["service"], o["state"]) == (host, svc, st)))
+            for host, svc in pairs for st in STATES],
+           total="Host/service outcomes over all runs, by host, service and state.")
+    family("escalations", "Escalated host/service outcomes of the last run, by host, service and reason.",
+           [({"host": host, "service": svc, "reason": kind},
+             sum(1 for o in outcomes if (o["host"], o["service"]) == (host, svc) and o["state"] == "escalated"
                  and (o.get("escalation") or "needs_human") == kind))
-            for svc in services for kind in ESCALATION_KINDS])
-    family("safeguards", "Host/service outcomes of the last run on which a safeguard acted, by service and safeguard.",
-           [({"service": svc, "safeguard": g}, sum(1 for o in outcomes if o["service"] == svc and g in o.get("safeguards", ())))
-            for svc in services for g in SAFEGUARDS])
-    family("attempts", "Remediation attempts made in the last run, by service.",
-           [({"service": svc}, sum(o["attempts"] for o in outcomes if o["service"] == svc)) for svc in services])
+            for host, svc in pairs for kind in ESCALATION_KINDS],
+           total="Escalations over all runs, by host, service and reason.")
+    family("safeguards", "Host/service outcomes of the last run on which a safeguard acted, by host, service and safeguard.",
+           [({"host": host, "service": svc, "safeguard": g},
+             sum(1 for o in outcomes if (o["host"], o["service"]) == (host, svc) and g in o.get("safeguards", ())))
+            for host, svc in pairs for g in SAFEGUARDS],
+           total="Host/service outcomes on which a safeguard acted, over all runs, by host, service and safeguard.")
+    family("attempts", "Remediation attempts made in the last run, by host and service.",
+           [({"host": host, "service": svc}, sum(o["attempts"] for o in outcomes if (o["host"], o["service"]) == (host, svc)))
+            for host, svc in pairs],
+           total="Remediation attempts over all runs, by host and service.")
     llm = report.get("llm") or {}
-    family("llm_calls", "LLM calls made in the last run.", [({}, _int(llm.get("calls")))])
+    family("llm_calls", "LLM calls made in the last run.", [({}, _int(llm.get("calls")))],
+           total="LLM calls over all runs.")
     family("llm_tokens", "LLM tokens spent in the last run, by kind.",
            [({"kind": "prompt"}, _int(llm.get("prompt_tokens"))),
-            ({"kind": "completion"}, _int(llm.get("completion_tokens")))])
+            ({"kind": "completion"}, _int(llm.get("completion_tokens")))],
+           total="LLM tokens over all runs, by kind.")
     notes = report.get("notifications") or []
-    channels = sorted({n["channel"] for n in notes})
+    channels = sorted(set(NOTIFY_CHANNELS) | {n["channel"] for n in notes})
     family("notifications", "Notifications of the last run, by channel and status.",
            [({"channel": ch, "status": st}, sum(1 for n in notes if n["channel"] == ch and n["status"] == st))
-            for ch in channels for st in _NOTIFY_STATUS])
+            for ch in channels for st in _NOTIFY_STATUS],
+           total="Notifications over all runs, by channel and status.")
     started, finished = run_times(report)
     family("run_duration_seconds", "Wall-clock seconds of the last run.",
            [({}, round(max(finished - started, 0.0), 3) if started and finished else 0.0)])
@@ -382,6 +402,35 @@ def metric_families(report: Mapping) -> list[dict]:
     return families
 
 
+def label_key(labels: Mapping) -> tuple:
+    """A hashable, ordered form of a label set (the keys of ``parse_prometheus`` samples)."""
+    return tuple(sorted((str(k), str(v)) for k, v in labels.items()))
+
+
+def counter_families(report: Mapping, previous: Mapping[str, Mapping] | None = None, count: bool = True) -> list[dict]:
+    """The counters ``<name>_total`` of every family of ``metric_families`` that has a
+    ``total``: the previous values (``parse_prometheus`` of the last file) plus this run's,
+    over the label sets of both. ``count=False`` adds nothing: it only creates, at 0, the
+    label sets of ``report`` that are new (before a run, so the first event is an increase)."""
+    previous = previous or {}
+    out = []
+    runs = {"name": "", "total": "Runs, by result (ok: nothing escalated, failed or was unreachable).",
+            "counter": METRIC_PREFIX + "runs_total",
+            "samples": [({"result": "ok"}, 1 if report.get("ok") else 0),
+                        ({"result": "failed"}, 0 if report.get("ok") else 1)]}
+    for fam in metric_families(report) + [runs]:
+        if not fam.get("total"):
+            continue
+        name = fam["counter"]
+        values = dict((previous.get(name) or {}).get("samples") or {})
+        for labels, value in fam["samples"]:
+            key = label_key(labels)
+            values[key] = values.get(key, 0) + (value if count else 0)
+        out.append({"name": name, "type": "counter", "help": fam["total"],
+                    "samples": [(dict(key), value) for key, value in sorted(values.items())]})
+    return out
+
+
 def _label_value(value: Any) -> str:
     return printable(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
@@ -390,16 +439,109 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else repr(float(value))
 
 
-def render_prometheus(report: Mapping) -> str:
-    """The run's metrics in Prometheus' text exposition format (node_exporter's textfile collector)."""
+def _render_families(families: Iterable[Mapping], producer: str = "") -> str:
     lines = []
-    for fam in metric_families(report):
+    for fam in families:
         lines.append(f"# HELP {fam['name']} {fam['help']}")
         lines.append(f"# TYPE {fam['name']} {fam['type']}")
         for labels, value in fam["samples"]:
+            labels = {"producer": producer, **labels} if producer else dict(labels)
             inner = ",".join(f'{k}="{_label_value(v)}"' for k, v in labels.items())
             lines.append(f"{fam['name']}{{{inner}}} {_number(value)}" if inner else f"{fam['name']} {_number(value)}")
     return "\n".join(lines) + "\n"
+
+
+def render_prometheus(report: Mapping, previous: Mapping[str, Mapping] | None = None, producer: str = "") -> str:
+    """The run's metrics in Prometheus' text exposition format (node_exporter's textfile
+    collector): the gauges of this run, then the counters over runs (``previous`` + this
+    run). ``producer`` labels every sample, so that two writers of textfiles in one
+    directory never expose the same series."""
+    return _render_families(metric_families(report) + counter_families(report, previous), producer)
+
+
+_SAMPLE = re.compile(r'^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$')
+_LABEL = re.compile(r'\s*(?P<key>[A-Za-z_][A-Za-z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"\s*,?')
+_UNESCAPE = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
+
+
+def parse_prometheus(text: str, producer: str = "") -> dict[str, dict]:
+    """Families of a text exposition (as ``render_prometheus`` writes it): name ->
+    ``{type, help, samples: {label key: value}}``, without the ``producer`` label. Lines it
+    cannot read are skipped: a damaged file costs its counters, never the run."""
+    families: dict[str, dict] = {}
+    for line in text.splitlines():
+        if line.startswith("# HELP ") or line.startswith("# TYPE "):
+            parts = line.split(" ", 3)
+            if len(parts) == 4:
+                fam = families.setdefault(parts[2], {"type": "untyped", "help": "", "samples": {}})
+                fam["help" if parts[1] == "HELP" else "type"] = parts[3]
+            continue
+        match = _SAMPLE.match(line.strip())
+        if not match:
+            continue
+        labels = {}
+        raw = match.group("labels") or ""
+        for item in _LABEL.finditer(raw):
+            labels[item.group("key")] = re.sub(r"\\[\\n\"]", lambda m: _UNESCAPE[m.group()], item.group("value"))
+        try:
+            value = float(match.group("value"))
+        except ValueError:
+            continue
+        if producer and labels.get("producer") not in (None, producer):
+            continue
+        labels.pop("producer", None)
+        fam = families.setdefault(match.group("name"), {"type": "untyped", "help": "", "samples": {}})
+        fam["samples"][label_key(labels)] = value
+    return families
+
+
+def textfile_path(path: str, producer: str) -> str:
+    """Where a producer's textfile goes: ``path`` itself, or inside ``path`` when it is a
+    directory (or ends with ``/``), ``sentinel_remediation_<producer>.prom``, so that writers
+    with different producer names never share (and overwrite) one file."""
+    if path.endswith(os.sep) or os.path.isdir(path):
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", producer or "default")
+        return os.path.join(path, f"sentinel_remediation_{safe}.prom")
+    return path
+
+
+def write_metrics_textfile(report: Mapping, path: str, producer: str, count: bool = True) -> str:
+    """Write the report's metrics for node_exporter's textfile collector; returns the file.
+
+    The counters continue the file's previous values (under an exclusive lock on a side
+    file, so two runs of one producer never lose an increment); the file is replaced
+    atomically (written beside it, then renamed: the collector never reads half a file).
+    ``count=False`` (before a run) keeps the file's last gauges and creates the report's new
+    label sets at 0."""
+    target = textfile_path(os.path.expanduser(path), producer)
+    directory = os.path.dirname(os.path.abspath(target))
+    os.makedirs(directory, exist_ok=True)
+    base = os.path.basename(target)
+    with open(os.path.join(directory, f".{base}.lock"), "a", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(target, encoding="utf-8") as handle:
+                previous = parse_prometheus(handle.read(), producer)
+        except (OSError, UnicodeDecodeError):
+            previous = {}
+        if count:
+            text = render_prometheus(report, previous, producer)
+        else:
+            gauges = [{"name": name, "type": fam["type"], "help": fam["help"],
+                       "samples": [(dict(key), value) for key, value in sorted(fam["samples"].items())]}
+                      for name, fam in previous.items() if fam["type"] != "counter"]
+            text = _render_families(gauges + counter_families(report, previous, count=False), producer)
+        fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    return target
 
 
 # ------------------------------------------------------------------------------ HTML

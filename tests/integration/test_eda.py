@@ -1,10 +1,13 @@
 """Event-driven remediation for real: ansible-rulebook on 127.0.0.1, Alertmanager payloads, lab faults healed.
 
-ansible-rulebook (Java 17 for its Drools engine) runs extensions/eda/rulebooks/remediate_on_alert.yml
+ansible-rulebook (Java 17 for its Drools engine) runs the rulebook sentinel.remediation.remediate_on_alert
 with our event source (extensions/eda/plugins/event_source/alertmanager.py) on a free
-loopback port. A real Alertmanager (webhook payload version 4) POST for a lab host whose
+loopback port, started as docs/operate.md says: from a directory outside the checkout, with
+no ansible.cfg, the collection found on ANSIBLE_COLLECTIONS_PATH and the token in the
+environment only. A real Alertmanager (webhook payload version 4) POST for a lab host whose
 service is broken must end with the lab's own health check saying healed; an alert storm
-(the same alert 10 times) must run one remediation, counted by the playbook's run log.
+(the same alert 10 times) must run one remediation and log the others as dropped, counted
+by the playbook's run log; an alert that names no watched service heals nothing.
 
 The playbook hands each alert to the driver (`sentinel-remediate run --limit HOST`), so an
 alert-triggered pass must share the driver's state: its report lands in the driver's state
@@ -111,18 +114,20 @@ def rulebook(eda_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     variables.write_text(yaml.safe_dump({"alert_port": port, "alert_host": "127.0.0.1",
                                          "remediate_backend": "runbook", "sentinel_eda_log": str(log),
                                          "sentinel_inventory": str(inventory),
-                                         "sentinel_fact_caching_connection": str(facts)}))
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "SENTINEL_ALERT_TOKEN": TOKEN,
+                                         "sentinel_fact_caching_connection": str(facts),
+                                         # The operator's map: an alert's service -> watched services.
+                                         "sentinel_alert_services": {"nginx-frontend": ["nginx"]}}))
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"), "SENTINEL_ALERT_TOKEN": TOKEN,
            "SENTINEL_STATE_DIR": str(state)}
-    for name in ("ANSIBLE_CACHE_PLUGIN", "ANSIBLE_CACHE_PLUGIN_CONNECTION", "SENTINEL_APPROVALS_DIR"):
+    for name in ("ANSIBLE_CONFIG", "ANSIBLE_CACHE_PLUGIN", "ANSIBLE_CACHE_PLUGIN_CONNECTION", "SENTINEL_APPROVALS_DIR"):
         env.pop(name, None)
     out = (base / "rulebook.log").open("w")
     proc = subprocess.Popen(
-        # No -S: the rulebook names its source sentinel.remediation.alertmanager, which
-        # ansible-rulebook finds in the collection that ansible.cfg's collections path holds.
-        ["ansible-rulebook", "-r", "extensions/eda/rulebooks/remediate_on_alert.yml",
-         "-i", str(inventory), "--vars", str(variables), "--env-vars", "SENTINEL_ALERT_TOKEN"],
-        cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        # No -S, no path: the rulebook, its event source and its playbook are the collection's,
+        # found by their names; no --env-vars: the token is optional and read from the environment.
+        ["ansible-rulebook", "-r", "sentinel.remediation.remediate_on_alert",
+         "-i", str(inventory), "--vars", str(variables)],
+        cwd=base, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 90
         while True:
@@ -147,10 +152,25 @@ def rulebook(eda_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         out.close()
 
 
-def _runs(log: Path, host: str, service: str) -> list[str]:
+def _log_lines(log: Path, host: str, service: str, what: str = "started") -> list[str]:
+    """The playbook's log lines for host and service: `started` (a remediation ran),
+    `dropped` (inside the throttle window) or `refused` (no watched service of that name)."""
     if not log.is_file():
         return []
-    return [line for line in log.read_text().splitlines() if line.split()[1:3] == [host, service]]
+    lines = [line.split() for line in log.read_text().splitlines()]
+    return [" ".join(f) for f in lines if f[1:3] == [host, service]
+            and (f[-1] if f[-1] in ("dropped", "refused") else "started") == what]
+
+
+def _runs(log: Path, host: str, service: str) -> list[str]:
+    return _log_lines(log, host, service)
+
+
+def _wait_for(what, rulebook: dict, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, rulebook["output"].read_text()[-4000:]
+        time.sleep(1)
 
 
 def _wait_healed(lab: Lab, host: str, service: str, rulebook: dict) -> float:
@@ -256,9 +276,9 @@ def test_alert_waits_for_a_pass_that_holds_the_host(eda_lab: Lab, rulebook: dict
     assert _wait_report(rulebook, "lab01", "redis-server", seen)["outcome"]["state"] == "healed"
 
 
-def test_escalation_fails_the_job(eda_lab: Lab, rulebook: dict) -> None:
-    # `nginx-frontend` names no watched service: the pass checks every one of lab01's. A
-    # missing nginx binary is beyond the runbooks: the driver escalates and exits 1.
+def test_escalation_fails_the_job_and_spends_no_throttle_window(eda_lab: Lab, rulebook: dict) -> None:
+    # `nginx-frontend` is mapped to nginx by the operator's sentinel_alert_services. A missing
+    # nginx binary is beyond the runbooks: the driver escalates and exits 1, the job fails.
     _ensure_healthy(eda_lab, "lab01")
     seen = len(_driver_reports(rulebook))
     eda_lab.inject("lab01", "nginx_binary_missing")
@@ -266,13 +286,36 @@ def test_escalation_fails_the_job(eda_lab: Lab, rulebook: dict) -> None:
         assert post(rulebook["port"], alert_payload("lab01", "nginx-frontend", "FrontendDown")) == 202
         found = _wait_report(rulebook, "lab01", "nginx", seen)
         assert found["outcome"]["state"] == "escalated", found["outcome"]
-        assert {o["service"] for o in found["report"]["outcomes"]} == {"nginx", "redis-server", "cron", "ssh"}
-        deadline = time.monotonic() + 60
-        while "sentinel-remediate exited 1 (escalated, failed or unreachable)" not in rulebook["output"].read_text():
-            assert time.monotonic() < deadline, rulebook["output"].read_text()[-4000:]
-            time.sleep(1)
+        assert [o["service"] for o in found["report"]["outcomes"]] == ["nginx"]   # the mapped service only
+        failed = "sentinel-remediate exited 1 (escalated, failed or unreachable)"
+        _wait_for(lambda: failed in rulebook["output"].read_text(), rulebook, 60)
+        # The failed job held nothing: the same alert again (Alertmanager's repeat) runs again.
+        assert post(rulebook["port"], alert_payload("lab01", "nginx-frontend", "FrontendDown")) == 202
+        _wait_for(lambda: len(_runs(rulebook["log"], "lab01", "nginx-frontend")) == 2, rulebook, 120)
+        _wait_report(rulebook, "lab01", "nginx", seen + 1)    # the second pass ran, and was reported
+        assert not _log_lines(rulebook["log"], "lab01", "nginx-frontend", "dropped")
     finally:
         eda_lab.reset("lab01")
+
+
+def test_alert_for_a_service_nothing_watches_is_refused(eda_lab: Lab, rulebook: dict) -> None:
+    seen = len(_driver_reports(rulebook))
+    assert post(rulebook["port"], alert_payload("lab02", "postfix", "PostfixDown")) == 202
+    _wait_for(lambda: _log_lines(rulebook["log"], "lab02", "postfix", "refused"), rulebook)
+    _wait_for(lambda: "refused: the alert names service 'postfix', which is none of the services watched on lab02"
+              in rulebook["output"].read_text(), rulebook, 30)
+    assert _runs(rulebook["log"], "lab02", "postfix") == []
+    assert len(_driver_reports(rulebook)) == seen    # the driver never started
+
+
+def test_alert_without_a_service_label_is_refused_not_read_as_every_service(rulebook: dict) -> None:
+    payload = alert_payload("lab02", "nginx", "HostDown")
+    for labels in (payload["alerts"][0]["labels"], payload["commonLabels"]):
+        labels.pop("service", None)   # job "nginx-exporter" stays: it names the exporter, not a service
+    assert post(rulebook["port"], payload) == 202
+    _wait_for(lambda: "refused alert HostDown: the alert names no service (labels service)"
+              in rulebook["output"].read_text(), rulebook, 60)
+    assert _log_lines(rulebook["log"], "lab02", "nginx-exporter") == []
 
 
 def test_alert_for_a_host_outside_the_inventory_is_refused(rulebook: dict) -> None:
@@ -290,10 +333,12 @@ def test_alert_storm_runs_one_remediation(eda_lab: Lab, rulebook: dict) -> None:
     payload = alert_payload("lab02", "redis", "RedisDown", 9121)   # `redis` names the role's redis-server
     assert [post(rulebook["port"], payload) for dummy in range(10)] == [202] * 10
     _wait_healed(eda_lab, "lab02", "redis", rulebook)
-    time.sleep(8)  # any extra run the storm would have caused starts within this time
+    # The other nine are dropped one after another (each a short job), each logged.
+    _wait_for(lambda: len(_log_lines(rulebook["log"], "lab02", "redis", "dropped")) >= 3, rulebook, 120)
     runs = _runs(rulebook["log"], "lab02", "redis")
     assert len(runs) == 1, runs
     assert "healed" in rulebook["output"].read_text()
+    assert "inside the throttle window of 300 s (sentinel_eda_throttle)" in rulebook["output"].read_text()
 
 
 def test_bad_payload_is_refused(rulebook: dict) -> None:

@@ -274,13 +274,16 @@ def test_each_reason_reaches_its_channels_and_the_report_says_so(receivers, tmp_
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     families = {f.name: f for f in parser.text_string_to_metric_families(metrics_file.read_text())}
-    value = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families.values() for s in f.samples}
-    assert value[("sentinel_remediation_outcomes", (("service", "nginx"), ("state", "escalated")))] == 1
-    assert value[("sentinel_remediation_outcomes", (("service", "sentinel-app"), ("state", "healed")))] == 1
-    assert value[("sentinel_remediation_escalations", (("reason", "exhausted"), ("service", "cron")))] == 1
-    assert value[("sentinel_remediation_llm_calls", ())] == report["llm"]["calls"] == 3
-    assert value[("sentinel_remediation_llm_tokens", (("kind", "prompt"),))] == 2200
-    assert value[("sentinel_remediation_notifications", (("channel", "slack"), ("status", "sent")))] == 2
+    value = {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "producer"))): s.value
+             for f in families.values() for s in f.samples}
+    assert value[("sentinel_remediation_last_run_outcomes", (("host", "web1"), ("service", "nginx"), ("state", "escalated")))] == 1
+    assert sum(v for (name, labels), v in value.items() if name == "sentinel_remediation_last_run_outcomes"
+               and dict(labels)["service"] == "sentinel-app" and dict(labels)["state"] == "healed") == 1
+    assert value[("sentinel_remediation_escalations_total",
+                  (("host", "web2"), ("reason", "exhausted"), ("service", "cron")))] == 1
+    assert value[("sentinel_remediation_last_run_llm_calls", ())] == report["llm"]["calls"] == 3
+    assert value[("sentinel_remediation_last_run_llm_tokens", (("kind", "prompt"),))] == 2200
+    assert value[("sentinel_remediation_last_run_notifications", (("channel", "slack"), ("status", "sent")))] == 2
     assert started - 5 <= value[("sentinel_remediation_last_run_timestamp_seconds", ())] <= time.time() + 5
     assert value[("sentinel_remediation_run_duration_seconds", ())] > 0
 

@@ -22,6 +22,7 @@ spec.loader.exec_module(alertmanager)
     ({"instance": "web1.example.com"}, "web1.example.com"),
     ({"instance": "[2001:db8::1]:9100"}, "2001:db8::1"),
     ({"instance": "", "host": "db2"}, "db2"),
+    ({"instance": "10.0.0.7:9100", "host": "db2"}, "db2"),   # a label the alert rule set wins over the target
     ({"hostname": "db3"}, "db3"),
     ({}, ""),
 ])
@@ -36,10 +37,12 @@ def test_one_event_per_alert() -> None:
         "junk",
     ]}
     events = alertmanager.events_from_payload(payload)
-    assert [e["sentinel"] for e in events] == [
+    assert [{k: e["sentinel"][k] for k in ("host", "service", "status")} for e in events] == [
         {"host": "lab01", "service": "nginx", "status": "firing"},
-        {"host": "lab02", "service": "redis", "status": "resolved"},
+        {"host": "lab02", "service": "", "status": "resolved"},   # `job` is the exporter, not a service
     ]
+    assert events[0]["sentinel"]["refused"] == ""
+    assert events[1]["sentinel"]["refused"].startswith("the alert names no service (labels service)")
     assert events[0]["receiver"] == "r" and events[0]["alert"]["labels"]["job"] == "x"
 
 
@@ -128,3 +131,32 @@ def test_healthz_answers_without_a_token_and_counts_alerts() -> None:
 def test_a_non_loopback_listener_needs_a_token(host: str) -> None:
     with pytest.raises(ValueError, match="needs a `token`"):
         asyncio.run(alertmanager.main(asyncio.Queue(), {"host": host, "port": 1}))
+
+
+@pytest.mark.parametrize(("labels", "keys", "service"), [
+    ({"service": "nginx"}, ("service",), "nginx"),
+    ({"service": "nginx.service"}, ("service",), "nginx"),     # a systemd unit name
+    ({"job": "node", "alertname": "HostDown"}, ("service",), ""),
+    ({"name": "redis-server.service"}, ("service", "name"), "redis-server"),
+])
+def test_alert_service_comes_only_from_the_service_labels(labels: dict, keys: tuple, service: str) -> None:
+    assert alertmanager.alert_service(labels, keys) == service
+
+
+def test_an_alert_without_host_or_service_says_why_it_is_refused() -> None:
+    why = alertmanager.refusal("", "")
+    assert why.startswith("the alert names no host (labels host, hostname, instance) and no service (labels service)")
+    assert alertmanager.refusal("lab01", "nginx") == ""
+
+
+@pytest.mark.parametrize(("value", "keys"), [("", ("service",)), (None, ("service",)),
+                                             (["service", "name"], ("service", "name")),
+                                             ("service,name", ("service", "name"))])
+def test_label_arguments(value, keys: tuple) -> None:
+    assert alertmanager._labels_arg({"service_labels": value}, "service_labels", ("service",)) == keys
+
+
+def test_a_bad_label_argument_is_a_clear_error() -> None:
+    for bad in ([3], [""], {"a": 1}):
+        with pytest.raises(ValueError, match="`service_labels` must be a list of label names"):
+            alertmanager._labels_arg({"service_labels": bad}, "service_labels", ("service",))

@@ -53,7 +53,7 @@ def test_watch_serves_metrics_on_loopback_and_writes_the_textfile(tmp_path: Path
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
                     text = response.read().decode()
-                if "sentinel_remediation_outcomes{" in text:
+                if "sentinel_remediation_last_run_outcomes{" in text:
                     scraped.append(text)
                     return
             except OSError:
@@ -71,20 +71,26 @@ def test_watch_serves_metrics_on_loopback_and_writes_the_textfile(tmp_path: Path
     got = _samples(scraped[0])
     passes = got[("sentinel_remediation_driver_passes_total", ())]
     assert passes >= 1
-    assert got[("sentinel_remediation_outcomes", (("service", "nginx"), ("state", "escalated")))] == 1
-    assert got[("sentinel_remediation_escalations", (("reason", "exhausted"), ("service", "nginx")))] == 1
-    assert got[("sentinel_remediation_attempts", (("service", "nginx"),))] == 3
-    assert got[("sentinel_remediation_llm_tokens", (("kind", "prompt"),))] == 1000
-    assert got[("sentinel_remediation_driver_outcomes_total", (("service", "cron"), ("state", "healed")))] == passes
-    assert got[("sentinel_remediation_driver_llm_calls_total", ())] == 2 * passes
+    H = ("host", "localhost")
+    assert got[("sentinel_remediation_last_run_outcomes", (H, ("service", "nginx"), ("state", "escalated")))] == 1
+    assert got[("sentinel_remediation_last_run_escalations", (H, ("reason", "exhausted"), ("service", "nginx")))] == 1
+    assert got[("sentinel_remediation_last_run_attempts", (H, ("service", "nginx")))] == 3
+    assert got[("sentinel_remediation_last_run_llm_tokens", (("kind", "prompt"),))] == 1000
+    assert got[("sentinel_remediation_outcomes_total", (H, ("service", "cron"), ("state", "healed")))] == passes
+    assert got[("sentinel_remediation_outcomes_total", (H, ("service", "cron"), ("state", "escalated")))] == 0
+    assert got[("sentinel_remediation_llm_calls_total", ())] == 2 * passes
     assert got[("sentinel_remediation_last_run_ok", ())] == 0
     # The textfile holds the last pass, the same as its stored report says.
     stored = r.load_report(r.list_runs(tmp_path / "state" / "artifacts")[-1])
     from_file = _samples(textfile.read_text())
-    assert from_file[("sentinel_remediation_outcomes", (("service", "cron"), ("state", "healed")))] == \
+    P = ("producer", "driver")
+    assert from_file[("sentinel_remediation_last_run_outcomes", (H, P, ("service", "cron"), ("state", "healed")))] == \
         stored["totals"]["healed"] == 1
-    assert from_file[("sentinel_remediation_llm_calls", ())] == stored["llm"]["calls"] == 2
-    assert from_file[("sentinel_remediation_run_duration_seconds", ())] >= 0
+    assert from_file[("sentinel_remediation_last_run_llm_calls", (P,))] == stored["llm"]["calls"] == 2
+    assert from_file[("sentinel_remediation_run_duration_seconds", (P,))] >= 0
+    # Its counters went on across the two passes of this watch.
+    assert from_file[("sentinel_remediation_outcomes_total", (H, P, ("service", "cron"), ("state", "healed")))] == 2
+    assert from_file[("sentinel_remediation_runs_total", (P, ("result", "failed")))] == 2
     assert not list(textfile.parent.glob(".*tmp*"))  # written through a temporary file, renamed
 
 
@@ -117,4 +123,4 @@ def test_report_writes_html_and_prometheus_files(tmp_path: Path) -> None:
                      "--state-dir", str(tmp_path)]) == r.EXIT_OK
     got = _samples((tmp_path / "out" / "run.prom").read_text())
     assert got[("sentinel_remediation_run_duration_seconds", ())] == 30
-    assert got[("sentinel_remediation_outcomes", (("service", "nginx"), ("state", "healed")))] == 1
+    assert got[("sentinel_remediation_last_run_outcomes", (("host", "lab01"), ("service", "nginx"), ("state", "healed")))] == 1

@@ -7,11 +7,15 @@ Alertmanager groups alerts into one webhook POST (payload version 4); rules want
 alert at a time, with the host and the service already worked out. Each alert becomes
 
     {"alert": <the alert: status, labels, annotations, startsAt, fingerprint...>,
-     "sentinel": {"host": ..., "service": ..., "status": "firing"|"resolved"},
+     "sentinel": {"host": ..., "service": ..., "status": "firing"|"resolved", "refused": why or ""},
      "receiver": ..., "group_key": ..., "external_url": ...}
 
-host: label `instance` without its port (also `[v6]:port`), else `host` / `hostname`;
-service: label `service`, else `job`. Rulebooks name it by its collection name,
+host: the first of the labels `host`, `hostname` (set by the alert rule: explicit), then
+`instance` without its port (also `[v6]:port`); service: the label `service` (a systemd
+unit name loses its `.service`). Nothing else stands for a service: an alert without one
+names no service (``sentinel.refused`` says so, the rulebook logs it and heals nothing),
+never "every service" (the scrape `job` is the exporter's name, not the broken service).
+Other labels: the source's ``host_labels`` / ``service_labels``. Rulebooks name it by its collection name,
 `sentinel.remediation.alertmanager` (ansible-rulebook finds it under
 extensions/eda/plugins/event_source/ of the installed collection, as `ansible-galaxy
 collection list` locates it), so no `-S` source directory is needed.
@@ -20,8 +24,9 @@ collection list` locates it), so no `-S` source directory is needed.
 EDA Controller or Kubernetes carry none, and it tells nothing about the alerts).
 
 Arguments: host (default 127.0.0.1), port (required), token (bearer token that clients
-must send; required when listening beyond loopback unless allow_unauthenticated is true),
-max_body (bytes, default 1 MiB).
+must send; required when listening beyond loopback unless allow_unauthenticated is true;
+empty: the environment variable named by token_env, SENTINEL_ALERT_TOKEN, if set),
+host_labels, service_labels, max_body (bytes, default 1 MiB).
 """
 from __future__ import annotations
 
@@ -30,8 +35,10 @@ import hmac
 import json
 import logging
 import ipaddress
+import os
 import re
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from aiohttp import web
@@ -54,7 +61,24 @@ options:
     description:
       - Bearer token that the client must send (Authorization header).
       - Required when O(host) is not a loopback address, unless O(allow_unauthenticated) is true.
+      - Empty or unset, the value of the environment variable O(token_env) is used when it is set.
     type: str
+  token_env:
+    description: Environment variable that holds the token when O(token) is empty (unset or empty: no token).
+    type: str
+    default: SENTINEL_ALERT_TOKEN
+  host_labels:
+    description: Alert labels that name the host, first non-empty wins (C(instance) loses its port).
+    type: list
+    elements: str
+    default: [host, hostname, instance]
+  service_labels:
+    description:
+      - Alert labels that name the service, first non-empty wins (a trailing C(.service) is dropped).
+      - An alert with none of them names no service and is refused, never read as every service.
+    type: list
+    elements: str
+    default: [service]
   allow_unauthenticated:
     description: Accept alerts without a token on a non-loopback address (not recommended).
     type: bool
@@ -79,9 +103,13 @@ logger = logging.getLogger(__name__)
 _PORT = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<name>[^:]+))(?::\d+)?$")
 
 
-def alert_host(labels: dict[str, Any]) -> str:
-    """The host an alert is about: `instance` without its port, else `host`/`hostname`."""
-    for key in ("instance", "host", "hostname"):
+HOST_LABELS = ("host", "hostname", "instance")
+SERVICE_LABELS = ("service",)
+
+
+def alert_host(labels: dict[str, Any], keys: Sequence[str] = HOST_LABELS) -> str:
+    """The host an alert is about: the first label of ``keys`` that is set, without a port."""
+    for key in keys:
         value = str(labels.get(key) or "").strip()
         if not value:
             continue
@@ -92,15 +120,34 @@ def alert_host(labels: dict[str, Any]) -> str:
     return ""
 
 
-def alert_service(labels: dict[str, Any]) -> str:
-    for key in ("service", "job"):
+def alert_service(labels: dict[str, Any], keys: Sequence[str] = SERVICE_LABELS) -> str:
+    """The service an alert names: the first label of ``keys`` that is set (``nginx.service``
+    is ``nginx``); ``""`` when it names none."""
+    for key in keys:
         value = str(labels.get(key) or "").strip()
+        if value.endswith(".service") and len(value) > len(".service"):
+            value = value[:-len(".service")]
         if value:
             return value
     return ""
 
 
-def events_from_payload(payload: Any) -> list[dict[str, Any]]:
+def refusal(host: str, service: str, host_keys: Sequence[str] = HOST_LABELS,
+            service_keys: Sequence[str] = SERVICE_LABELS) -> str:
+    """Why an alert cannot be acted on (``""``: it can): it must name a host and a service."""
+    missing = []
+    if not host:
+        missing.append(f"host (labels {', '.join(host_keys)})")
+    if not service:
+        missing.append(f"service (labels {', '.join(service_keys)})")
+    if not missing:
+        return ""
+    return ("the alert names no " + " and no ".join(missing)
+            + ": nothing is remediated (give the alert rule the label, e.g. labels: {service: nginx})")
+
+
+def events_from_payload(payload: Any, host_keys: Sequence[str] = HOST_LABELS,
+                        service_keys: Sequence[str] = SERVICE_LABELS) -> list[dict[str, Any]]:
     """One event per alert of an Alertmanager webhook payload; ValueError if it is not one."""
     if not isinstance(payload, dict) or not isinstance(payload.get("alerts"), list):
         raise ValueError("not an Alertmanager webhook payload: no `alerts` list")
@@ -109,12 +156,14 @@ def events_from_payload(payload: Any) -> list[dict[str, Any]]:
         if not isinstance(alert, dict):
             continue
         labels = alert.get("labels") if isinstance(alert.get("labels"), dict) else {}
+        host, service = alert_host(labels, host_keys), alert_service(labels, service_keys)
         events.append({
             "alert": alert,
             "sentinel": {
-                "host": alert_host(labels),
-                "service": alert_service(labels),
+                "host": host,
+                "service": service,
                 "status": str(alert.get("status") or payload.get("status") or ""),
+                "refused": refusal(host, service, host_keys, service_keys),
             },
             "receiver": payload.get("receiver", ""),
             "group_key": payload.get("groupKey", ""),
@@ -132,7 +181,8 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _make_app(queue: asyncio.Queue, token: str | None, max_body: int) -> web.Application:
+def _make_app(queue: asyncio.Queue, token: str | None, max_body: int, host_keys: Sequence[str] = HOST_LABELS,
+              service_keys: Sequence[str] = SERVICE_LABELS) -> web.Application:
     started = time.monotonic()
     counts = {"alerts": 0, "requests": 0}
 
@@ -147,10 +197,14 @@ def _make_app(queue: asyncio.Queue, token: str | None, max_body: int) -> web.App
                 return web.json_response({"error": "unauthorized"}, status=401)
         try:
             payload = json.loads(await request.read())
-            events = events_from_payload(payload)
+            events = events_from_payload(payload, host_keys, service_keys)
         except (ValueError, UnicodeDecodeError) as exc:
             return web.json_response({"error": str(exc)[:200]}, status=400)
         for event in events:
+            if event["sentinel"]["refused"] and event["sentinel"]["status"] == "firing":
+                logger.warning("alertmanager: alert %s refused: %s",
+                               str((event["alert"].get("labels") or {}).get("alertname") or "?")[:80],
+                               event["sentinel"]["refused"])
             await queue.put(event)
         counts["requests"] += 1
         counts["alerts"] += len(events)
@@ -163,15 +217,30 @@ def _make_app(queue: asyncio.Queue, token: str | None, max_body: int) -> web.App
     return app
 
 
+def _labels_arg(args: dict[str, Any], name: str, default: Sequence[str]) -> tuple[str, ...]:
+    value = args.get(name)
+    if value is None or value == "":
+        return tuple(default)
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",")]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise ValueError(f"alertmanager: `{name}` must be a list of label names, got {value!r}")
+    return tuple(value)
+
+
 async def main(queue: asyncio.Queue, args: dict[str, Any]) -> None:
     if "port" not in args:
         raise ValueError("alertmanager: the `port` argument is required")
     host = str(args.get("host") or "127.0.0.1")
-    token = args.get("token") or None
+    # The token may come from the environment: ansible-rulebook's --env-vars aborts when
+    # the variable is unset, so an optional secret cannot go through it.
+    token = args.get("token") or os.environ.get(str(args.get("token_env") or "SENTINEL_ALERT_TOKEN")) or None
+    host_keys = _labels_arg(args, "host_labels", HOST_LABELS)
+    service_keys = _labels_arg(args, "service_labels", SERVICE_LABELS)
     if not token and not _is_loopback(host) and not args.get("allow_unauthenticated", False):
         raise ValueError(f"alertmanager: listening on {host} needs a `token` (or allow_unauthenticated: true); "
                          "without one anyone who reaches the port can start remediations")
-    app = _make_app(queue, token, int(args.get("max_body", 1024 * 1024)))
+    app = _make_app(queue, token, int(args.get("max_body", 1024 * 1024)), host_keys, service_keys)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, host, int(args["port"]))

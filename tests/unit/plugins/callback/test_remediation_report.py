@@ -42,7 +42,7 @@ class FakeDisplay:
 def make_callback(json_path=None, junit_path=None, html_path=None, metrics_path=None):
     callback = rr.CallbackModule(display=FakeDisplay())
     options = {"json_path": json_path, "junit_path": junit_path, "html_path": html_path,
-               "metrics_path": metrics_path, "stats_key": "sentinel_remediation"}
+               "metrics_path": metrics_path, "metrics_producer": "playbook", "stats_key": "sentinel_remediation"}
     callback.get_option = options.__getitem__
     return callback
 
@@ -51,7 +51,8 @@ def test_documented_options():
     import yaml
     doc = yaml.safe_load(rr.DOCUMENTATION)
     assert doc["type"] == "aggregate"
-    assert set(doc["options"]) == {"json_path", "junit_path", "html_path", "metrics_path", "stats_key"}
+    assert set(doc["options"]) == {"json_path", "junit_path", "html_path", "metrics_path", "metrics_producer",
+                                   "stats_key"}
     assert rr.CallbackModule.CALLBACK_NEEDS_ENABLED is True
 
 
@@ -103,8 +104,13 @@ def test_callback_writes_html_and_the_role_asked_metrics_textfile(tmp_path):
     assert html_path.read_text().startswith("<!DOCTYPE html>") and "web1" in html_path.read_text()
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for f in text_string_to_metric_families(textfile.read_text()) for s in f.samples}
-    assert samples[("sentinel_remediation_outcomes", (("service", "nginx"), ("state", "healed")))] == \
-        callback.report["totals"]["healed"]
+    healed = [o["host"] for o in callback.report["outcomes"] if (o["service"], o["state"]) == ("nginx", "healed")]
+    assert healed
+    for host in healed:
+        assert samples[("sentinel_remediation_last_run_outcomes",
+                        (("host", host), ("producer", "playbook"), ("service", "nginx"), ("state", "healed")))] == 1
+        assert samples[("sentinel_remediation_outcomes_total",
+                        (("host", host), ("producer", "playbook"), ("service", "nginx"), ("state", "healed")))] == 1
     assert not list(textfile.parent.glob("*.tmp*"))
 
 

@@ -34,17 +34,19 @@ def test_metrics_parse_with_prometheus_own_parser_and_match_the_report():
     r = hostile_report()
     families = {f.name: f for f in text_string_to_metric_families(report.render_prometheus(r))}
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families.values() for s in f.samples}
-    assert samples[("sentinel_remediation_outcomes", (("service", 'ng"inx'), ("state", "escalated")))] == 1
-    assert samples[("sentinel_remediation_outcomes", (("service", "redis"), ("state", "healed")))] == 1
-    assert samples[("sentinel_remediation_escalations", (("reason", "refused"), ("service", 'ng"inx')))] == 1
-    assert samples[("sentinel_remediation_attempts", (("service", 'ng"inx'),))] == 2
-    assert samples[("sentinel_remediation_llm_calls", ())] == 2
-    assert samples[("sentinel_remediation_llm_tokens", (("kind", "completion"),))] == 40
-    assert samples[("sentinel_remediation_notifications", (("channel", "slack"), ("status", "failed")))] == 1
+    H = ("host", "web<1>")
+    assert samples[("sentinel_remediation_last_run_outcomes", (H, ("service", 'ng"inx'), ("state", "escalated")))] == 1
+    assert samples[("sentinel_remediation_last_run_outcomes", (H, ("service", "redis"), ("state", "healed")))] == 1
+    assert samples[("sentinel_remediation_last_run_escalations", (H, ("reason", "refused"), ("service", 'ng"inx')))] == 1
+    assert samples[("sentinel_remediation_last_run_attempts", (H, ("service", 'ng"inx')))] == 2
+    assert samples[("sentinel_remediation_last_run_llm_calls", ())] == 2
+    assert samples[("sentinel_remediation_last_run_llm_tokens", (("kind", "completion"),))] == 40
+    assert samples[("sentinel_remediation_last_run_notifications", (("channel", "slack"), ("status", "failed")))] == 1
     assert samples[("sentinel_remediation_run_duration_seconds", ())] == 42
     assert samples[("sentinel_remediation_last_run_timestamp_seconds", ())] == 1795672842
     assert samples[("sentinel_remediation_last_run_ok", ())] == 0
-    assert families["sentinel_remediation_outcomes"].type == "gauge"
+    assert families["sentinel_remediation_last_run_outcomes"].type == "gauge"
+    assert families["sentinel_remediation_outcomes"].type == "counter"   # sentinel_remediation_outcomes_total
 
 
 class _Collect(HTMLParser):
