@@ -177,7 +177,7 @@ def test_a_job_heals_a_lab_host_inside_the_read_only_image(lab, ee_image: str, t
     private = tmp_path / "job"
     (private / "project").mkdir(parents=True)
     (private / "project" / "remediate.yml").write_text(PLAYBOOK)
-    lab.write_inventory(private / "inventory" / "hosts.yml")
+    lab.write_inventory(private / "inventory" / "hosts.yml", services=True)
     lab.inject(host, "nginx_stopped")
     assert not lab.health(host, ["nginx"])["nginx"].healthy
     try:
@@ -189,7 +189,7 @@ def test_a_job_heals_a_lab_host_inside_the_read_only_image(lab, ee_image: str, t
             container_options=["--network=none", "--read-only", "--tmpfs", "/tmp",
                                "-v", "/var/run/docker.sock:/var/run/docker.sock"],
             # The state directory: the job's directory (writable) rather than the collection.
-            extravars={"remediate_backend": "runbook", "remediate_services": ["nginx"],
+            extravars={"remediate_backend": "runbook",
                        "remediate_artifacts_dir": "/runner/state/remediation"},
             envvars={"ANSIBLE_CALLBACKS_ENABLED": "sentinel.remediation.remediation_report",
                      "SENTINEL_REPORT_JSON": "/runner/state/report.json",
