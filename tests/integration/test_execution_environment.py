@@ -1,11 +1,18 @@
 # Copyright (c) sentinel.remediation contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The execution environment builds from this checkout (no container engine needed).
+"""The execution environment: its ansible-builder context, and a real image running a real job.
 
 extensions/awx/build-ee --create-only runs the real `ansible-galaxy collection build` and
-`ansible-builder create`; the test then reads the rendered context and repeats, on this
+`ansible-builder create`; the tests then read the rendered context and repeat, on this
 machine, the galaxy stage's install (offline, with the Galaxy server pointed at a dead
 port) and the builder stage's dependency introspection, with ansible-builder's own scripts.
+
+lab/image/ee/build.sh builds the image with no registry (Debian packages, wheels and files
+in the build context; once per recipe hash, as the lab images), and a remediation job runs
+in it as AWX runs one: ansible-runner with process isolation in that container image, the
+root file system read-only, no network, the hosts reached through the docker connection
+over the daemon's socket. Judged by the lab's own health check, the runner's artifacts and
+the report the job wrote.
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import ansible_runner
 import pytest
 import yaml
 
@@ -69,6 +77,8 @@ def test_the_context_installs_the_collection_from_the_local_artifact(context: Pa
 
     requirements = yaml.safe_load((build / "requirements.yml").read_text())
     entries = requirements["collections"]
+    assert {"collections/sentinel-remediation.tar.gz", "collections/community-docker.tar.gz",
+            "collections/community-general.tar.gz"} <= {entry["name"] for entry in entries}
     assert entries and all(entry.get("type") == "file" and (build / entry["name"]).is_file() for entry in entries), entries
 
     # The galaxy stage's command, here: offline, and any Galaxy contact would hit a closed port.
@@ -84,6 +94,8 @@ def test_the_context_installs_the_collection_from_the_local_artifact(context: Pa
     assert proc.returncode == 0, proc.stdout + proc.stderr
     root = installed / "ansible_collections" / "sentinel" / "remediation"
     assert (root / "plugins" / "action" / "plan.py").is_file()
+    for name in ("docker", "general"):
+        assert (installed / "ansible_collections" / "community" / name / "MANIFEST.json").is_file()
     assert not (root / "driver").exists() and not (root / "lab").exists()
 
     # The builder stage's introspection finds the collection's runtime Python packages
@@ -94,6 +106,7 @@ def test_the_context_installs_the_collection_from_the_local_artifact(context: Pa
     assert proc.returncode == 0, proc.stderr
     found = yaml.safe_load(proc.stdout)
     python = " ".join(found["python"])
+    assert "redis" in python    # the lease and plan-share code imports it
     for package in ("openai", "tree-sitter-bash", "rank-bm25"):
         assert f"{package}" in python and "from collection sentinel.remediation" in python
     for dev in ("molecule", "pytest", "ansible-lint", "ansible-rulebook"):
@@ -108,3 +121,95 @@ def test_navigator_settings_name_the_built_image() -> None:
     assert settings["execution-environment"]["image"].split("/")[-1] in ee["options"]["tags"]
     passed = settings["execution-environment"]["environment-variables"]["pass"]
     assert {"OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "OPENAI_API_VERSION"} <= set(passed)
+
+
+# ---------------------------------------------------------------------------------------
+# The image, built here, running a job the way AWX does.
+
+EE_BUILD = REPO / "lab" / "image" / "ee" / "build.sh"
+PLAYBOOK = """---
+# A user's project: the installed collection's playbook, by its FQCN.
+- name: Remediate
+  ansible.builtin.import_playbook: sentinel.remediation.remediate
+"""
+
+
+@pytest.fixture(scope="module")
+def ee_image(lab) -> str:
+    """The EE image reference (built once per recipe hash; the collection layer per checkout)."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", str(EE_BUILD)], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=1800, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stdout.split()[-1]
+
+
+def _in_image(image: str, *command: str) -> str:
+    """stdout of a command in the image as a job sees it: read-only, no network, /runner and /tmp writable."""
+    proc = subprocess.run(["docker", "run", "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp",
+                           "--tmpfs", "/runner", image, *command], capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert proc.returncode == 0, f"{command}: {proc.stderr[-2000:]}"
+    return proc.stdout
+
+
+def test_the_image_holds_the_collection_and_what_it_imports(ee_image: str) -> None:
+    listing = json.loads(_in_image(ee_image, "ansible-galaxy", "collection", "list", "--format", "json"))
+    found = {name: info["version"] for path in listing.values() for name, info in path.items()}
+    assert found.get("sentinel.remediation") == yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
+    assert {"community.docker", "community.general"} <= set(found)
+    imports = "import redis, openai, tree_sitter_bash, rank_bm25, ansible_runner; print('ok')"
+    assert _in_image(ee_image, "python3", "-c", imports).strip() == "ok"
+    assert _in_image(ee_image, "docker", "--version").startswith("Docker version")
+    # Read-only: the installed collection cannot be written to by a job.
+    probe = "/usr/share/ansible/collections/ansible_collections/sentinel/remediation/.probe"
+    proc = subprocess.run(["docker", "run", "--rm", "--network", "none", "--read-only", ee_image, "touch", probe],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode != 0 and "Read-only file system" in proc.stderr, proc.stderr
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_a_job_heals_a_lab_host_inside_the_read_only_image(lab, ee_image: str, tmp_path: Path) -> None:
+    host = "lab03"
+    if not all(h.healthy for h in lab.health(host).values()):
+        lab.reset(host)
+    private = tmp_path / "job"
+    (private / "project").mkdir(parents=True)
+    (private / "project" / "remediate.yml").write_text(PLAYBOOK)
+    lab.write_inventory(private / "inventory" / "hosts.yml", services=True)
+    lab.inject(host, "nginx_stopped")
+    assert not lab.health(host, ["nginx"])["nginx"].healthy
+    try:
+        runner = ansible_runner.run(
+            private_data_dir=str(private), playbook="remediate.yml", ident="heal", limit=host, quiet=True,
+            process_isolation=True, process_isolation_executable="docker", container_image=ee_image,
+            # As an AWX container group would: no network (the hosts are reached through the
+            # daemon's socket), and nothing writable but the job's own directory and /tmp.
+            container_options=["--network=none", "--read-only", "--tmpfs", "/tmp",
+                               "-v", "/var/run/docker.sock:/var/run/docker.sock"],
+            # The state directory: the job's directory (writable) rather than the collection.
+            extravars={"remediate_backend": "runbook",
+                       "remediate_artifacts_dir": "/runner/state/remediation"},
+            envvars={"ANSIBLE_CALLBACKS_ENABLED": "sentinel.remediation.remediation_report",
+                     "SENTINEL_REPORT_JSON": "/runner/state/report.json",
+                     "ANSIBLE_CACHE_PLUGIN": "sentinel.remediation.jsonfile",
+                     "ANSIBLE_CACHE_PLUGIN_CONNECTION": "/runner/state/facts",
+                     "ANSIBLE_GATHERING": "explicit", "ANSIBLE_NOCOLOR": "1"},
+        )
+        stdout = (private / "artifacts" / "heal" / "stdout").read_text(errors="replace")
+        assert runner.status == "successful" and runner.rc == 0, stdout[-4000:]
+        # The runner's own record: what it ran and how it ended.
+        assert (private / "artifacts" / "heal" / "status").read_text() == "successful"
+        assert (private / "artifacts" / "heal" / "rc").read_text() == "0"
+        command = json.loads((private / "artifacts" / "heal" / "command").read_text())["command"]
+        assert command[:2] == ["docker", "run"] and ee_image in command and "--read-only" in command
+        # The lab's own check, from outside the container.
+        assert lab.health(host, ["nginx"])["nginx"].healthy, stdout[-4000:]
+        report = json.loads((private / "state" / "report.json").read_text())
+        healed = [o for o in report["outcomes"] if o["host"] == host and o["service"] == "nginx"]
+        assert healed and healed[0]["state"] == "healed", report["outcomes"]
+        assert any(private.joinpath("state", "remediation").rglob("*")), "no artifacts in the state directory"
+    finally:
+        if not all(h.healthy for h in lab.health(host).values()):
+            lab.reset(host)
