@@ -220,8 +220,8 @@ def test_installed_resume_playbook_runs_an_approved_plan(lab: Lab, installed: In
     assert _snapshot(installed.install) == installed.snapshot
 
 
-def test_state_inside_the_installed_collection_is_refused_before_the_host_is_touched(lab: Lab,
-                                                                                   installed: Installed) -> None:
+def test_state_inside_the_installed_collection_is_refused_before_the_host_is_touched(
+        lab: Lab, installed: Installed) -> None:
     inside = installed.collection / ".cache" / "remediation"
     proc = subprocess.run([str(BIN / "ansible-playbook"), "sentinel.remediation.remediate", "-e", "remediate_hosts=lab01",
                            "-e", f"remediate_artifacts_dir={inside}"], cwd=installed.user, env=installed.env(),
