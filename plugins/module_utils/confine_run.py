@@ -34,7 +34,7 @@ def normalise(raw, where: str):
         return None
     if not isinstance(raw, dict):
         raise ValueError("%s: a mapping is needed, got %r" % (where, raw))
-    result = {"tcp": bool(raw.get("tcp")), "exception": str(raw.get("exception") or ""),
+    result = {"tcp": bool(raw.get("tcp")), "bind": bool(raw.get("bind")), "exception": str(raw.get("exception") or ""),
               "unconfinable": str(raw.get("unconfinable") or ""), "rules": str(raw.get("rules") or "")}
     for key in _KEYS:
         values = raw.get(key) or []
@@ -43,9 +43,9 @@ def normalise(raw, where: str):
         if key != "exec" and not all(v.startswith("/") for v in values):
             raise ValueError("%s.%s: paths must be absolute, got %r" % (where, key, values))
         result[key] = list(values)
-    unknown = sorted(set(raw) - set(_KEYS) - {"tcp", "exception", "unconfinable", "rules"})
+    unknown = sorted(set(raw) - set(_KEYS) - {"tcp", "bind", "exception", "unconfinable", "rules"})
     if unknown:
-        raise ValueError("%s: unknown key(s) %s (known: %s, tcp, exception, unconfinable, rules)"
+        raise ValueError("%s: unknown key(s) %s (known: %s, tcp, bind, exception, unconfinable, rules)"
                          % (where, ", ".join(unknown), ", ".join(_KEYS)))
     return result
 

@@ -201,6 +201,7 @@ class Ruleset:
 
     def __init__(self, fd: int, abi: int, rules: list, tcp: bool):
         self.fd, self.abi, self.rules, self.tcp = fd, abi, rules, tcp
+        self.bind = False
 
     @classmethod
     def build(cls, confinement: dict, programs: list) -> "Ruleset":
@@ -212,11 +213,14 @@ class Ruleset:
         if abi < 1:
             raise ConfinementError(unavailable_reason())
         handled = _handled_fs(abi)
-        net = abi >= 4 and not confinement.get("tcp")
+        net = 0
+        if abi >= 4 and not confinement.get("tcp"):
+            # ``bind``: a config test binds the daemon's listen sockets to test them; it still never connects.
+            net = NET_CONNECT_TCP if confinement.get("bind") else NET_BIND_TCP | NET_CONNECT_TCP
         if abi >= 6:
-            attr = struct.pack("=QQQ", handled, NET_BIND_TCP | NET_CONNECT_TCP if net else 0, 0)
+            attr = struct.pack("=QQQ", handled, net, 0)
         elif abi >= 4:
-            attr = struct.pack("=QQ", handled, NET_BIND_TCP | NET_CONNECT_TCP if net else 0)
+            attr = struct.pack("=QQ", handled, net)
         else:
             attr = struct.pack("=Q", handled)
         buffer = ctypes.create_string_buffer(attr, len(attr))
@@ -225,6 +229,7 @@ class Ruleset:
         except OSError as exc:
             raise ConfinementError("landlock_create_ruleset failed: %s" % exc.strerror)
         ruleset = cls(fd, abi, [], bool(confinement.get("tcp")) or abi < 4)
+        ruleset.bind = bool(confinement.get("bind"))
         try:
             for path in programs:
                 for name in executables(path):
@@ -279,7 +284,8 @@ class Ruleset:
         if self.abi < 4:
             parts.append("TCP not restricted (ABI < 4)")
         else:
-            parts.append("TCP allowed (a network read)" if self.tcp else "no TCP connect or bind")
+            parts.append("TCP allowed (a network read)" if self.tcp
+                         else "TCP bind only (a config test), no connect" if self.bind else "no TCP connect or bind")
         parts.append("reads not restricted")
         return "; ".join(parts)
 

@@ -88,7 +88,8 @@ options:
             that does not exist yet may be created in its directory), C(create) and C(remove)
             (directories beneath which entries may be made or removed), C(exec) (the programs of
             the argv it may execute, by name; default its program), C(tcp) (true for a network
-            read, whose TCP connect and bind stay allowed), C(exception) (why it runs without a
+            read, whose TCP connect and bind stay allowed), C(bind) (true for a config test, which
+            binds the daemon's listen sockets but may not connect), C(exception) (why it runs without a
             ruleset, for service control whose init scripts start daemons, which must not inherit
             one), C(unconfinable) (why no ruleset can hold it; treated as on a host without
             Landlock) and C(rules) (the same in words).

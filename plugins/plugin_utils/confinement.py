@@ -177,11 +177,29 @@ def derive(verdict: Mapping[str, Any], policy: Mapping[str, Any] | None = None) 
                 "rules": "none (cannot be confined)"}
     grants = path_grants(effects)
     if any(_CONFIG_TEST_EFFECT.match(e) for e in effects):
-        grants["create"] += [str(area) for area in loaded["log_areas"] if str(area) not in grants["create"]]
+        # A config test opens the daemon's logs and its PID file as the daemon would (nginx -t
+        # creates or opens /run/nginx.pid for writing): the log areas and the directories PID
+        # files live in, never anything else.
+        for area in [*loaded["log_areas"], *_pid_areas(loaded)]:
+            if str(area) not in grants["create"]:
+                grants["create"].append(str(area))
     tcp = rule in _NETWORK_CLIENTS
     confine: dict[str, Any] = dict(grants, exec=programs, tcp=tcp)
+    if any(_CONFIG_TEST_EFFECT.match(e) for e in effects) and not tcp:
+        confine["bind"] = True  # it binds the daemon's listen sockets to test them; never connects
     confine["rules"] = describe(confine)
     return confine
+
+
+def _pid_areas(loaded: Mapping[str, Any]) -> list[str]:
+    """The directories above the default scope's PID-file patterns (``/run/*.pid`` -> ``/run``)."""
+    areas: list[str] = []
+    for pattern in (loaded.get("default_scope") or {}).get("pid_files") or []:
+        fixed = str(pattern).split("*", 1)[0]
+        area = fixed.rstrip("/") if fixed.endswith("/") else fixed.rsplit("/", 1)[0]
+        if area.startswith("/") and len(area) > 1 and area not in areas:
+            areas.append(area)
+    return areas
 
 
 def describe(confine: Mapping[str, Any]) -> str:
@@ -192,7 +210,8 @@ def describe(confine: Mapping[str, Any]) -> str:
     changes = ([f"write {p}" for p in confine.get("write") or []] + [f"create in {p}" for p in confine.get("create") or []]
                + [f"remove in {p}" for p in confine.get("remove") or []])
     parts.append("changes only: " + ", ".join(changes) if changes else "no file changes")
-    parts.append("TCP allowed (a network read)" if confine.get("tcp") else "no TCP")
+    parts.append("TCP allowed (a network read)" if confine.get("tcp")
+                 else "TCP bind only (a config test)" if confine.get("bind") else "no TCP")
     return "; ".join(parts)
 
 

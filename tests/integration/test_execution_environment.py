@@ -32,7 +32,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 BUILD_EE = REPO / "extensions" / "awx" / "build-ee"
 # What a published collection holds; everything else in the checkout stays out.
-COLLECTION_TOP = {"MANIFEST.json", "FILES.json", "README.md", "changelogs", "docs", "extensions", "meta",
+COLLECTION_TOP = {"MANIFEST.json", "FILES.json", "LICENSE", "README.md", "changelogs", "docs", "extensions", "meta",
                   "playbooks", "plugins", "roles", "runbooks"}
 NEVER = re.compile(r"(^|/)(driver|lab|bench|scripts|tests|molecule|inventories|\.venv|\.cache|\.collections|"
                    r"__pycache__|[^/]+\.egg-info|artifacts)(/|$)|\.pyc$|^ansible\.cfg$|^requirements\.(txt|yml)$")

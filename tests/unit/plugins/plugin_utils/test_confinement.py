@@ -126,9 +126,9 @@ def test_a_plan_that_cannot_be_confined_waits_for_a_human_or_is_refused() -> Non
     assert confinement.gate(rotate, "preferred", 7)[0] == "approval"
 
 
-def test_a_configuration_test_may_open_the_logs_its_configuration_names() -> None:
+def test_a_configuration_test_may_open_the_logs_and_pid_file_its_configuration_names() -> None:
     confine = derived("nginx -t")
-    assert confine["create"] == ["/var/log"] and confine["write"] == [] and confine["remove"] == []
+    assert confine["create"] == ["/var/log", "/run"] and confine["write"] == [] and confine["remove"] == []
 
 
 def test_a_change_declared_without_its_paths_cannot_be_confined() -> None:
@@ -160,3 +160,12 @@ def test_a_package_query_is_confined_and_an_install_is_not() -> None:
     assert derived("dpkg -s postgresql-15-cron")["exec"] == ["dpkg"]
     verdict = classify("apt-get install -y nginx")
     assert verdict["argv"] and "without naming the paths" in confinement.derive(verdict)["unconfinable"]
+
+
+def test_a_config_test_may_bind_and_touch_logs_and_pid_files_but_never_connect() -> None:
+    # nginx -t opens /run/nginx.pid for writing and binds its listen sockets to test them.
+    confine = confinement.derive(classify("nginx -t"))
+    assert confine["bind"] is True and confine["tcp"] is False
+    assert "/run" in confine["create"] and "/var/log" in confine["create"]
+    assert "/etc" not in confine["create"] and not confine["write"]
+    assert "TCP bind only" in confine["rules"]

@@ -5,7 +5,9 @@ across runs, one file and one `producer` label per writer, atomic replacement. E
 read back with prometheus_client's own parser."""
 from __future__ import annotations
 
-import multiprocessing
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -79,13 +81,22 @@ def test_two_producers_in_one_directory_write_two_files_with_distinct_series(tmp
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
-def _one_run(directory: str) -> None:
-    report.write_metrics_textfile(_report(("lab01", "nginx", "healed")), directory, "driver")
+# One run of the producer, as its own process (a fork of a pytest-xdist worker, which has
+# threads, can deadlock before it runs anything: fresh interpreters only).
+_ONE_RUN = """
+import sys
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import report
+outcome = report.normalise_outcome("lab01", {"service": "nginx", "state": "healed", "attempts": 1, "escalation": ""})
+report.write_metrics_textfile(report.finish_report({"outcomes": [outcome]}), sys.argv[1], "driver")
+"""
 
 
 def test_concurrent_runs_of_one_producer_lose_no_increment(tmp_path: Path) -> None:
-    with multiprocessing.get_context("fork").Pool(4) as pool:
-        pool.map(_one_run, [str(tmp_path)] * 12)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    runs = [subprocess.Popen([sys.executable, "-c", _ONE_RUN, str(tmp_path)], env=env, stderr=subprocess.PIPE, text=True)
+            for dummy in range(12)]
+    errors = [run.communicate(timeout=120)[1] for run in runs]
+    assert [run.returncode for run in runs] == [0] * 12, errors
     assert _samples(tmp_path / "sentinel_remediation_driver.prom")[_outcome("driver", "lab01", "nginx", "healed")] == 12
 
 
