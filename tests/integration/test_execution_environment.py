@@ -62,7 +62,7 @@ def test_the_collection_tarball_holds_only_the_collection(context: Path) -> None
     assert not leaked, leaked
     galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text())
     assert manifest["collection_info"]["version"] == galaxy["version"]
-    assert manifest["collection_info"]["dependencies"] == {}
+    assert manifest["collection_info"]["dependencies"] == galaxy["dependencies"]  # declared, and only those
     assert "example.invalid" not in json.dumps(manifest)
 
 
