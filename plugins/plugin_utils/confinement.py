@@ -176,17 +176,17 @@ def derive(verdict: Mapping[str, Any], policy: Mapping[str, Any] | None = None) 
         return {"unconfinable": f"the verdict declares {unknown[0]!r}, a change the kernel's rules cannot express",
                 "rules": "none (cannot be confined)"}
     grants = path_grants(effects)
+    tcp = rule in _NETWORK_CLIENTS
+    confine: dict[str, Any] = dict(grants, exec=programs, tcp=tcp)
     if any(_CONFIG_TEST_EFFECT.match(e) for e in effects):
         # A config test opens the daemon's logs and its PID file as the daemon would (nginx -t
         # creates or opens /run/nginx.pid for writing): the log areas and the directories PID
-        # files live in, never anything else.
+        # files live in, never anything else; and it binds the daemon's listen sockets to test
+        # them, never connecting.
         for area in [*loaded["log_areas"], *_pid_areas(loaded)]:
-            if str(area) not in grants["create"]:
-                grants["create"].append(str(area))
-    tcp = rule in _NETWORK_CLIENTS
-    confine: dict[str, Any] = dict(grants, exec=programs, tcp=tcp)
-    if any(_CONFIG_TEST_EFFECT.match(e) for e in effects) and not tcp:
-        confine["bind"] = True  # it binds the daemon's listen sockets to test them; never connects
+            if str(area) not in confine["create"]:
+                confine["create"].append(str(area))
+        confine["bind"] = not tcp
     confine["rules"] = describe(confine)
     return confine
 
