@@ -135,8 +135,15 @@ def normalise_commands(commands) -> list:
             confine = confine_run.normalise(command.get("confine"), "commands[%d].confine" % index)
         except ValueError as exc:
             raise PlanError(str(exc))
+        keep = []
+        for change in command.get("keep") or []:
+            path = change.get("path") if isinstance(change, dict) else None
+            if not isinstance(path, str) or not path.startswith("/"):
+                raise PlanError("commands[%d].keep: each item needs an absolute path, got %r" % (index, change))
+            keep.append({"path": path, "tree": bool(change.get("tree", True))})
         result.append({"argv": list(argv), "become": bool(command.get("become")), "pids": pids,
-                       "label": command.get("label"), "approved": bool(command.get("approved")), "confine": confine})
+                       "label": command.get("label"), "approved": bool(command.get("approved")), "confine": confine,
+                       "keep": keep})
     return result
 
 
@@ -334,7 +341,7 @@ def preview(commands: list, expect: dict, invoker: Identity) -> list:
 
 
 def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: bool = True,
-             timeout: int = 60, output_max: int = 2000, confinement: str = "off") -> dict:
+             timeout: int = 60, output_max: int = 2000, confinement: str = "off", snapshots=None) -> dict:
     """Run the commands in order: ``{"results", "stopped_at", "ran"}``.
 
     A command fails when it exits non-zero or is refused (needs root the module lacks, a
@@ -342,7 +349,9 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
     command (None when none failed); with ``stop_on_failure`` the commands after it are not
     run, without it they run all the same. ``confinement`` (required | preferred | off): how
     each command's ``confine`` is enforced (``confine_run``); a confinement denial fails the
-    command and its result says so (``denied``).
+    command and its result says so (``denied``). ``snapshots`` (a ``snapshot.Session``):
+    each command's ``keep`` paths are kept before it runs; a command whose paths cannot
+    all be kept runs only when a human approved it (it could not be undone).
     """
     results = []
     stopped_at = first_failure = None
@@ -363,6 +372,15 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
         if not problem:
             ruleset, record, problem = confine_run.prepare(command, confinement)
             item.update(record)
+        if not problem and snapshots is not None and command["keep"]:
+            unkept = snapshots.keep(command["keep"])
+            if unkept and not command["approved"]:
+                problem = "needs a human's approval: it could not be undone (%s)" % "; ".join(unkept)
+                if ruleset is not None:
+                    ruleset.close()
+                    ruleset = None
+            elif unkept:
+                item["unkept"] = unkept
         if problem:
             item.update(skipped=True, reason=redact_text(problem))
         else:

@@ -101,6 +101,25 @@ options:
             cannot be confined on this host runs only when approved.
         type: bool
         default: false
+      keep:
+        description:
+          - The paths the policy verdict declares this command changes (written, created, removed,
+            moved from or to, its mode or owner changed, linked), kept before it runs when
+            O(snapshot) is given; the C(sentinel.remediation.heal) action derives them from the
+            verdict's effects. A path whose state cannot be kept makes the command need a human's
+            approval (it could not be undone).
+        type: list
+        elements: dict
+        default: []
+        suboptions:
+          path:
+            description: An absolute path.
+            type: str
+            required: true
+          tree:
+            description: Whether a directory's contents are kept too (for what removes, moves or recursively changes it).
+            type: bool
+            default: true
   confinement:
     description:
       - How O(commands[].confine) is enforced. Each confined command enters a Landlock ruleset
@@ -183,6 +202,42 @@ options:
     description: Seconds to wait for the host's remediation lock before answering busy.
     type: int
     default: 0
+  snapshot:
+    description:
+      - Keep each O(commands[].keep) path before the command that changes it runs - a file's bytes,
+        mode, owner and group, a link's target, a directory's tree, or the fact that it did not
+        exist - in a content-addressed store readable by root only (O(snapshot.dir)), and record
+        the attempt under O(snapshot.incident) for a later undo (M(sentinel.remediation.undo)).
+      - The bytes never leave the host; the result carries paths, sizes, SHA-256 digests and a
+        redacted diff (RV(snapshot)).
+    type: dict
+    suboptions:
+      incident:
+        description: The incident the attempt belongs to (letters, digits, C(_ . @ -)).
+        type: str
+        required: true
+      attempt:
+        description: The attempt's number within the incident.
+        type: int
+        default: 1
+      dir:
+        description: The store's directory on the host (created C(0700)); default C(/var/lib/sentinel-remediation) as root.
+        type: str
+      max_bytes:
+        description: Upper bound of the store's content, in bytes; the least recently kept goes first.
+        type: int
+        default: 268435456
+      max_age:
+        description: Seconds a kept state and an incident's undo record are kept.
+        type: int
+        default: 1209600
+      undo_unhealed:
+        description:
+          - When O(verify) is given and the service is still failing after O(settle), put every kept
+            path back as it was before the first command (removing what the commands created,
+            restoring what they changed, removed or moved) before gathering evidence.
+        type: bool
+        default: true
 seealso:
   - module: sentinel.remediation.service_health
   - module: sentinel.remediation.evidence
@@ -292,6 +347,38 @@ stopped_at:
   returned: always
   type: int
   sample: 1
+snapshot:
+  description:
+    - What the attempt changed, kept and (when it did not heal) put back. Paths, states in a few
+      fields and redacted diffs only; the content stays on the host.
+  returned: when O(snapshot) is given and not in check mode
+  type: dict
+  contains:
+    incident:
+      description: O(snapshot.incident).
+      type: str
+    changed:
+      description: "Each kept path that the commands changed: C(path), C(before) and C(after) (C(kind), C(size), C(digest), C(mode), C(uid), C(gid), C(target)) and C(diff)."
+      type: list
+      elements: dict
+    rolled_back:
+      description: Whether the kept paths were put back (the service was still failing).
+      type: bool
+    restored:
+      description: Paths put back as they were.
+      type: list
+      elements: str
+    failed:
+      description: Paths that could not be put back, each with C(path) and C(error).
+      type: list
+      elements: dict
+    unkept:
+      description: Paths whose state could not be kept (their commands ran only when approved).
+      type: list
+      elements: str
+    error:
+      description: Why the snapshot store could not be used (nothing was kept); empty otherwise.
+      type: str
 verify:
   description: The service's health after the commands, as M(sentinel.remediation.service_health) reports it.
   returned: when O(verify) is given and not in check mode
@@ -345,6 +432,7 @@ from ansible_collections.sentinel.remediation.plugins.module_utils import (
     host_lock,
     plan_runner,
     service_spec,
+    snapshot,
 )
 
 
@@ -357,6 +445,10 @@ def argument_spec() -> dict:
             label=dict(type="str"),
             confine=dict(type="dict"),
             approved=dict(type="bool", default=False),
+            keep=dict(type="list", elements="dict", default=[], options=dict(
+                path=dict(type="str", required=True),
+                tree=dict(type="bool", default=True),
+            )),
         )),
         confinement=dict(type="str", choices=list(plan_runner.CONFINEMENT_MODES), default="preferred"),
         expect_pids=dict(type="dict", default={}),
@@ -373,6 +465,14 @@ def argument_spec() -> dict:
         evidence_log_lines=dict(type="int", default=30),
         holder=dict(type="str"),
         lock_wait=dict(type="int", default=0),
+        snapshot=dict(type="dict", options=dict(
+            incident=dict(type="str", required=True),
+            attempt=dict(type="int", default=1),
+            dir=dict(type="str"),
+            max_bytes=dict(type="int", default=256 * 1024 * 1024),
+            max_age=dict(type="int", default=14 * 24 * 3600),
+            undo_unhealed=dict(type="bool", default=True),
+        )),
     )
 
 
@@ -386,6 +486,34 @@ def _check_numbers(params: dict) -> None:
         raise plan_runner.PlanError("settle must not be negative, got %d" % params["settle"])
     if params["evidence_max_bytes"] < 200:
         raise plan_runner.PlanError("evidence_max_bytes must be at least 200, got %d" % params["evidence_max_bytes"])
+    kept = params["snapshot"]
+    if kept and (kept["max_bytes"] < 0 or kept["max_age"] < 0 or kept["attempt"] < 1):
+        raise plan_runner.PlanError("snapshot: max_bytes and max_age must not be negative and attempt is at least 1, got %d, %d, %d"
+                                    % (kept["max_bytes"], kept["max_age"], kept["attempt"]))
+
+
+def _session(params: dict):
+    """The snapshot session of this attempt, or ``(None, why)`` when the store cannot be used."""
+    kept = params["snapshot"]
+    try:
+        return snapshot.Session(kept["dir"], kept["incident"], kept["attempt"], kept["max_bytes"], kept["max_age"]), ""
+    except (snapshot.SnapshotError, snapshot.ContentStoreError, OSError, ValueError) as exc:
+        return snapshot.Unavailable(str(exc), kept["incident"]), "the snapshot store cannot be used: %s" % exc
+
+
+def _settle_snapshot(session, error: str, healthy, undo: bool) -> dict:
+    """What the attempt changed; put back when it did not heal (``undo``); recorded for a later undo."""
+    found = {"incident": session.incident, "changed": [], "rolled_back": False, "restored": [], "failed": [],
+             "unkept": list(session.problems), "error": error}
+    if error:
+        return found
+    changed = session.changed()
+    found["changed"] = session.report(changed)
+    if undo and healthy is False and session.entries:
+        found.update(session.rollback(), rolled_back=True)
+        found.pop("unchanged", None)
+    session.save(changed, found["rolled_back"])
+    return found
 
 
 def _resolve_depends(raw: list) -> list:
@@ -425,14 +553,20 @@ def main() -> None:
             module.exit_json(changed=False, busy=True, msg=to_native(exc), **empty)
         except (IOError, OSError) as exc:
             module.fail_json(msg="cannot take the host's remediation lock: %s" % to_native(exc), **empty)
+    session, store_error = _session(params) if params["snapshot"] else (None, "")
     try:
         ran = plan_runner.run_plan(commands, expect, invoker, stop_on_failure=params["stop_on_failure"],
                                    timeout=params["command_timeout"], output_max=params["output_max"],
-                                   confinement=params["confinement"])
+                                   confinement=params["confinement"], snapshots=session)
         result.update(results=ran["results"], stopped_at=ran["stopped_at"])
         if definition is not None:
             settle = params["settle"] if ran["ran"] else 0
             result["verify"] = health_checks.settle_health(definition, params["timeout"], settle)
+        if session is not None:
+            # Put back before the evidence: the next attempt starts from the host as it was.
+            result["snapshot"] = _settle_snapshot(session, store_error, (result.get("verify") or {}).get("healthy"),
+                                                  params["snapshot"]["undo_unhealed"])
+        if definition is not None:
             if params["evidence"] and not result["verify"]["healthy"]:
                 checked = dict((d["name"], health_checks.service_health(d, params["timeout"]))
                                for d in depends if d["name"] in definition["depends_on"])

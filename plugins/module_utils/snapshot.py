@@ -1,0 +1,452 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Snapshots before a change, and putting a path back as it was (the host's undo).
+
+Before a remediation command changes a path its verdict declares, the plan runner keeps
+what that path is: a file's bytes (in the ``content_store``), mode, owner and group; a
+symbolic link's target and owner; a directory's mode, owner and, when it is small enough,
+its whole tree; or the fact that nothing was there. ``restore`` makes the path that again:
+it removes what a command created, writes back what it changed or removed, puts back what
+it moved away. An attempt that did not heal is undone this way before the next one; an
+operator can undo a healed incident later from the manifest kept per incident.
+
+Bytes stay on the host (``ContentStore``, 0700). What leaves it is a summary per path: its
+kind, size, SHA-256, and a redacted, bounded diff of text.
+
+Not kept: extended attributes, ACLs, SELinux labels, hard-link identity, and the contents
+of device files, sockets and FIFOs (their existence and mode are). A directory tree larger
+than the bounds keeps its own mode and owner only, and the summary says its contents
+could not be kept.
+
+Standard library only, Python 3.9 compatible (runs on the managed host).
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+import difflib
+import json
+import os
+import posixpath
+import re
+import shutil
+import stat
+import tempfile
+import time
+
+from ansible_collections.sentinel.remediation.plugins.module_utils.content_store import (
+    ContentStore, ContentStoreError)
+from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
+
+ROOT = "/var/lib/sentinel-remediation"
+# A directory's tree is kept whole up to this many entries and bytes (else its own metadata only).
+TREE_MAX_ENTRIES = 2000
+TREE_MAX_BYTES = 32 * 1024 * 1024
+# A single file larger than this is not kept (its summary says so).
+FILE_MAX_BYTES = 64 * 1024 * 1024
+DIFF_MAX = 1500
+INCIDENT = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.@-]{0,159}\Z")
+
+
+class SnapshotError(Exception):
+    """A snapshot cannot be taken or used; the message says which path and why."""
+
+
+def default_root():
+    """The store's root: /var/lib (root), else a private per-user directory (tests, no become)."""
+    if os.geteuid() == 0:
+        return ROOT
+    return os.path.join(tempfile.gettempdir(), "sentinel-remediation-state-%d" % os.geteuid())
+
+
+# ---------------------------------------------------------------------------- reading a path
+
+def _meta(info):
+    return {"mode": stat.S_IMODE(info.st_mode), "uid": info.st_uid, "gid": info.st_gid}
+
+
+def capture(path, store, tree=True, budget=None):
+    """What ``path`` is now, as a state: ``{"kind": "absent"}``, or a file (``digest``,
+    ``size``), link (``target``), dir (``entries`` when its tree was kept) or other, each
+    with ``mode``, ``uid``, ``gid``. File bytes go to ``store`` (None: digests only)."""
+    budget = budget if budget is not None else {"entries": TREE_MAX_ENTRIES, "bytes": TREE_MAX_BYTES}
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return {"kind": "absent"}
+    except NotADirectoryError:
+        return {"kind": "absent"}
+    if stat.S_ISLNK(info.st_mode):
+        return dict(_meta(info), kind="link", target=os.readlink(path))
+    if stat.S_ISREG(info.st_mode):
+        state = dict(_meta(info), kind="file", size=info.st_size)
+        if info.st_size > FILE_MAX_BYTES:
+            state["unkept"] = "larger than %d bytes" % FILE_MAX_BYTES
+            return state
+        with open(path, "rb") as handle:
+            data = handle.read()
+        budget["bytes"] -= len(data)
+        state["digest"] = store.put(data) if store is not None else _sha256(data)
+        state["size"] = len(data)
+        return state
+    if stat.S_ISDIR(info.st_mode):
+        state = dict(_meta(info), kind="dir")
+        if tree:
+            entries = _tree(path, store, budget)
+            if entries is None:
+                state["unkept"] = "its tree is larger than %d entries or %d bytes" % (TREE_MAX_ENTRIES, TREE_MAX_BYTES)
+            else:
+                state["entries"] = entries
+        return state
+    return dict(_meta(info), kind="other")
+
+
+def _tree(path, store, budget):
+    entries = {}
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        return None
+    for name in names:
+        budget["entries"] -= 1
+        if budget["entries"] < 0:
+            return None
+        state = capture(os.path.join(path, name), store, True, budget)
+        if budget["bytes"] < 0 or state.get("unkept"):
+            return None
+        entries[name] = state
+    return entries
+
+
+def _sha256(data):
+    import hashlib  # pylint: disable=import-outside-toplevel
+    return hashlib.sha256(data).hexdigest()
+
+
+def fingerprint(state):
+    """A state without what restoring cannot change or does not matter (sizes follow digests)."""
+    if state.get("kind") == "absent":
+        return {"kind": "absent"}
+    found = {k: state.get(k) for k in ("kind", "mode", "uid", "gid", "digest", "target") if k in state}
+    if found.get("kind") == "link":
+        found.pop("mode", None)  # a link's own mode means nothing on Linux
+    if "entries" in state:
+        found["entries"] = dict((name, fingerprint(sub)) for name, sub in state["entries"].items())
+    return found
+
+
+def same(one, other):
+    """Whether two states are the same path state; a directory whose tree one of them did not
+    keep is compared by its own kind, mode and owner."""
+    first, second = fingerprint(one), fingerprint(other)
+    if "entries" not in first or "entries" not in second:
+        first.pop("entries", None)
+        second.pop("entries", None)
+    return first == second
+
+
+# ---------------------------------------------------------------------------- putting it back
+
+def _remove(path):
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def _set_meta(path, state, link=False):
+    if link:
+        os.lchown(path, state["uid"], state["gid"])
+        return
+    os.chown(path, state["uid"], state["gid"])
+    os.chmod(path, state["mode"])
+
+
+def _ensure_parent(path):
+    parent = posixpath.dirname(path) or "/"
+    if not os.path.isdir(parent):
+        os.makedirs(parent, 0o755)
+
+
+def _place(path, state, store):
+    """Make ``path`` be ``state`` (raises OSError / SnapshotError on what cannot be done)."""
+    kind = state.get("kind")
+    if kind == "absent":
+        _remove(path)
+        return
+    if state.get("unkept") and kind != "dir":
+        raise SnapshotError("%s was not kept (%s)" % (path, state["unkept"]))
+    _ensure_parent(path)
+    if kind == "file":
+        data = store.get(state["digest"])
+        handle, temporary = tempfile.mkstemp(dir=posixpath.dirname(path) or "/", prefix=".sentinel-restore-")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            _set_meta(temporary, state)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            os.rename(temporary, path)
+        except BaseException:
+            if os.path.lexists(temporary):
+                os.unlink(temporary)
+            raise
+    elif kind == "link":
+        temporary = posixpath.join(posixpath.dirname(path) or "/", ".sentinel-restore-%d-%d" % (os.getpid(), time.time() * 1000000))
+        os.symlink(state["target"], temporary)
+        try:
+            _set_meta(temporary, state, link=True)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            os.rename(temporary, path)
+        except BaseException:
+            if os.path.lexists(temporary):
+                os.unlink(temporary)
+            raise
+    elif kind == "dir":
+        if os.path.lexists(path) and not (os.path.isdir(path) and not os.path.islink(path)):
+            os.unlink(path)
+        if not os.path.lexists(path):
+            if state.get("unkept"):
+                raise SnapshotError("%s was a directory whose contents were not kept (%s); it is gone"
+                                    % (path, state["unkept"]))
+            os.mkdir(path, 0o700)
+        if "entries" in state:
+            wanted = state["entries"]
+            for name in sorted(os.listdir(path)):
+                if name not in wanted:
+                    _remove(os.path.join(path, name))
+            for name in sorted(wanted):
+                sub = os.path.join(path, name)
+                if not same(capture(sub, None), wanted[name]):
+                    _place(sub, wanted[name], store)
+        _set_meta(path, state)
+    else:
+        raise SnapshotError("%s was a %s (not a file, link or directory): it cannot be recreated" % (path, kind))
+
+
+def restore(path, state, store):
+    """Put ``path`` back to ``state``; ``(ok, note)``. Checked afterwards: ``ok`` is true
+    only when the path reads back as the state it was kept as."""
+    if same(capture(path, None), state):
+        return True, "unchanged"
+    try:
+        _place(path, state, store)
+    except (OSError, SnapshotError, ContentStoreError) as exc:
+        return False, str(exc)
+    if not same(capture(path, None), state):
+        return False, "%s still differs from its snapshot after restoring" % path
+    return True, "restored"
+
+
+# ---------------------------------------------------------------------------- what the controller sees
+
+def _text(data):
+    if b"\x00" in data[:8192]:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def diff(path, before, after, store):
+    """A redacted, bounded unified diff of a file's text from ``before`` to ``after`` (states);
+    for anything else a line saying what changed. Bytes are read here, on the host."""
+    def content(state):
+        if state.get("kind") != "file" or "digest" not in state:
+            return None
+        try:
+            return _text(store.get(state["digest"]))
+        except ContentStoreError:
+            return None
+
+    old, new = content(before), content(after)
+    if old is not None or new is not None:
+        if (old is None and before.get("kind") == "file") or (new is None and after.get("kind") == "file"):
+            return "binary content or not kept: sha256 %s -> %s" % (before.get("digest", "-"), after.get("digest", "-"))
+        lines = difflib.unified_diff((old or "").splitlines(True), (new or "").splitlines(True),
+                                     fromfile=path if old is not None else "/dev/null",
+                                     tofile=path if new is not None else "/dev/null", n=2)
+        text = redact_text("".join(lines))
+        if len(text) > DIFF_MAX:
+            text = text[:DIFF_MAX] + "\n[... diff cut at %d characters ...]\n" % DIFF_MAX
+        if text:
+            return text
+    return "%s: %s -> %s" % (path, describe(before), describe(after))
+
+
+def describe(state):
+    """A state in a few words (no content)."""
+    kind = state.get("kind")
+    if kind == "absent":
+        return "absent"
+    owner = "%s:%s %04o" % (state.get("uid"), state.get("gid"), state.get("mode", 0))
+    if kind == "link":
+        return "link to %s (%s:%s)" % (state.get("target"), state.get("uid"), state.get("gid"))
+    if kind == "file":
+        return "file of %s bytes, %s" % (state.get("size"), owner)
+    if kind == "dir":
+        return "directory%s, %s" % (" of %d entries" % len(state["entries"]) if "entries" in state else "", owner)
+    return "%s, %s" % (kind, owner)
+
+
+def summary(state):
+    """What the controller may know of a state: kind, size, digest, mode, owner, target."""
+    shown = {k: state[k] for k in ("kind", "size", "digest", "mode", "uid", "gid", "target", "unkept") if k in state}
+    if "mode" in shown:
+        shown["mode"] = "%04o" % shown["mode"]
+    if "entries" in state:
+        shown["entries"] = len(state["entries"])
+    return shown
+
+
+# ---------------------------------------------------------------------------- one attempt, one incident
+
+class Session:
+    """The snapshots of one attempt: ``keep`` each declared path once, before the first
+    command that may change it; ``rollback`` puts every kept path back, the last kept first;
+    ``save`` records the attempt in its incident's manifest (for a later undo)."""
+
+    def __init__(self, root, incident, attempt, max_bytes, max_age_s):
+        if not INCIDENT.match(str(incident or "")):
+            raise SnapshotError("incident id %r: letters, digits and _ . @ - only (at most 160)" % (incident,))
+        self.root = root or default_root()
+        self.store = ContentStore(os.path.join(self.root, "content"))
+        self.incident = str(incident)
+        self.attempt = int(attempt)
+        self.max_bytes, self.max_age_s = int(max_bytes), int(max_age_s)
+        self.entries = []  # [{"path", "before"}] in the order kept
+        self.problems = []
+
+    def keep(self, changes):
+        """Keep each of ``changes`` (``[{"path", "tree"}]``) not kept yet in this attempt;
+        returns the problems (paths that could not be kept), empty when all were."""
+        problems = []
+        for change in changes or []:
+            path = posixpath.normpath(change["path"])
+            if any(e["path"] == path for e in self.entries):
+                continue
+            try:
+                before = capture(path, self.store, bool(change.get("tree", True)))
+            except (OSError, ContentStoreError) as exc:
+                problems.append("%s could not be kept: %s" % (path, exc))
+                continue
+            if before.get("unkept"):
+                problems.append("%s: %s not kept (%s)" % (path, before["kind"], before["unkept"]))
+            self.entries.append({"path": path, "before": before})
+        self.problems.extend(problems)
+        return problems
+
+    def changed(self):
+        """``[{"path", "before", "after", "diff"}]`` for the kept paths that differ now."""
+        found = []
+        for entry in self.entries:
+            after = capture(entry["path"], self.store)
+            if not same(after, entry["before"]):
+                found.append({"path": entry["path"], "before": entry["before"], "after": after,
+                              "diff": diff(entry["path"], entry["before"], after, self.store)})
+        return found
+
+    def rollback(self):
+        """Restore every kept path, the last kept first: ``{"restored", "failed", "unchanged"}``
+        (``failed``: ``[{"path", "error"}]``)."""
+        restored, failed, unchanged = [], [], []
+        for entry in reversed(self.entries):
+            ok, note = restore(entry["path"], entry["before"], self.store)
+            if not ok:
+                failed.append({"path": entry["path"], "error": redact_text(note)})
+            elif note == "unchanged":
+                unchanged.append(entry["path"])
+            else:
+                restored.append(entry["path"])
+        return {"restored": restored, "failed": failed, "unchanged": unchanged}
+
+    def report(self, changed):
+        """What the controller gets: per changed path its summaries before and after and the diff."""
+        return [{"path": c["path"], "before": summary(c["before"]), "after": summary(c["after"]), "diff": c["diff"]}
+                for c in changed]
+
+    def save(self, changed, rolled_back):
+        """Add this attempt to the incident's manifest (0600, beside the store) and prune the
+        store and old manifests to their bounds."""
+        directory = os.path.join(self.root, "undo")
+        if not os.path.isdir(directory):
+            os.makedirs(directory, 0o700)
+        path = os.path.join(directory, self.incident + ".json")
+        manifest = load_manifest(self.root, self.incident) or {"incident": self.incident, "attempts": []}
+        manifest["attempts"] = [a for a in manifest["attempts"] if a.get("attempt") != self.attempt]
+        manifest["attempts"].append({
+            "attempt": self.attempt, "at": time.time(), "rolled_back": bool(rolled_back),
+            "entries": [{"path": c["path"], "before": c["before"], "after": fingerprint(c["after"])} for c in changed]})
+        _write_private(path, json.dumps(manifest, sort_keys=True).encode("utf-8"))
+        self.prune()
+
+    def prune(self):
+        now = time.time()
+        directory = os.path.join(self.root, "undo")
+        for name in os.listdir(directory) if os.path.isdir(directory) else []:
+            full = os.path.join(directory, name)
+            try:
+                if now - os.lstat(full).st_mtime > self.max_age_s:
+                    os.unlink(full)
+            except OSError:
+                continue
+        return self.store.prune(self.max_bytes, self.max_age_s)
+
+
+class Unavailable:
+    """A session whose store cannot be used: nothing is kept, every declared path is a problem."""
+
+    def __init__(self, reason, incident=""):
+        self.reason, self.incident = reason, incident
+        self.entries, self.problems = [], []
+
+    def keep(self, changes):
+        problems = ["%s could not be kept: %s" % (c["path"], self.reason) for c in changes or []]
+        self.problems.extend(problems)
+        return problems
+
+
+def _write_private(path, data):
+    handle, temporary = tempfile.mkstemp(dir=posixpath.dirname(path), prefix=".manifest-")
+    with os.fdopen(handle, "wb") as out:
+        out.write(data)
+    os.chmod(temporary, 0o600)
+    os.rename(temporary, path)
+
+
+def load_manifest(root, incident):
+    """The incident's manifest, or None when none was kept (or it was pruned)."""
+    if not INCIDENT.match(str(incident or "")):
+        raise SnapshotError("incident id %r: letters, digits and _ . @ - only (at most 160)" % (incident,))
+    path = os.path.join(root or default_root(), "undo", str(incident) + ".json")
+    try:
+        with open(path, "rb") as handle:
+            return json.loads(handle.read().decode("utf-8"))
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise SnapshotError("the undo manifest %s is damaged: %s" % (path, exc))
+
+
+def undo_plan(manifest):
+    """For a later undo: each path the incident's kept attempts changed, with the state it had
+    before the first of them changed it and the state the last of them left it in:
+    ``[{"path", "before", "after", "attempt"}]``. Attempts already rolled back are skipped."""
+    paths = {}
+    for attempt in sorted(manifest.get("attempts") or [], key=lambda a: a.get("attempt", 0)):
+        if attempt.get("rolled_back"):
+            continue
+        for entry in attempt.get("entries") or []:
+            if entry["path"] in paths:
+                paths[entry["path"]]["after"] = entry["after"]
+            else:
+                paths[entry["path"]] = dict(entry, attempt=attempt.get("attempt"))
+    return list(paths.values())
