@@ -36,6 +36,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils import notifi
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_policy_override import misread
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import state_dir
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import safeguards
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import undo as undo_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.canary import Rollout
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import (
     PLACEHOLDER,
@@ -1134,6 +1135,9 @@ class ActionModule(ActionBase):
             # The host's own lock for the commands' life: outlives this controller if it dies.
             "holder": f"run {self._run} on {socket.gethostname()}, {incident.service} attempt {attempt.number}",
         }
+        # hook(s31-undo): the host keeps each declared path before its command and puts an unhealed attempt back
+        module_args = undo_mod.with_snapshots(module_args, runnable, incident.service, incident.started, attempt.number,
+                                              args)
         try:
             self._journal.append(dict(journal_mod.intent(self._run, incident.service, attempt.number, runnable,
                                                          incident.approval, attempt.source, attempt.signature,
@@ -1196,6 +1200,17 @@ class ActionModule(ActionBase):
         attempt.healthy = bool(verify.get("healthy"))
         error = verify.get("error") or verify.get("msg") or "still failing"
         attempt.error_after = "" if attempt.healthy else str(error)
+        # hook(s31-undo): what the host kept and put back, into the attempt and the journal; a failed put-back escalates
+        attempt.undo, unrestored = undo_mod.absorb(result)
+        if attempt.undo:
+            try:
+                self._journal.append(dict(undo_mod.journal_record(self._run, incident.service, attempt.number,
+                                                                  attempt.undo), host=self._host))
+            except journal_mod.JournalError as exc:
+                display.warning(f"{_NAME}: {exc}")
+        if unrestored:
+            incident.state, incident.reason = "escalated", unrestored
+            return evidence
         denied = engine.confinement_event(attempt)
         if denied and not attempt.healthy:
             # The kernel stopped what the policy did not declare: a policy event, never retried.

@@ -155,6 +155,27 @@ options:
     description: Seconds the verification keeps re-checking a service that is starting.
     type: int
     default: 5
+  undo_unhealed:
+    description:
+      - Before each command, the host keeps every path its verdict declares it changes (bytes, mode, owner,
+        link target, or that it did not exist) in a root-only store; an attempt that did not heal is put
+        back exactly before the next attempt (see M(sentinel.remediation.execute_plan) O(sentinel.remediation.execute_plan#module:snapshot)).
+        A path that could not be put back escalates the incident.
+      - V(false) leaves a failed attempt's changes in place (they are still kept for M(sentinel.remediation.undo)).
+    type: bool
+    default: true
+  snapshot_dir:
+    description: The store of kept paths on each host; empty for C(/var/lib/sentinel-remediation) (root).
+    type: str
+    default: ""
+  snapshot_max_bytes:
+    description: Upper bound of the kept content on each host, in bytes; the least recently kept goes first.
+    type: int
+    default: 268435456
+  snapshot_max_age:
+    description: Seconds the kept states of an incident stay on its host (and it can be undone).
+    type: int
+    default: 1209600
   confirm_attempts:
     description:
       - Confirmed failures only - how many times a failing service is checked again, on the host

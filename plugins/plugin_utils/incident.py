@@ -160,6 +160,7 @@ class Attempt:
     started: str = ""
     finished: str = ""
     recall: str = ""  # exact | offered | hint | "" (planner.Planner.recall_mode)
+    undo: dict = field(default_factory=dict)  # what the host kept and put back (plugin_utils/undo.py)
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -596,7 +597,9 @@ def outcome(incident: Incident) -> dict:
         "timeline": [{"attempt": a.number, "source": a.source, "gate": a.gate, "healthy": a.healthy,
                       "error_after": a.error_after, "diagnosis": a.diagnosis, "runbook": a.runbook,
                       "recall": a.recall, "started": a.started, "finished": a.finished}
+                     | ({"undo": a.undo} if a.undo else {})
                      for a in incident.attempts],
+        "undo_id": next((a.undo.get("incident", "") for a in incident.attempts if a.undo.get("changed")), ""),
     }
 
 

@@ -25,6 +25,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .undo import summary_line as undo_summary
+
 STATES = ("healthy", "healed", "waiting_approval", "dry_run", "busy", "escalated", "degraded", "held", "failed",
           "unreachable")
 FAILING_STATES = ("escalated", "degraded", "held", "failed", "unreachable")
@@ -85,6 +87,7 @@ def normalise_outcome(host: str, outcome: Any) -> dict:
         "started": str(outcome.get("started") or ""),
         "finished": str(outcome.get("finished") or ""),
         "timeline": _dicts(outcome.get("timeline")),
+        "undo_id": str(outcome.get("undo_id") or ""),
         "recall": str(outcome.get("recall") or ""),
         "recalled": _recalled(outcome.get("recalled")),
         "safeguards": [str(g) for g in outcome.get("safeguards") or [] if str(g) in SAFEGUARDS]
@@ -231,6 +234,10 @@ def outcome_line(o: Mapping) -> str:
         line += f" | ran {ran}"
     if state in ("dry_run", "waiting_approval") and o.get("planned"):
         line += " | would run " + "; ".join(f"`{c.get('command', '')}` [{c.get('verdict', '?')}]" for c in o["planned"])
+    for step in o.get("timeline") or []:  # what each attempt changed and what was put back (undo.py)
+        undone = undo_summary(step.get("undo") or {})
+        if undone:
+            line += f" | attempt {step.get('attempt')}: {undone}"
     if o.get("recall") == "exact":
         line += " | planned from memory of this same failure"
     for item in o.get("recalled") or []:
