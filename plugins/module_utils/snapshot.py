@@ -385,7 +385,7 @@ class Session:
         manifest["attempts"].append({
             "attempt": self.attempt, "at": time.time(), "rolled_back": bool(rolled_back),
             "entries": [{"path": c["path"], "before": c["before"], "after": fingerprint(c["after"])} for c in changed]})
-        _write_private(path, json.dumps(manifest, sort_keys=True).encode("utf-8"))
+        write_private(path, json.dumps(manifest, sort_keys=True).encode("utf-8"))
         self.prune()
 
     def prune(self):
@@ -414,7 +414,7 @@ class Unavailable:
         return problems
 
 
-def _write_private(path, data):
+def write_private(path, data):
     handle, temporary = tempfile.mkstemp(dir=posixpath.dirname(path), prefix=".manifest-")
     with os.fdopen(handle, "wb") as out:
         out.write(data)

@@ -39,6 +39,8 @@ def absorb(result: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
         return {}, ""
     record = {key: found.get(key) for key in ("incident", "changed", "rolled_back", "restored", "failed", "unkept",
                                               "error") if found.get(key)}
+    if set(record) <= {"incident"}:
+        return {}, ""  # nothing declared changed: nothing to say
     failed = [f for f in found.get("failed") or [] if isinstance(f, Mapping)]
     if failed:
         named = "; ".join(f"{f.get('path')}: {f.get('error')}" for f in failed)

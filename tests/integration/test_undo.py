@@ -1,0 +1,119 @@
+"""Undo on the lab: an attempt that did not heal leaves nothing behind, and an operator can put
+back what a healed incident changed. Everything is asserted from inside the container (bytes,
+mode, owner, link target), never from what the collection says it did."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llm_server import LLMServer
+from workflow_support import Workspace, require_docker
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+HOST = "lab01"
+PROBE = "/etc/nginx/conf.d/undo-probe.conf"
+ASIDE = "/etc/nginx/conf.d/undo-aside.conf"
+MOVED_TO = "/etc/nginx/undo-aside.conf.bak"
+MADE = "/etc/nginx/undo-made"
+LINK = "/etc/nginx/undo-link"
+WATCHED = [PROBE, ASIDE, MOVED_TO, MADE, LINK]
+# What each watched path is, read in the container: kind, mode, owner, group, link target, sha256.
+STATE = r"""
+for p in "$@"; do
+  if [ -L "$p" ] || [ -e "$p" ]; then
+    printf '%s|%s|%s|' "$p" "$(stat -c '%F %a %U %G' "$p")" "$(readlink "$p")"
+    if [ -f "$p" ] && [ ! -L "$p" ]; then sha256sum "$p" | cut -d' ' -f1; else echo; fi
+  else
+    echo "$p|absent"
+  fi
+done
+"""
+SETUP = f"""
+rm -rf {MADE} {MOVED_TO} {LINK}
+printf '# sentinel_undo_marker_a\\n' > {PROBE} && chown www-data:adm {PROBE} && chmod 604 {PROBE}
+printf '# set aside by no one\\n' > {ASIDE} && chmod 640 {ASIDE}
+ln -s /etc/nginx/nginx.conf {LINK}
+"""
+
+
+def plan(*commands: str) -> dict:
+    return {"plan": {"diagnosis": "scripted", "commands": list(commands), "rationale": "scripted"}}
+
+
+def states(lab) -> list[str]:
+    found = lab.exec(HOST, ["sh", "-c", STATE, "state", *WATCHED], check=True).stdout
+    return found.splitlines()
+
+
+@pytest.fixture
+def nginx_host(lab, lab_inventory):
+    require_docker()
+    lab.exec(HOST, SETUP, check=True)
+    yield lab, lab_inventory
+    lab.exec(HOST, f"rm -rf {PROBE} {ASIDE} {MADE} {MOVED_TO} {LINK}")
+    if not lab.health(HOST, ["nginx"])["nginx"].healthy:
+        lab.reset(HOST)
+
+
+def _run(work: Workspace, **extra):
+    return work.run(extravars={"remediate_backend": "llm", "remediate_hosts": HOST, "remediate_auto_approve": True,
+                               "remediate_canary_size": 0, **extra})
+
+
+def test_an_attempt_that_did_not_heal_leaves_every_path_it_touched_as_it_was(nginx_host, tmp_path):
+    lab, inventory = nginx_host
+    before = states(lab)
+    lab.inject(HOST, "nginx_stopped")
+    # Attempt 1 edits a config, moves a file aside and makes a directory, and does not start nginx;
+    # attempt 2 starts it.
+    first = plan(f"sed -i s/sentinel_undo_marker_a/sentinel_undo_marker_b/ {PROBE}", f"mv {ASIDE} {MOVED_TO}",
+                 f"mkdir -p {MADE}")
+    with LLMServer(replies=[first, plan("service nginx start")], default=plan("service nginx start")) as server:
+        run = _run(Workspace(tmp_path, inventory, llm_url=server.url))
+    assert run.status == "successful", run.stdout[-3000:]
+    outcome = run.outcomes()[(HOST, "nginx")]
+    assert outcome["state"] == "healed" and outcome["attempts"] == 2, outcome
+    ran = [c for c in outcome["commands"] if c["attempt"] == 1]
+    assert [c["rc"] for c in ran] == [0, 0, 0], ran  # attempt 1 really changed the host
+    # From inside the container: bytes, mode, owner, group and link target exactly as before.
+    assert states(lab) == before
+    assert lab.health(HOST, ["nginx"])["nginx"].healthy
+    # The report and the journal say what was put back.
+    undo = outcome["timeline"][0]["undo"]
+    assert undo["rolled_back"] is True and not undo.get("failed"), undo
+    assert set(undo["restored"]) == {PROBE, ASIDE, MOVED_TO, MADE}, undo
+    diff = next(c["diff"] for c in undo["changed"] if c["path"] == PROBE)
+    assert "-# sentinel_undo_marker_a" in diff and "+# sentinel_undo_marker_b" in diff, diff
+    records = [json.loads(line) for line in (run.artifacts_dir / "journal" / f"{HOST}.jsonl").read_text().splitlines()]
+    (record,) = [r for r in records if r["kind"] == "undo"]
+    assert record["attempt"] == 1 and set(record["restored"]) == set(undo["restored"]), record
+    assert "attempt 1: restored" in run.stdout or "restored" in json.dumps(run.report), run.stdout[-2000:]
+
+
+def test_an_operator_undoes_a_healed_incident_after_a_dry_run(nginx_host, tmp_path):
+    lab, inventory = nginx_host
+    before = states(lab)
+    lab.inject(HOST, "nginx_stopped")
+    healing = plan(f"chmod 640 {PROBE}", f"mkdir -p {MADE}", "service nginx start")
+    with LLMServer(replies=[healing], default=healing) as server:
+        work = Workspace(tmp_path, inventory, llm_url=server.url)
+        run = _run(work)
+    outcome = run.outcomes()[(HOST, "nginx")]
+    assert outcome["state"] == "healed" and outcome["attempts"] == 1, outcome
+    healed = states(lab)
+    assert healed != before
+    incident = outcome["undo_id"]
+    assert incident.startswith("nginx-"), outcome
+
+    dry = work.run("undo.yml", extravars={"undo_host": HOST, "undo_incident": incident})
+    assert dry.status == "successful", dry.stdout[-3000:]
+    assert states(lab) == healed  # a dry run changes nothing
+    assert "would restore" in dry.stdout and "-rw-r-----" not in dry.stdout, dry.stdout[-3000:]
+
+    done = work.run("undo.yml", extravars={"undo_host": HOST, "undo_incident": incident, "undo_confirm": True})
+    assert done.status == "successful", done.stdout[-3000:]
+    assert states(lab) == before
+    again = work.run("undo.yml", extravars={"undo_host": HOST, "undo_incident": incident, "undo_confirm": True})
+    assert again.status == "successful" and states(lab) == before, again.stdout[-3000:]
