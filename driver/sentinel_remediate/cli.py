@@ -212,6 +212,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", nargs="?", help="run ident (or a unique prefix); default: the last run")
     p.add_argument("--list", action="store_true", help="list the stored runs")
 
+    p = sub.add_parser("undo", parents=[common],
+                       help="put back what a healed incident changed on a host (a dry run with the diff unless --yes)")
+    p.add_argument("host", help="the inventory host")
+    p.add_argument("incident", help="the incident's undo id, from the report (undo_id), e.g. nginx-20261128T055900Z")
+    p.add_argument("--yes", action="store_true", help="put the paths back (default: a dry run that shows the diff)")
+    p.add_argument("--force", action="store_true",
+                   help="also put back paths that changed again after the incident (that later change is lost)")
+    p.add_argument("-i", "--inventory", action="append", default=[], help="inventory source (repeatable)")
+    p.add_argument("--snapshot-dir", default="", help="the hosts' store (role var remediate_snapshot_dir), when not the default")
+
     runbook_check.add_parser(sub, [common])
     return parser
 
@@ -468,7 +478,17 @@ def cmd_holds(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "watch": cmd_watch, "approvals": cmd_approvals, "report": cmd_report,
+def cmd_undo(args: argparse.Namespace) -> int:
+    from . import undo as undoing  # pylint: disable=import-outside-toplevel
+
+    undoing.check_incident(args.incident)
+    outcome = undoing.run_undo(_state(args), find_project_dir(_opt(args, "project_dir")), args.host, args.incident,
+                               confirm=args.yes, force=args.force, inventory=args.inventory,
+                               snapshot_dir=args.snapshot_dir)
+    return undoing.emit(outcome, sys.stdout)
+
+
+COMMANDS = {"undo": cmd_undo, "run": cmd_run, "watch": cmd_watch, "approvals": cmd_approvals, "report": cmd_report,
             "runbooks": cmd_runbooks, "holds": cmd_holds}
 
 

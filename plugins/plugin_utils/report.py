@@ -25,8 +25,6 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .undo import summary_line as undo_summary
-
 STATES = ("healthy", "healed", "waiting_approval", "dry_run", "busy", "escalated", "degraded", "held", "failed",
           "unreachable")
 FAILING_STATES = ("escalated", "degraded", "held", "failed", "unreachable")
@@ -207,7 +205,27 @@ def build_report(per_host: Mapping[str, Any], unreachable: Mapping[str, Any] | I
 
 # ------------------------------------------------------------------------------ renderings
 
-def outcome_line(o: Mapping) -> str:
+def undo_summary(record: Mapping) -> str:
+    """One attempt's undo in words: what was put back, what could not be, what stays changed
+    (the host's record, plugin_utils/undo.py). Here, not imported: the driver loads this module by path."""
+    if not isinstance(record, Mapping) or not record:
+        return ""
+    parts = []
+    if record.get("restored"):
+        parts.append("restored " + ", ".join(str(p) for p in record["restored"]))
+    if record.get("failed"):
+        parts.append("could NOT restore " + ", ".join(str(f.get("path")) for f in _dicts(record["failed"])))
+    if not record.get("rolled_back") and record.get("changed"):
+        parts.append("changed " + ", ".join(str(c.get("path")) for c in _dicts(record["changed"]))
+                     + f" (undo id {record.get('incident')})")
+    if record.get("unkept"):
+        parts.append("not kept: " + "; ".join(str(u) for u in record["unkept"]))
+    if record.get("error"):
+        parts.append(str(record["error"]))
+    return "; ".join(parts)
+
+
+def outcome_line(o: Mapping) -> str:  # noqa: C901 pylint: disable=too-many-branches
     """One human line for a host/service outcome."""
     state = o["state"]
     if state == "healed":

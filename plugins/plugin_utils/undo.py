@@ -57,22 +57,3 @@ def journal_record(run: str, service: str, attempt: int, record: Mapping[str, An
             "restored": list(record.get("restored") or []),
             "failed": [dict(f) for f in record.get("failed") or [] if isinstance(f, Mapping)],
             "unkept": list(record.get("unkept") or [])}
-
-
-def summary_line(record: Mapping[str, Any]) -> str:
-    """One line for the report: what an attempt's undo did."""
-    if not record:
-        return ""
-    parts = []
-    if record.get("restored"):
-        parts.append("restored " + ", ".join(record["restored"]))
-    if record.get("failed"):
-        parts.append("could NOT restore " + ", ".join(str(f.get("path")) for f in record["failed"]))
-    if not record.get("rolled_back") and record.get("changed"):
-        parts.append("changed " + ", ".join(str(c.get("path")) for c in record["changed"])
-                     + f" (undo: sentinel-remediate undo HOST {record.get('incident')})")
-    if record.get("unkept"):
-        parts.append("not kept: " + "; ".join(record["unkept"]))
-    if record.get("error"):
-        parts.append(str(record["error"]))
-    return "; ".join(parts)

@@ -4,11 +4,14 @@ mode, owner, link target), never from what the collection says it did."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from llm_server import LLMServer
-from workflow_support import Workspace, require_docker
+from workflow_support import REPO, Workspace, require_docker
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -100,6 +103,7 @@ def test_an_operator_undoes_a_healed_incident_after_a_dry_run(nginx_host, tmp_pa
     with LLMServer(replies=[healing], default=healing) as server:
         work = Workspace(tmp_path, inventory, llm_url=server.url)
         run = _run(work)
+    assert run.status == "successful", run.stdout[-3000:]
     outcome = run.outcomes()[(HOST, "nginx")]
     assert outcome["state"] == "healed" and outcome["attempts"] == 1, outcome
     healed = states(lab)
@@ -112,8 +116,15 @@ def test_an_operator_undoes_a_healed_incident_after_a_dry_run(nginx_host, tmp_pa
     assert states(lab) == healed  # a dry run changes nothing
     assert "would restore" in dry.stdout and "-rw-r-----" not in dry.stdout, dry.stdout[-3000:]
 
-    done = work.run("undo.yml", extravars={"undo_host": HOST, "undo_incident": incident, "undo_confirm": True})
-    assert done.status == "successful", done.stdout[-3000:]
+    # The operator's command: sentinel-remediate undo HOST INCIDENT --yes.
+    env = dict(os.environ, SENTINEL_STATE_DIR=str(tmp_path / "driver-state"),
+               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "driver-facts"),
+               PYTHONPATH=os.pathsep.join([str(REPO / "driver"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    done = subprocess.run([sys.executable, "-m", "sentinel_remediate", "undo", HOST, incident, "--yes",
+                           "-i", str(inventory)], env=env, cwd=REPO, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{PROBE}: restored" in done.stdout and f"{MADE}: restored" in done.stdout, done.stdout
     assert states(lab) == before
     again = work.run("undo.yml", extravars={"undo_host": HOST, "undo_incident": incident, "undo_confirm": True})
     assert again.status == "successful" and states(lab) == before, again.stdout[-3000:]
