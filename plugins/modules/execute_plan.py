@@ -358,7 +358,9 @@ snapshot:
       description: O(snapshot.incident).
       type: str
     changed:
-      description: "Each kept path that the commands changed: C(path), C(before) and C(after) (C(kind), C(size), C(digest), C(mode), C(uid), C(gid), C(target)) and C(diff)."
+      description:
+        - Each kept path that the commands changed - C(path), C(before) and C(after) (C(kind), C(size),
+          C(digest), C(mode), C(uid), C(gid), C(target)) and C(diff).
       type: list
       elements: dict
     rolled_back:
@@ -488,8 +490,8 @@ def _check_numbers(params: dict) -> None:
         raise plan_runner.PlanError("evidence_max_bytes must be at least 200, got %d" % params["evidence_max_bytes"])
     kept = params["snapshot"]
     if kept and (kept["max_bytes"] < 0 or kept["max_age"] < 0 or kept["attempt"] < 1):
-        raise plan_runner.PlanError("snapshot: max_bytes and max_age must not be negative and attempt is at least 1, got %d, %d, %d"
-                                    % (kept["max_bytes"], kept["max_age"], kept["attempt"]))
+        raise plan_runner.PlanError("snapshot: max_bytes and max_age must not be negative and attempt is at least 1, "
+                                    "got %d, %d, %d" % (kept["max_bytes"], kept["max_age"], kept["attempt"]))
 
 
 def _session(params: dict):

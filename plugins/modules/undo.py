@@ -21,7 +21,7 @@ description:
   - Shows, for each path, a redacted diff from what is there now to what it becomes. Run it in
     check mode first (the C(sentinel.remediation.undo) playbook does by default).
   - A path that changed again after the incident (someone or something else edited it since) is
-    not put back unless O(force) is true: the diff says what would be lost.
+    not put back unless O(force) is true; the diff says what would be lost.
 notes:
   - Only paths are undone; services the incident started or restarted are not stopped again.
   - Not kept, so not restored - extended attributes, ACLs, SELinux labels, hard-link identity.
