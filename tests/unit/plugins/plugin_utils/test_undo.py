@@ -33,8 +33,9 @@ def test_an_attempt_that_changed_nothing_declared_says_nothing():
 
 
 def test_the_journal_and_the_report_say_what_was_restored():
-    record, problem = absorb({"snapshot": {"incident": "x-1", "rolled_back": True, "restored": ["/etc/a"],
-                                     "changed": [{"path": "/etc/a", "diff": "-old\n+new"}]}})
+    host = {"incident": "x-1", "rolled_back": True, "restored": ["/etc/a"],
+            "changed": [{"path": "/etc/a", "diff": "-old\n+new"}]}
+    record, problem = absorb({"snapshot": host})
     assert problem == ""
     line = journal_record("run-1", "x", 1, record)
     assert line["kind"] == "undo" and line["restored"] == ["/etc/a"] and line["changed"] == ["/etc/a"]
