@@ -509,12 +509,22 @@ def _settle_snapshot(session, error: str, healthy, undo: bool) -> dict:
              "unkept": list(session.problems), "error": error}
     if error:
         return found
-    changed = session.changed()
-    found["changed"] = session.report(changed)
+    try:
+        changed = session.changed()
+        found["changed"] = session.report(changed)
+    except (OSError, snapshot.SnapshotError, snapshot.ContentStoreError) as exc:
+        changed, found["error"] = [], "what changed could not be read: %s" % exc
     if undo and healthy is False and session.entries:
-        found.update(session.rollback(), rolled_back=True)
+        # restore() catches per path; anything else still names the attempt as not put back
+        try:
+            found.update(session.rollback(), rolled_back=True)
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            found["failed"] = [{"path": e["path"], "error": "rollback stopped: %s" % exc} for e in session.entries]
         found.pop("unchanged", None)
-    session.save(changed, found["rolled_back"])
+    try:
+        session.save(changed, found["rolled_back"])
+    except (OSError, snapshot.SnapshotError, snapshot.ContentStoreError) as exc:
+        found["error"] = "the undo record could not be written (a later undo is not possible): %s" % exc
     return found
 
 

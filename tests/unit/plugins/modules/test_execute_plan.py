@@ -169,3 +169,45 @@ def test_bad_arguments_are_named_and_nothing_runs(capsys, args: dict, message: s
     result = run_module(capsys, args)
     assert result["failed"] is True and message in result["msg"], result["msg"]
     assert result.get("results", []) == []
+
+
+def test_an_attempt_that_did_not_heal_is_put_back_before_the_module_answers(capsys, tmp_path: Path, no_systemd) -> None:
+    conf, made = tmp_path / "app.conf", tmp_path / "made"
+    conf.write_text("port = 80\n")
+    result = run_module(capsys, {
+        "commands": [{"argv": ["sed", "-i", "s/80/8080/", str(conf)], "become": True,
+                      "keep": [{"path": str(conf), "tree": False}]},
+                     {"argv": ["mkdir", str(made)], "become": True, "keep": [{"path": str(made)}]}],
+        "verify": {"name": "svc", "checks": [flag_check(tmp_path / "never")]}, "settle": 0,
+        "snapshot": {"incident": "svc-20261128T060000Z", "dir": str(tmp_path / "store")},
+    })
+    assert [r["rc"] for r in result["results"]] == [0, 0] and result["verify"]["healthy"] is False
+    kept = result["snapshot"]
+    assert kept["rolled_back"] is True and sorted(kept["restored"]) == sorted([str(conf), str(made)])
+    assert conf.read_text() == "port = 80\n" and not made.exists()
+    assert "+port = 8080" in next(c["diff"] for c in kept["changed"] if c["path"] == str(conf))
+    assert "port = 80" not in json.dumps(kept["changed"][0]["before"])  # summaries, never content
+
+
+def test_a_healed_attempt_stays_and_is_recorded_for_a_later_undo(capsys, tmp_path: Path, no_systemd) -> None:
+    flag = tmp_path / "healthy"
+    result = run_module(capsys, {
+        "commands": [{"argv": ["touch", str(flag)], "become": True, "keep": [{"path": str(flag)}]}],
+        "verify": {"name": "svc", "checks": [flag_check(flag)]},
+        "snapshot": {"incident": "svc-20261128T060000Z", "attempt": 1, "dir": str(tmp_path / "store")},
+    })
+    assert result["snapshot"]["rolled_back"] is False and flag.exists()
+    assert [c["path"] for c in result["snapshot"]["changed"]] == [str(flag)]
+    assert (tmp_path / "store" / "undo" / "svc-20261128T060000Z.json").is_file()
+
+
+def test_a_command_whose_path_cannot_be_kept_waits_for_a_human(capsys, tmp_path: Path, no_systemd) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    target = tmp_path / "f"
+    result = run_module(capsys, {
+        "commands": [{"argv": ["touch", str(target)], "become": True, "keep": [{"path": str(target)}]}],
+        "snapshot": {"incident": "svc-1", "dir": str(blocker / "store")},
+    })
+    assert result["results"][0]["skipped"] is True and "could not be undone" in result["results"][0]["reason"]
+    assert not target.exists() and result["snapshot"]["error"]
