@@ -37,6 +37,8 @@ _COMMENT = re.compile(r"^\s*(?:#|;|//|/\*|\*|--|<!--|\"|!|rem\s)", re.IGNORECASE
 _WHO = re.compile(r"\b(?:managed|generated|maintained|owned|deployed|provisioned|distributed|controlled|"
                   r"installed|templated|rendered|pushed|written)\s+(?:by|from|via|with)\b\s*\S", re.IGNORECASE)
 # Edits will not last: "DO NOT EDIT", "changes will be overwritten / lost / reverted".
+# "Ansible managed", "Puppet-managed file", "this file is managed": a tool or a team's name before it.
+_MANAGED = re.compile(r"\b[A-Za-z][\w-]*[\s-]managed\b", re.IGNORECASE)
 _KEEP_OFF = re.compile(r"\bdo\s+not\s+(?:edit|modify|change|touch|remove|delete)\b|"
                        r"\b(?:changes|edits|modifications)\b.{0,40}\b(?:overwritten|lost|reverted|replaced|clobbered)\b",
                        re.IGNORECASE)
@@ -57,7 +59,7 @@ def comment_markers(text: str, lines: int = HEAD_LINES) -> list:
         if not _COMMENT.match(line):
             continue
         said = line.strip()
-        if _WHO.search(said) or _KEEP_OFF.search(said) or _TICKET.search(said) or _TEAM.search(said):
+        if _WHO.search(said) or _MANAGED.search(said) or _KEEP_OFF.search(said) or _TICKET.search(said) or _TEAM.search(said):
             found.append("line %d: %s" % (number, said[:MARKER_WIDTH]))
             if len(found) >= MAX_MARKERS:
                 break

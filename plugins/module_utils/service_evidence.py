@@ -514,8 +514,9 @@ def named_paths(sources: list, user, limit: int = MAX_NAMED_PATHS, roots=None) -
     return result
 
 
-FIRST_LINES = 5
+FIRST_LINES = 3
 FIRST_LINES_READ = 4096
+FIRST_LINE_WIDTH = 160
 OWNERSHIP_SCAN = 80
 
 
@@ -533,7 +534,7 @@ def file_head_facts(path: str, facts: dict) -> dict:
             raw = b""
         if b"\0" not in raw:
             head = raw.decode("utf-8", "replace")
-            lines = [line[:CONTEXT_LINE_WIDTH] for line in head.splitlines()[:FIRST_LINES]]
+            lines = [line[:FIRST_LINE_WIDTH] for line in head.splitlines()[:FIRST_LINES]]
             if lines:
                 out["first_lines"] = lines
     if facts.get("type") in ("file", "directory", "symlink"):
@@ -1180,11 +1181,10 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
              if os.path.isdir(p)]
     found = named_paths(sources, defn["user"], roots=roots)
     if found:
-        # Ranked, so that the budget cuts whole entries of the least relevant: what the health
-        # error or the config test names first, then what cannot be opened (missing, dangling,
-        # inaccessible), then the rest, each group in the order the texts named them.
+        # Ranked (path_rank), so that the budget cuts whole entries of the least relevant, each
+        # group in the order the texts named them; what was cut is named with how to ask for it.
         found = dict(sorted(found.items(), key=lambda kv: (path_rank(kv[1]), list(found).index(kv[0]))))
-        evidence["named_paths"] = budget.take_mapping(found, cap + cap // 2)
+        evidence["named_paths"] = budget.take_mapping(found, cap)
         dropped = [k for k in found if k not in evidence["named_paths"]]
         if dropped:
             evidence["named_paths_left_out"] = budget.take(
@@ -1219,12 +1219,12 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
 
 
 def path_rank(facts: dict) -> int:
-    """0: named by the health error or the config test; 1: cannot be opened; 2: the rest."""
-    if facts.get("named_in") in ("error", "config_test"):
-        return 0
-    if facts.get("type") in ("missing", "inaccessible") or facts.get("dangling"):
-        return 1
-    return 2
+    """Which named paths the budget keeps first: what cannot be opened (missing, dangling,
+    inaccessible) and is named by the health error or the config test (0), by anything else
+    (1); then the other paths the error or the config test names (2); then the rest (3)."""
+    named = facts.get("named_in") in ("error", "config_test")
+    broken = facts.get("type") in ("missing", "inaccessible") or bool(facts.get("dangling"))
+    return (0 if named else 1) if broken else (2 if named else 3)
 
 
 def pid_priority(service_pids: list, processes: list) -> list:

@@ -61,17 +61,27 @@ def fit_lines(text: str, limit: int, terms: Sequence[str] = (), keep: str = "hea
     order += list(reversed(rest)) if keep == "tail" else rest
     kept: set[int] = set()
     used = 0
-    reserve = len(_MARK) + 8  # room for one gap mark at least
+    reserve = 3 * (len(_MARK) + 12)  # the gap marks: before, between and after what is kept
     for index in order:
         size = len(lines[index]) + 1
         if used + size + reserve > limit:
             if not kept and index == order[0]:
                 # one line longer than everything: keep its start, say it was cut
-                room = max(0, limit - reserve - 20)
+                room = max(0, limit - 40)
                 return lines[index][:room] + f" [... {len(lines[index]) - room} chars cut]"
             continue
         kept.add(index)
         used += size
+    text = _with_gaps(lines, kept)
+    # more gaps than reserved for: give up the last kept lines that name nothing
+    droppable = [i for i in reversed(order) if i in kept and not names_a_term(lines[i], terms)]
+    while len(text) > limit and droppable:
+        kept.discard(droppable.pop(0))
+        text = _with_gaps(lines, kept)
+    return text
+
+
+def _with_gaps(lines: list[str], kept: set[int]) -> str:
     out, gap, chars = [], 0, 0
     for index, line in enumerate(lines + [None]):
         if index in kept or line is None:
