@@ -104,6 +104,10 @@ def _evidence_items(evidence) -> list[tuple[str, str]]:
             continue
         if key == "processes" and isinstance(value, (list, tuple)):
             text = _process_table(value)
+        elif key == "config_context" and isinstance(value, (list, tuple)) and all(isinstance(v, Mapping) for v in value):
+            # as lines, so a cut keeps whole lines (the named one marked ">") instead of a JSON string
+            text = "\n".join(f"[{v.get('file')}:{v.get('line')}] said: {v.get('said', '')}\n{v.get('text', '')}"
+                             for v in value)
         elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             text = "\n".join(value)
         elif isinstance(value, Mapping) and all(isinstance(v, str) for v in value.values()):
