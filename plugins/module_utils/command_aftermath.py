@@ -28,7 +28,7 @@ _SIGNAL_TOOLS = ("kill", "pkill", "killall")
 # Signals whose default action ends a process (signal(7)); HUP is a daemon's "reload".
 _ENDING = frozenset(("TERM", "KILL", "INT", "QUIT", "ABRT", "15", "9", "2", "3", "6"))
 _UNIT_STATE = ("ActiveState", "SubState", "Result", "ConditionResult", "AssertResult")
-_CONDITION_LINE = re.compile(r"(?:Condition|Assert)\w*=.*?(?:was not met|failed)|start (?:condition|assertion) failed.*",
+_CONDITION_LINE = re.compile(r"\b(?:Condition|Assert)[A-Z]\w*=.*?(?:was not met|failed)|start (?:condition|assertion) failed.*",
                              re.IGNORECASE)
 
 
@@ -67,10 +67,12 @@ def start_note(argv: list, timeout: int = 10) -> str:
             if skipped:
                 _rc, status, _e = host_probe.run_argv(["systemctl", "status", "--no-pager", "--lines=0", unit],
                                                       timeout=timeout)
-                found = _CONDITION_LINE.search(status or "")
+                # "Condition: start condition failed at ..." and, below it, which one: "ConditionPathExists=!/x was not met"
+                found = [" ".join(m.group(0).split())[:200] for m in _CONDITION_LINE.finditer(status or "")]
+                found.sort(key=lambda line: not line.lower().startswith(("condition", "assert")))
                 said += ": systemd SKIPPED the start, a condition was not met (ConditionResult=%s, AssertResult=%s)%s" % (
                     props.get("ConditionResult", "?"), props.get("AssertResult", "?"),
-                    ("; " + " ".join(found.group(0).split())[:200]) if found else "")
+                    ("; " + "; ".join(found[:3])) if found else "")
             elif props.get("Result") not in ("", "success"):
                 said += " (result %s)" % props["Result"]
             notes.append(said)
