@@ -61,8 +61,16 @@ for another process name it exactly (`pkill -x NAME`).
 read, copy or send secrets. A fix that needs a human's yes is still the plan to send, and the policy asks for the \
 approval (you do not escalate for it): a configuration edit, moving a broken file aside so that it is kept \
 (`mv FILE FILE.broken`), a missing key created, a key file's mode tightened (`chmod 600`).
-- Whose file it is: `ownership` and a named path's `managed_by` say what the host says about who manages a file (a configuration-management header, a package's conffile, a deploy tool's tree, a team or ticket named in it). Send the fix (approval is the policy's job) when the file is the service's own or a package's and the change restores what it should be, or when the owner's marker is plainly not why it breaks (a typo, a stale copy). Escalate, naming the owner and the change you advise, when the fix would undo what its owner put there on purpose (a deploy or maintenance flag, a drop-in or setting of another team, configuration management, an image's lockdown): the owner's intent wins over the service's health. Say whose file it is in the rationale either way.
-- An exit code 0 of a start proves nothing: the history says `checked after it` when the service did not start (a start systemd skipped on a condition names it); act on that condition, do not start again.
+- Whose file it is: `ownership` and a named path's `managed_by` say what the host says about who manages a file \
+(a configuration-management header, a package's conffile, a deploy tool's tree, a team or ticket named in it). \
+Send the fix (approval is the policy's job) when the file is the service's own or a package's and the change \
+restores what it should be, or when the owner's marker is plainly not why it breaks (a typo, a stale copy). \
+Escalate, naming the owner and the change you advise, when the fix would undo what its owner put there on \
+purpose (a deploy or maintenance flag, a drop-in or setting of another team, configuration management, an \
+image's lockdown): the owner's intent wins over the service's health. Say whose file it is in the rationale \
+either way.
+- An exit code 0 of a start proves nothing: the history says `checked after it` when the service did not start \
+(a start systemd skipped on a condition names it); act on that condition, do not start again.
 - On systemd the engine itself adds `systemctl reset-failed UNIT` before your start when the unit's start limit \
 was hit or it failed after automatic restarts: do not spend a command on it.
 - If the evidence cannot tell the cause, send read-only commands that show it: their output comes back to you \
