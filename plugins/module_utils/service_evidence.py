@@ -743,7 +743,10 @@ RECENT_READ_MAX = 262144
 _ACTIVE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 
 
-def _active_lines(raw: bytes, hint: str) -> str:
+HINT_HEAD = 800
+
+
+def _active_lines(raw: bytes, hint: str, path: str = "") -> str:
     """The settings of a large configuration file: its lines that are neither comments nor
     blank, numbered; when they do not fit, the lines naming a word of ``hint`` (the health
     error, the newest log lines) first, then the others in file order."""
@@ -752,9 +755,16 @@ def _active_lines(raw: bytes, hint: str) -> str:
         text = line.strip()
         if text and not text.startswith(("#", ";", "//")):
             lines.append((number, redact_text(text)[:200]))
+    # The lines a message names by number first, then those naming a word of the health error
+    # or the config test (the head of ``hint``), then a word of the newest log lines, then the rest.
+    named = set(int(n) for n in re.findall(re.escape(path) + r"\"?:?,?\s*(?:line\s+)?(\d+)", hint or "")) if path else set()
+    strong = set(w.lower() for w in _ACTIVE_WORD.findall((hint or "")[:HINT_HEAD]))
     words = set(w.lower() for w in _ACTIVE_WORD.findall(hint or ""))
-    ranked = sorted(lines, key=lambda item: (not (set(w.lower() for w in _ACTIVE_WORD.findall(item[1])) & words),
-                                             item[0]))
+
+    def rank(item):
+        said = set(w.lower() for w in _ACTIVE_WORD.findall(item[1]))
+        return (0 if item[0] in named else 1 if said & strong else 2 if said & words else 3), item[0]
+    ranked = sorted(lines, key=rank)
     shown, size = [], 0
     for number, text in ranked:
         entry = "%d: %s" % (number, text)
@@ -806,7 +816,7 @@ def recent_config_changes(defn: dict, units: dict, now=None, files=None, hint: s
             out[path] = head + " (binary)"
             continue
         if size > RECENT_CONTENT_MAX:
-            out[path] = head + ", " + _active_lines(raw, hint)
+            out[path] = head + ", " + _active_lines(raw, hint, path)
             continue
         out[path] = head + ":\n" + redact_text(raw.decode("utf-8", "replace")).rstrip("\n")
     return out
@@ -1175,6 +1185,9 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     if defn["ports"]:
         evidence["listeners"] = budget.take(listeners_text(defn["ports"]), cap, keep="head")
     sources = [("error", error or ""), ("config_test", test_output)]
+    if init != "systemd":
+        # an init script says what it could not find in its status (on systemd the journal does)
+        sources.append(("status", status))
     sources.append(("journal", _newest_first(journal)))
     sources.extend(("log %s" % path, _newest_first(text)) for path, text in logs.items())
     roots = [p for key in ("data_paths", "runtime_paths", "config_paths", "paths") for p in defn.get(key) or []
