@@ -99,6 +99,13 @@ def _signal_of(words: list) -> str:
     return "TERM"
 
 
+def _exact_flag(word: str) -> bool:
+    """pkill's ``-x`` (``--exact``), alone or among other short flags (``-xf``)."""
+    if word == "--exact":
+        return True
+    return word.startswith("-") and not word.startswith("--") and word[1:].isalpha() and "x" in word[1:]
+
+
 def ending_targets(argv: list, pids: list) -> list:
     """The PIDs a command that sends a terminating signal is about to end: its ``pids`` for
     ``kill``, the processes of the exact name for ``pkill -x NAME`` and ``killall NAME``
@@ -111,9 +118,7 @@ def ending_targets(argv: list, pids: list) -> list:
         return []
     if tool == "kill":
         return [int(p) for p in pids]
-    exact = tool == "killall" or any(w in ("-x", "--exact") or (w.startswith("-") and not w.startswith("--")
-                                                                  and "x" in w[1:] and w[1:].isalpha())
-                                     for w in words)
+    exact = tool == "killall" or any(_exact_flag(w) for w in words)
     names = [w for w in words if not w.startswith("-")]
     # the value of -s / --signal is not a name
     for index, word in enumerate(words):
