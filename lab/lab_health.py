@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import ssl
 import subprocess
 import sys
@@ -110,6 +111,27 @@ def processes(comm: str) -> list[tuple[int, str]]:
     return found
 
 
+def alive(comm: str, pids: set[int] | None = None) -> dict:
+    """A process named `comm` (of `pids`, when given) that can run: not stopped (T, t), not a
+    zombie (Z), not dead (X). A daemon stopped by a signal keeps its PID, its pid file and its
+    listening socket, so a name or a listener alone says nothing about whether it serves."""
+    procs = [(pid, state) for pid, state in processes(comm) if pids is None or pid in pids]
+    live = [pid for pid, state in procs if state not in "ZTtXx"]
+    detail = ", ".join(f"{pid} ({state})" for pid, state in procs) or f"no {comm} process"
+    return check("alive", bool(live), f"{comm}: {detail}")
+
+
+def banner(port: int, prefix: bytes, timeout: float = 3) -> dict:
+    """The server on the port greets a new connection with `prefix` within `timeout`: a hung
+    daemon keeps its socket (the kernel still completes the handshake) but says nothing."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as conn:
+            said = conn.recv(64)
+    except OSError as exc:
+        return check("banner", False, f":{port} no greeting: {exc}")
+    return check("banner", said.startswith(prefix), f":{port} said {said[:40]!r}")
+
+
 def nginx() -> list[dict]:
     tls = ssl.create_default_context(cafile=LAB_CA)
     return [
@@ -130,13 +152,14 @@ def redis() -> list[dict]:
 
 def cron() -> list[dict]:
     rc, out = run(["pgrep", "-x", "cron"])
-    return [check("process", rc == 0, "cron pid " + out.replace("\n", ",") if rc == 0 else "no cron process")]
+    return [check("process", rc == 0, "cron pid " + out.replace("\n", ",") if rc == 0 else "no cron process"),
+            alive("cron")]
 
 
 def ssh() -> list[dict]:
     rows = listeners(22)
-    ok = any(n == "sshd" for _addr, procs in rows for n, _pid in procs)
-    return [check("port", ok, ":22 " + describe(rows))]
+    holders = {pid for _addr, procs in rows for n, pid in procs if n == "sshd"}
+    return [check("port", bool(holders), ":22 " + describe(rows)), alive("sshd", holders), banner(22, b"SSH-")]
 
 
 def postgres() -> list[dict]:

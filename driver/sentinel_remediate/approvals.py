@@ -118,6 +118,11 @@ def render_show(plan: Mapping[str, Any]) -> str:
         f"diagnosis  {printable(plan.get('diagnosis', ''))}",
         f"for        {printable(plan.get('target', '?'))}, evidence of {printable(plan.get('evidence_time', '?'))}",
         f"file hash  {printable(plan.get('_digest', ''))} (approving runs this file only if it is unchanged)",
+    ]
+    for path, notes in sorted((plan.get("ownership") or {}).items()):
+        # what the host says about who manages a file the plan changes: whose intent approving overrides
+        lines.append(f"owned      {printable(path)}: {printable(notes)}")
+    lines += [
         "commands (as the policy displays them; approving runs exactly these, as argv, without a shell):",
     ]
     if plan.get("error") and not plan.get("commands"):

@@ -25,6 +25,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.sentinel.remediation.plugins.action.plan import argument_spec as plan_argument_spec
 from ansible_collections.sentinel.remediation.plugins.modules.heal import DOCUMENTATION
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.file_ownership import plan_ownership  # hook(s31-evidence)
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import confinement
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec import from_documentation, load_yaml
@@ -980,6 +981,8 @@ class ActionModule(ActionBase):
             "tools": dict(tools or {}),
             "processes": [{"pid": p.get("pid"), "start": p.get("start"), "comm": p.get("comm")}
                           for p in (evidence or {}).get("processes") or [] if isinstance(p, Mapping)],
+            # hook(s31-evidence): who the host says manages the files the plan touches, for the approver
+            "ownership": plan_ownership(evidence, runnable),
         }
         try:
             sealed = approval_mod.seal(record, approval_mod.controller_key())

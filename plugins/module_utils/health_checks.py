@@ -70,7 +70,7 @@ def _check_service(defn: dict, check: dict) -> tuple:
     if init == "systemd":
         notes, ok = [], True
         for unit in defn["units"]:
-            props, problem = show_unit(unit, UNIT_STATE_KEYS, check["timeout"])
+            props, problem = show_unit(unit, UNIT_STATE_KEYS + ("MainPID",), check["timeout"])
             if problem:
                 # show failed (old systemd, bus down): the one-word answer still tells
                 rc, out, err = host_probe.run_argv(["systemctl", "is-active", unit], timeout=check["timeout"])
@@ -79,6 +79,11 @@ def _check_service(defn: dict, check: dict) -> tuple:
             else:
                 unit_ok = props.get("ActiveState") in ("active", "reloading")
                 text = describe_unit_state(unit, props)
+                # "active" is systemd's bookkeeping: a main process stopped by a signal keeps it
+                main = props.get("MainPID", "0")
+                frozen = host_probe.frozen_text([int(main)]) if unit_ok and main.isdigit() and main != "0" else ""
+                if frozen:
+                    unit_ok, text = False, "%s, but its main process is not alive: %s" % (text, frozen)
             ok = ok and unit_ok
             notes.append((unit_ok, text))
         # the failing unit first: the detail is what the error line says
@@ -90,7 +95,13 @@ def _check_service(defn: dict, check: dict) -> tuple:
     rc, out, err = host_probe.run_argv(argv, timeout=check["timeout"])
     said = host_probe.last_line(out) or host_probe.last_line(err) or "no output"
     said = _LSB_SUFFIX.sub("", said) or said  # "nginx is not running ... failed!" -> the words that matter
-    return rc == 0, "%s: %s (rc %d)" % (" ".join(argv), said, rc), _timed_out(rc, err)
+    text = "%s: %s (rc %d)" % (" ".join(argv), said, rc)
+    if rc == 0:
+        # an init script's "running" means a PID exists; a stopped or zombie daemon has one
+        frozen = host_probe.frozen_text(host_probe.named_pids(defn["processes"] or [defn["name"]]))
+        if frozen:
+            return False, "%s, but its processes are not alive: %s" % (text, frozen)
+    return rc == 0, text, _timed_out(rc, err)
 
 
 def _check_process(defn: dict, check: dict) -> tuple:
@@ -120,6 +131,9 @@ def _check_port(defn: dict, check: dict) -> tuple:
     holders = _unique([h for s in socks for h in s["holders"]])
     where = ", ".join(host_probe.format_address(s["address"], s["port"]) for s in socks)
     if not wanted:
+        frozen = host_probe.frozen_text([h["pid"] for h in holders])
+        if frozen:
+            return False, "port %d is listening on %s, but its holder is not alive: %s" % (port, where, frozen)
         by = (" by " + host_probe.describe_holders(holders)) if holders else ""
         return True, "port %d is listening on %s%s" % (port, where, by)
     if not holders:
@@ -135,6 +149,11 @@ def _check_port(defn: dict, check: dict) -> tuple:
                        " (the holding fd is not visible; run with become)" % (port, user, wanted))
     matching = [h for h in holders if wanted in host_probe.process_names(h)]
     if matching:
+        frozen = host_probe.frozen_text([h["pid"] for h in matching])
+        if frozen:
+            # the kernel still accepts connections into the backlog of a stopped daemon's socket
+            return False, ("port %d is held by %s, which is not alive: %s"
+                           % (port, host_probe.describe_holders(matching), frozen))
         return True, "port %d is held by %s" % (port, host_probe.describe_holders(matching))
     return False, "port %d is held by %s, not %s" % (port, host_probe.describe_holders(holders), wanted)
 

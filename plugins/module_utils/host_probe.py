@@ -408,6 +408,47 @@ def find_processes(pattern):
     return found
 
 
+# States in which a process holds its PID (and its ports) but serves nothing: stopped by a
+# signal or a debugger, or exited and not reaped.
+FROZEN_STATES = ("T", "t", "Z", "X", "x")
+
+
+def frozen_text(pids):
+    """What the processes ``pids`` are when none of them can serve (each stopped or a
+    zombie): ``pid 12 stopped, pid 13 zombie``; "" when one of them is alive or none is left."""
+    states = []
+    for pid in pids:
+        seen = read_stat(pid)
+        if seen is not None:
+            states.append((int(pid), seen["state"]))
+    if not states or any(state not in FROZEN_STATES for _pid, state in states):
+        return ""
+    shown = ", ".join("pid %d %s" % (pid, state_name(state)) for pid, state in states[:5])
+    return shown + (", and %d more" % (len(states) - 5) if len(states) > 5 else "")
+
+
+def named_pids(names):
+    """PIDs of the processes (zombies too) answering to one of ``names`` (:func:`process_names`;
+    a zombie by its kernel name), leaving out this module's own lineage."""
+    wanted = set(names)
+    skip = own_lineage()
+    found = []
+    for pid in pids():
+        if pid in skip:
+            continue
+        seen = read_stat(pid)
+        if seen is None:
+            continue
+        if seen["state"] in ("Z", "X", "x"):
+            if seen["comm"] in wanted:
+                found.append(pid)
+            continue
+        info = process_info(pid)
+        if info is not None and (info["cmdline"] or seen["state"] in FROZEN_STATES) and wanted & process_names(info):
+            found.append(pid)
+    return found
+
+
 def process_names(info):
     """The names a process answers to: its ``comm`` and the basename of its program
     (``nginx: master process /usr/sbin/nginx`` answers to ``nginx``)."""
@@ -743,7 +784,7 @@ def expand_globs(patterns, limit=10):
             if pattern not in files:
                 files.append(pattern)
         elif os.path.exists(pattern):
-            notes[pattern] = "not a regular file"
+            notes[pattern] = "not a regular file: %s" % _stat_line(pattern)
         else:
             notes[pattern] = "missing"
     return files[:limit], notes

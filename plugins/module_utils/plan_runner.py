@@ -18,7 +18,7 @@ import signal
 import subprocess
 import time
 
-from ansible_collections.sentinel.remediation.plugins.module_utils import confine_run, host_probe
+from ansible_collections.sentinel.remediation.plugins.module_utils import command_aftermath, confine_run, host_probe
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text, redact_value
 
 try:
@@ -386,8 +386,15 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
         else:
             ran += 1
             try:
+                ending = command_aftermath.snapshot(command_aftermath.ending_targets(command["argv"], command["pids"]))
                 item.update(run_as(command["argv"], identity, timeout, output_max, ruleset))
                 item.update(confine_run.denial(item, ruleset, identity.uid == 0))
+                # judged on the host, not by the exit code: a signalled process gone, a start that started
+                after = [command_aftermath.wait_gone(ending)] if item["rc"] == 0 and ending else []
+                if item["rc"] == 0:
+                    after.append(command_aftermath.start_note(command["argv"]))
+                if any(after):
+                    item["afterwards"] = redact_text("; ".join(note for note in after if note))
             except Exception as exc:  # pylint: disable=broad-exception-caught
                 # keep the record of what ran before; this command's outcome is unknown
                 item["reason"] = "internal error while running it: %s" % exc

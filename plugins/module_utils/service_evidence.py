@@ -18,7 +18,7 @@ import os
 import re
 import time
 
-from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe
+from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe, path_ownership
 from ansible_collections.sentinel.remediation.plugins.module_utils.health_checks import (
     UNIT_STATE_KEYS,
     parse_show,
@@ -507,10 +507,59 @@ def named_paths(sources: list, user, limit: int = MAX_NAMED_PATHS, roots=None) -
                 continue
             facts = host_probe.path_facts(path, DIR_ENTRIES, user)
             facts["named_in"] = where
+            facts.update(file_head_facts(path, facts))
             result[path] = facts
             if len(result) >= limit:
                 return result
     return result
+
+
+FIRST_LINES = 3
+FIRST_LINES_READ = 4096
+FIRST_LINE_WIDTH = 160
+OWNERSHIP_SCAN = 80
+
+
+def file_head_facts(path: str, facts: dict) -> dict:
+    """For a named regular file: its ``first_lines`` (unless its name suggests a secret; the
+    budget redacts them) and ``managed_by``, what the host says about who manages it
+    (path_ownership); for any other path, only ``managed_by`` when there is something to say."""
+    out = {}
+    head = ""
+    if facts.get("type") == "file" and not _SECRETISH_NAME.search(os.path.basename(path)):
+        try:
+            with open(path, "rb") as handle:
+                raw = handle.read(FIRST_LINES_READ)
+        except (IOError, OSError):
+            raw = b""
+        if b"\0" not in raw:
+            head = raw.decode("utf-8", "replace")
+            lines = [line[:FIRST_LINE_WIDTH] for line in head.splitlines()[:FIRST_LINES]]
+            if lines:
+                out["first_lines"] = lines
+    if facts.get("type") in ("file", "directory", "symlink"):
+        notes = path_ownership.ownership(path, head)
+        if notes:
+            out["managed_by"] = notes
+    return out
+
+
+def ownership_of(paths: list, limit: int = 8) -> dict:
+    """``{path: "notes; ..."}`` for the files among ``paths`` of which the host says who
+    manages them (a header, a package's conffile, a deploy tree); the others are left out."""
+    out = {}
+    for path in dict.fromkeys(p for p in paths if isinstance(p, str) and p.startswith("/")):
+        if len(out) >= limit:
+            break
+        if not os.path.isfile(path):
+            continue
+        head = None if not _SECRETISH_NAME.search(os.path.basename(path)) else ""
+        notes = path_ownership.ownership(path, head)
+        # a conffile as its package installed it is the normal case of /etc: said only in named_paths
+        notes = [n for n in notes if not n.endswith("(as the package installed it)")]
+        if notes:
+            out[path] = "; ".join(notes)
+    return out
 
 
 def _newest_first(text: str) -> str:
@@ -640,6 +689,11 @@ _SECRETISH_NAME = re.compile(r"key|secret|passw|token|credential|shadow|htpasswd
                              re.IGNORECASE)
 
 
+def _iso(moment: float) -> str:
+    """An absolute UTC time, as the request's "Now" is written."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))
+
+
 def _age_text(seconds: float) -> str:
     seconds = max(0, int(seconds))
     if seconds < 120:
@@ -689,7 +743,10 @@ RECENT_READ_MAX = 262144
 _ACTIVE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 
 
-def _active_lines(raw: bytes, hint: str) -> str:
+HINT_HEAD = 800
+
+
+def _active_lines(raw: bytes, hint: str, path: str = "") -> str:
     """The settings of a large configuration file: its lines that are neither comments nor
     blank, numbered; when they do not fit, the lines naming a word of ``hint`` (the health
     error, the newest log lines) first, then the others in file order."""
@@ -698,9 +755,16 @@ def _active_lines(raw: bytes, hint: str) -> str:
         text = line.strip()
         if text and not text.startswith(("#", ";", "//")):
             lines.append((number, redact_text(text)[:200]))
+    # The lines a message names by number first, then those naming a word of the health error
+    # or the config test (the head of ``hint``), then a word of the newest log lines, then the rest.
+    named = set(int(n) for n in re.findall(re.escape(path) + r"\"?:?,?\s*(?:line\s+)?(\d+)", hint or "")) if path else set()
+    strong = set(w.lower() for w in _ACTIVE_WORD.findall((hint or "")[:HINT_HEAD]))
     words = set(w.lower() for w in _ACTIVE_WORD.findall(hint or ""))
-    ranked = sorted(lines, key=lambda item: (not (set(w.lower() for w in _ACTIVE_WORD.findall(item[1])) & words),
-                                             item[0]))
+
+    def rank(item):
+        said = set(w.lower() for w in _ACTIVE_WORD.findall(item[1]))
+        return (0 if item[0] in named else 1 if said & strong else 2 if said & words else 3), item[0]
+    ranked = sorted(lines, key=rank)
     shown, size = [], 0
     for number, text in ranked:
         entry = "%d: %s" % (number, text)
@@ -732,7 +796,10 @@ def recent_config_changes(defn: dict, units: dict, now=None, files=None, hint: s
     found.sort(reverse=True)
     out = {}
     for mtime, path, size in found[:RECENT_FILES]:
-        head = "modified %s, %d bytes" % (_age_text(moment - mtime), size)
+        head = "modified %s (%s), %d bytes" % (_iso(mtime), _age_text(moment - mtime), size)
+        notes = path_ownership.ownership(path, None if not _SECRETISH_NAME.search(os.path.basename(path)) else "")
+        if notes:
+            head += ", managed by what it says: " + "; ".join(notes)
         if _SECRETISH_NAME.search(os.path.basename(path)):
             out[path] = head + " (content not shown: the name suggests a key or secret)"
             continue
@@ -749,7 +816,7 @@ def recent_config_changes(defn: dict, units: dict, now=None, files=None, hint: s
             out[path] = head + " (binary)"
             continue
         if size > RECENT_CONTENT_MAX:
-            out[path] = head + ", " + _active_lines(raw, hint)
+            out[path] = head + ", " + _active_lines(raw, hint, path)
             continue
         out[path] = head + ":\n" + redact_text(raw.decode("utf-8", "replace")).rstrip("\n")
     return out
@@ -1058,7 +1125,9 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     init = host_probe.init_system()
     budget = EvidenceBudget(max_bytes)
     cap = max(200, max_bytes // 5)
-    evidence = {"init": init}
+    # absolute, so each change time in it can be placed against the incident's
+    evidence = {"init": init, "collected_at": _iso(time.time())}
+    budget.remaining -= json_len(evidence)
 
     # gather first: paths and config lines are searched in texts collected later
     status = status_text(defn, init, timeout)
@@ -1116,19 +1185,36 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     if defn["ports"]:
         evidence["listeners"] = budget.take(listeners_text(defn["ports"]), cap, keep="head")
     sources = [("error", error or ""), ("config_test", test_output)]
+    if init != "systemd":
+        # an init script says what it could not find in its status (on systemd the journal does)
+        sources.append(("status", status))
     sources.append(("journal", _newest_first(journal)))
     sources.extend(("log %s" % path, _newest_first(text)) for path, text in logs.items())
     roots = [p for key in ("data_paths", "runtime_paths", "config_paths", "paths") for p in defn.get(key) or []
              if os.path.isdir(p)]
     found = named_paths(sources, defn["user"], roots=roots)
     if found:
-        # What cannot be opened first (missing, dangling, inaccessible): when the budget cuts,
-        # a file that is there as it should be goes before the path an error is about.
-        broken = [k for k, v in found.items() if v.get("type") in ("missing", "inaccessible") or v.get("dangling")]
-        found = dict([(k, found[k]) for k in broken] + [(k, v) for k, v in found.items() if k not in broken])
+        # Ranked (path_rank), so that the budget cuts whole entries of the least relevant, each
+        # group in the order the texts named them; what was cut is named with how to ask for it.
+        found = dict(sorted(found.items(), key=lambda kv: (path_rank(kv[1]), list(found).index(kv[0]))))
         evidence["named_paths"] = budget.take_mapping(found, cap)
+        dropped = [k for k in found if k not in evidence["named_paths"]]
+        if dropped:
+            evidence["named_paths_left_out"] = budget.take(
+                "%d more named path(s) left out for size: %s (ask with `stat PATH`)" % (len(dropped), ", ".join(dropped)),
+                400, keep="head")
     if defn["pid_files"]:
         evidence["pid_files"] = budget.take_all(dict((p, pid_file_text(p)) for p in defn["pid_files"]), cap, keep="head")
+    # Who manages the files of this incident, as the host says it: the files the errors name,
+    # the recently changed ones, the unit's drop-ins and local unit file, the start's
+    # environment files and the declared configuration files.
+    owned = ownership_of(
+        [c.get("file") for c in contexts if isinstance(c, dict)] + list(found or {}) + list(recent or {})
+        + [p for props in units.values() if isinstance(props, dict)
+           for p in str(props.get("DropInPaths") or "").split() + [str(props.get("FragmentPath") or "")]]
+        + list(environment or {}) + list(defn["config_paths"]) + config_files[:OWNERSHIP_SCAN])
+    if owned:
+        evidence["ownership"] = budget.take_keyed(owned, cap)
     declared = described_paths(defn)
     if declared:
         evidence["paths"] = budget.take_all(declared, cap, keep="head")
@@ -1143,6 +1229,15 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     _mark_omitted(evidence, budget)
     names = tools if tools is not None else tool_candidates(defn)
     return {"evidence": evidence, "tools": host_probe.tools_report(names), "truncated": budget.truncated}
+
+
+def path_rank(facts: dict) -> int:
+    """Which named paths the budget keeps first: what cannot be opened (missing, dangling,
+    inaccessible) and is named by the health error or the config test (0), by anything else
+    (1); then the other paths the error or the config test names (2); then the rest (3)."""
+    named = facts.get("named_in") in ("error", "config_test")
+    broken = facts.get("type") in ("missing", "inaccessible") or bool(facts.get("dangling"))
+    return (0 if named else 1) if broken else (2 if named else 3)
 
 
 def pid_priority(service_pids: list, processes: list) -> list:

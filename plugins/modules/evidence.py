@@ -223,6 +223,11 @@ evidence:
           path's C(existing_parent) with its C(parent_mode) and C(parent_owner); with O(user),
           C(user_access) (or C(parent_user_access)); C(filesystem) when it is 90% full or more;
           and C(named_in), where it was named.
+        - A regular file's C(first_lines) (three, unless its name suggests a secret) and, for a file,
+          directory or link, C(managed_by) - what the host says about who manages it (a configuration
+          management header, a ticket or team in a comment, a dpkg conffile, a deploy tool's tree).
+        - Ranked before the budget cuts whole entries - missing or inaccessible paths named by O(error) or
+          the configuration test first, then other broken ones, then other paths those name, then the rest.
       type: dict
       returned: when a path is named
       sample:
@@ -232,6 +237,24 @@ evidence:
           parent_mode: "0755"
           parent_owner: root:root
           named_in: config_test
+    named_paths_left_out:
+      description: The named paths the budget left out, and how to ask for them.
+      type: str
+      returned: when the budget left one out
+    ownership:
+      description:
+        - The incident's files of which the host says who manages them (the files the errors name, the recently
+          changed ones, the units' drop-ins, the start's environment files, the configuration files), path to
+          notes. A dpkg conffile as its package installed it is not listed here (it is in C(named_paths)).
+      type: dict
+      returned: when a file of the incident has an owner
+      sample:
+        /etc/ssh/sshd_config.d/50-hardening.conf: "says: line 1: # Managed by the security team (SEC-1042); DO NOT EDIT"
+    collected_at:
+      description: When the evidence was collected (UTC, ISO 8601); the times of C(recent_changes) compare with it.
+      type: str
+      returned: always
+      sample: "2026-11-28T06:30:00Z"
     pid_files:
       description: PID file to what its PID is.
       type: dict

@@ -314,6 +314,16 @@ results:
       description: How long it ran.
       type: float
       sample: 0.084
+    afterwards:
+      description:
+        - What the host showed after the command, when its exit code alone would mislead; only present then.
+        - After a start that exited 0 and did not start the service (systemd skipped it on a condition, named;
+          the unit is not active; the init script's status says it is not running).
+        - After a command that sent a terminating signal, how long the next command waited for the signalled
+          processes to exit, or which are still there.
+      type: str
+      returned: when there is something to say
+      sample: "the start exited 0, but ssh.service is inactive/dead: systemd SKIPPED the start, a condition was not met"
     skipped:
       description: True when it was not run (refused, or after a failure with O(stop_on_failure)).
       type: bool

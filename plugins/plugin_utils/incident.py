@@ -38,7 +38,7 @@ BACKEND_ORDERS = {
 }
 OUTPUT_TAIL = 600        # characters of a command's stdout/stderr kept in the incident
 HISTORY_TAIL = 300       # characters of each output shown to the model per command
-READ_TAIL = 1500         # characters of a read-only diagnostic's output shown (both ends): it was asked for
+READ_TAIL = 4000         # characters of a read-only diagnostic's output kept (whole lines, both ends): it was asked for
 _SUDO = re.compile(r"^sudo(?:\s+-[nSEH]+)*\s+")
 
 
@@ -418,6 +418,10 @@ def record_results(attempt: Attempt, results: Sequence[Mapping], output_max: int
         command.rc = int(rc) if isinstance(rc, int) and not isinstance(rc, bool) else None
         command.stdout = both_ends(result.get("stdout"), output_max)
         command.stderr = _tail(result.get("stderr") or result.get("msg"), output_max)
+        if result.get("afterwards"):
+            # what the host showed after it (a start systemd skipped, a signalled process gone): the
+            # history tells the model that, not only the exit code
+            command.stderr = f"{command.stderr}\n[checked after it: {result['afterwards']}]".strip()
         command.skipped = bool(result.get("skipped"))
         command.reason = str(result.get("reason") or "")
         command.confinement = str(result.get("confinement") or "")
@@ -466,6 +470,9 @@ def history(incident: Incident, tail: int = HISTORY_TAIL) -> list[dict]:
                         for r in attempt.refused][:5],
             "healthy_after": attempt.healthy,
             "error_after": attempt.error_after,
+            # absolute, so the model can place each attempt against the evidence's change times
+            "started": attempt.started,
+            "finished": attempt.finished,
         })
     return out
 

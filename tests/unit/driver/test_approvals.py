@@ -72,3 +72,13 @@ def test_unknown_id_lists_the_known_ones(approvals_dir: Path) -> None:
 def test_no_pending_dir(tmp_path: Path) -> None:
     assert a.load_pending(tmp_path) == []
     assert a.render_list([]) == "no plan waits for approval\n"
+
+
+def test_show_says_who_manages_the_files_the_plan_touches() -> None:
+    plan = dict(PLAN, ownership={"/etc/nginx/conf.d/zz-broken.conf": "says: line 1: # Managed by Puppet\x1b[2J; DO NOT EDIT"})
+    text = a.render_show(plan)
+    owned = [line for line in text.splitlines() if line.startswith("owned ")]
+    assert len(owned) == 1 and "/etc/nginx/conf.d/zz-broken.conf: says: line 1: # Managed by Puppet" in owned[0]
+    assert "\x1b" not in text
+    assert text.index("owned ") < text.index("commands (as the policy displays them")
+    assert "owned " not in a.render_show(PLAN)

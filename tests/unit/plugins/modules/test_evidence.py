@@ -85,7 +85,7 @@ def test_sections_and_status(capsys, tmp_path: Path, fake_init) -> None:
     assert result["changed"] is False and result["truncated"] is False
     ev = result["evidence"]
     assert ev["status"] == "$ service sentinel-unit-svc status\nrc 3\nsentinel-unit-svc is not running."
-    assert set(ev) == {"init", "status", "processes", "service_pids", "oom"}  # no logs, ports, paths... asked for
+    assert set(ev) == {"init", "collected_at", "status", "processes", "service_pids", "oom"}  # no logs, ports, paths... asked for
     assert ev["init"] == "sysv" and ev["processes"] == [] and ev["service_pids"] == []
     assert ev["oom"].startswith(("unavailable: ", "no OOM kill in ", "OOM kills in "))
 

@@ -1,0 +1,76 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The evidence budget keeps what the failure names, whole, and says what it left out."""
+from __future__ import annotations
+
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import evidence_budget
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.prompt import build_messages, render_evidence
+
+CAUSE = "max_connections = 0"
+
+
+def _settings(count: int) -> str:
+    lines = [f"setting_{n} = {n}  # a line of the file that does not matter here" for n in range(count)]
+    lines.insert(count * 2 // 3, CAUSE)
+    return "\n".join(lines)
+
+
+def test_failure_terms_are_the_places_paths_and_quoted_words_of_the_error_and_config_test():
+    terms = evidence_budget.failure_terms(
+        'FATAL: invalid value for parameter "max_connections": 0 in /etc/postgresql/15/main/postgresql.conf:64',
+        {"config_test": "", "config_context": [{"file": "/etc/app.conf", "line": 3}]})
+    assert terms[:2] == ["/etc/postgresql/15/main/postgresql.conf:64", "/etc/postgresql/15/main/postgresql.conf"]
+    assert "max_connections" in terms and "/etc/app.conf:3" in terms
+    assert "/etc" not in terms
+
+
+def test_a_cut_item_keeps_the_line_the_failure_names_whole():
+    text = _settings(200)
+    cut = evidence_budget.fit_lines(text, 1200, ["max_connections"])
+    assert len(cut) <= 1200
+    assert CAUSE in cut.splitlines()
+    # every line kept is a whole line of the original, and each gap says how much it holds
+    original = set(text.splitlines())
+    for line in cut.splitlines():
+        assert line in original or (line.startswith("[... ") and line.endswith(" chars cut ...]")), line
+
+
+def test_logs_keep_their_newest_lines_when_nothing_is_named():
+    log = "\n".join(f"line {n}" for n in range(500))
+    cut = evidence_budget.fit_lines(log, 300, [], keep="tail")
+    assert cut.splitlines()[-1] == "line 499" and cut.splitlines()[0].startswith("[... ")
+
+
+def test_one_line_longer_than_the_budget_is_cut_and_says_so():
+    cut = evidence_budget.fit_lines("x" * 5000, 400, [])
+    assert len(cut) <= 400 and cut.endswith("chars cut]")
+
+
+def test_items_naming_the_failure_go_first_and_what_does_not_fit_is_listed_with_how_to_ask():
+    items = [("journal", "\n".join(f"noise {n} " + "z" * 70 for n in range(80))),
+             ("processes", "PID PPID USER STATE STARTED PORTS CMD\n" + "\n".join(
+                 f"{n} 1 root S 06:00 - worker {n} " + "w" * 60 for n in range(80))),
+             ("recent_changes", "[/etc/postgresql/15/main/postgresql.conf]\n" + _settings(40))]
+    text = evidence_budget.render(items, 2500, 1600, ["/etc/postgresql/15/main/postgresql.conf", "max_connections"],
+                                  service="postgresql", init="systemd")
+    assert text.startswith("### recent_changes\n")
+    assert CAUSE in text.splitlines()
+    assert "### left out for size" in text
+    assert "- processes (" in text and "`ps -eo pid,ppid,user,stat,lstart,args`" in text
+    assert "- journal (" in text and "`journalctl -u postgresql -n 50 --no-pager`" in text
+    # a listed item is left out whole, not cut in the middle
+    assert "### processes" not in text
+
+
+def test_the_prompt_keeps_the_named_config_line_of_a_large_changed_file():
+    evidence = {"status": "postgresql@15-main.service is failed/failed (result exit-code)",
+                "journal": "\n".join(f"Nov 28 06:0{n % 10} host postgres[1]: LOG: noise {n} " + "q" * 60
+                                     for n in range(120)),
+                "recent_changes": {"/etc/postgresql/15/main/postgresql.conf": _settings(300)}}
+    error = 'invalid value for parameter "max_connections": "0" in /etc/postgresql/15/main/postgresql.conf'
+    text = render_evidence(evidence, error=error, service="postgresql")
+    assert CAUSE in text.splitlines()
+    assert len(text) < 6000 + 600
+    user = build_messages(service="postgresql", error=error, evidence=evidence, max_commands=3,
+                          now="2026-11-28T06:30:00Z")[1]["content"]
+    assert "Now (UTC): 2026-11-28T06:30:00Z" in user and CAUSE in user
