@@ -5,8 +5,9 @@
 Every decision is a function of ``incident.py`` (the gate, the plan's problems, the
 conclusion) or of ``_checking.PlanCheck`` (the verdicts); this class moves data between
 them, the planner, the stores and the host. Its seams (methods a change overrides or fills):
-``plan_from_elsewhere`` (before planning), ``after_execute``, ``before_next_attempt`` (after
-an attempt that did not heal, before the next).
+``plan_from_elsewhere`` (before planning), ``after_plan`` (a shared plan, before it is
+checked here), ``before_execute`` (a reason not to run), ``after_execute``,
+``before_next_attempt`` (after an attempt that did not heal, before the next).
 """
 from __future__ import annotations
 
@@ -92,6 +93,16 @@ class AttemptLoop:
         instead of the planner's, as a plan dict (``contracts.Plan``); None: plan as usual."""
         return None
 
+    def after_plan(self, incident, attempt, plan: Plan, how: str) -> Plan:
+        """Seam, after the plan share answered (``how``: ``made`` here, ``shared`` by another
+        host, ``alone``): the plan to go on with (a shared plan checked again, say)."""
+        return plan
+
+    def before_execute(self, incident, attempt, checked: list) -> str:
+        """Seam, before the host is asked to run ``checked``: a reason not to run it (a
+        fleet-wide stop, say), or "" to run it."""
+        return ""
+
     def after_execute(self, incident, attempt, result: Mapping) -> None:
         """Seam, after the host ran an attempt's commands (``result``: execute_plan's)."""
 
@@ -146,6 +157,10 @@ class AttemptLoop:
             else:
                 canary = self._canary(incident, attempt, planned.rollout)
                 if incident.state != words.OPEN:
+                    break
+                stop = self.before_execute(incident, attempt, checked)
+                if stop:
+                    self._stopped(incident, attempt, stop)
                     break
                 after = self._execute(incident, attempt, definition, checked, planned.checked_with)
                 if canary is not None:
@@ -254,7 +269,7 @@ class AttemptLoop:
         if plan.get("planned_by") != ctx.planner_id:
             plan["commands"] = localize_values(plan.get("commands") or [], plan.get("host_values") or {},
                                                evidence, incident.service, definition.get("ports") or [])
-        return plan
+        return self.after_plan(incident, attempt, plan, how)
 
     # ------------------------------------------------------------------ running it
     def _canary(self, incident, attempt, key: str | None) -> Rollout | None:
@@ -279,6 +294,12 @@ class AttemptLoop:
             command.skipped, command.reason = True, f"not run: {verdict.detail}"
         incident.state, incident.reason = "escalated", f"rollout stopped: {verdict.detail}; this host ran nothing"
         return None
+
+    def _stopped(self, incident, attempt, reason: str) -> None:
+        attempt.finished = self.ctx.now()
+        for command in attempt.commands:
+            command.skipped, command.reason = True, f"not run: {reason}"
+        incident.state, incident.reason = "escalated", f"{reason}; this host ran nothing"
 
     def _approval_note(self, incident) -> dict:
         """What the journal's intent records of the approval: its id and who gave it."""

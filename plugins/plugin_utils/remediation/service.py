@@ -5,8 +5,10 @@
 ``open_run`` builds the run's context (its stores opened); ``Remediation(ctx, port).run()``
 checks the host's health (remembered fixes ahead), heals what fails, dependencies first,
 or resumes one plan a human approved, and returns a ``RunResult``. Seams for changes:
-``AttemptLoop.plan_from_elsewhere`` (before planning), ``AttemptLoop.before_next_attempt``,
-``AttemptLoop.after_execute``, ``Remediation.after_healthy``, ``Remediation.after_incident``.
+``AttemptLoop.plan_from_elsewhere`` (before planning), ``AttemptLoop.after_plan``,
+``AttemptLoop.before_execute``, ``AttemptLoop.after_execute``, ``AttemptLoop.before_next_attempt``
+(after an attempt that did not heal), ``Remediation.after_healthy``, ``Remediation.after_incident``;
+a change subclasses ``AttemptLoop`` and passes it: ``Remediation(ctx, port, loop=TheLoop)``.
 """
 from __future__ import annotations
 

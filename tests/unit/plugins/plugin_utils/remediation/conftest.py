@@ -44,7 +44,7 @@ class FakeHost:
             return self._health(args)
         if name == "sentinel.remediation.execute_plan":
             healed = self.verify.pop(0) if len(self.verify) > 1 else self.verify[0]
-            return {"changed": True, "results": [{"rc": 0, "stdout": "", "stderr": ""} for _ in args["commands"]],
+            return {"changed": True, "results": [{"rc": 0, "stdout": "", "stderr": "", "label": command["label"]} for command in args["commands"]],
                     "verify": {"healthy": healed, "error": "" if healed else self.error},
                     "evidence": STOPPED}
         raise AssertionError(f"unexpected module {name}")
@@ -59,7 +59,7 @@ class FakeHost:
             for fix in args.get("remembered") or []:
                 if fix["service"] == definition["name"] and self.remembered_ran is not None:
                     row["remembered"] = {"ran": True, "signature": fix["signature"],
-                                         "results": [{"rc": 0} for _ in fix["commands"]],
+                                         "results": [{"rc": 0, "label": command["label"]} for command in fix["commands"]],
                                          "verify": {"healthy": self.remembered_ran,
                                                     "error": "" if self.remembered_ran else self.error}}
                     if self.remembered_ran:

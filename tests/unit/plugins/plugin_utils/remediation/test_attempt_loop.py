@@ -88,7 +88,7 @@ def test_a_healthy_service_opens_no_incident_and_calls_the_healthy_seam(make_run
     service.after_healthy = lambda name, row, outcome: seen.append((name, outcome["state"]))
     done = service.run()
     assert done.incidents == [] and seen == [("nginx", "healthy")]
-    assert [name for name, _ in host.calls] == ["sentinel.remediation.service_health"]
+    assert [call[0] for call in host.calls] == ["sentinel.remediation.service_health"]
 
 
 def test_an_unreachable_host_at_the_health_check_is_reported_and_nothing_runs(make_run):
@@ -116,3 +116,20 @@ def test_the_lease_is_released_after_the_pass(make_run, tmp_path):
     assert make_run(FakeHost(), loop=ScriptedPlans).run().outcomes[0]["state"] == "healed"
     # another run (another owner) takes the host at once: the first one let it go
     assert make_run(FakeHost(), loop=ScriptedPlans).run().outcomes[0]["state"] == "healed"
+
+
+def test_a_reason_given_before_execute_stops_the_incident_and_the_host_runs_nothing(make_run):
+    loop = type("Stopped", (ScriptedPlans,), {"before_execute": lambda self, incident, attempt, checked:
+                                              "the fleet is stopped by an operator"})
+    host = FakeHost()
+    done = make_run(host, loop=loop).run()
+    assert done.outcomes[0]["state"] == "escalated"
+    assert "the fleet is stopped" in done.outcomes[0]["reason"] and host.ran() == []
+
+
+def test_the_after_execute_seam_sees_the_hosts_report_of_each_attempt(make_run):
+    seen = []
+    loop = type("Seen", (ScriptedPlans,), {"after_execute": lambda self, incident, attempt, result:
+                                           seen.append((attempt.number, result["verify"]["healthy"]))})
+    make_run(FakeHost(verify=(True,)), loop=loop).run()
+    assert seen == [(1, True)]
