@@ -30,6 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.remediation import vocabulary
+
 BACKEND_ORDERS = {
     "auto": ("memory", "runbook", "llm", "fallback"),
     "llm": ("memory", "llm", "runbook", "fallback"),
@@ -376,7 +378,7 @@ def escalation_reason(incident: Incident) -> str:
     return f"still failing after {len(incident.attempts)} attempt(s): {incident.current_error}"
 
 
-ESCALATION_KINDS = ("refused", "needs_human", "llm_error", "exhausted", "rejected")
+ESCALATION_KINDS = vocabulary.ESCALATION_KINDS
 
 
 def escalation_kind(incident: Incident) -> str:

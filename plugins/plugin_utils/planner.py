@@ -117,7 +117,7 @@ class Planner:
                  incident: engine.Incident | None = None, scope: Mapping | None = None,
                  recalled: Sequence[Mapping] = (), books: Sequence[Mapping] | None = None,
                  docs_dirs: Sequence[str] | None = None, knowledge: Knowledge | None = None,
-                 service_def: Mapping | None = None):
+                 service_def: Mapping | None = None, signature: str | None = None):
         if backend not in BACKENDS:
             raise PlannerError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         if max_commands < 1 or max_attempts < 1:
@@ -145,7 +145,8 @@ class Planner:
         self.notes: list[str] = []
         self.dropped: list[dict] = []
         self.messages: list[dict] = []
-        self.signature = failure_signature(self.service, self.error, self.evidence, self.hostnames)
+        # ``signature``: the failure's when the caller knows it without its evidence (a remembered one).
+        self.signature = signature or failure_signature(self.service, self.error, self.evidence, self.hostnames)
         overrides = dict(policy or {})
         absent = list(overrides.get("absent_tools") or [])
         overrides["absent_tools"] = sorted(set(absent) | set(self.tools_absent))

@@ -25,13 +25,21 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-STATES = ("healthy", "healed", "waiting_approval", "dry_run", "busy", "escalated", "degraded", "held", "failed",
-          "unreachable")
-FAILING_STATES = ("escalated", "degraded", "held", "failed", "unreachable")
-# What stopped the loop from acting, or made it wait (plugin_utils/safeguards.py GUARDS).
-SAFEGUARDS = ("recovered", "confirmed", "degraded", "restart_cost", "held", "canary", "rollout_stopped")
-# Why an escalated outcome needs a human (incident.escalation_kind); notifications route by it.
-ESCALATION_KINDS = ("refused", "needs_human", "llm_error", "exhausted", "rejected")
+try:
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils.remediation import vocabulary
+except ImportError:  # loaded by its path (the driver, without the collection on sys.path): the sibling file
+    import importlib.util
+
+    _SPEC = importlib.util.spec_from_file_location(
+        "sentinel_remediation_vocabulary", os.path.join(os.path.dirname(os.path.abspath(__file__)), "remediation",
+                                                        "vocabulary.py"))
+    vocabulary = importlib.util.module_from_spec(_SPEC)
+    _SPEC.loader.exec_module(vocabulary)
+
+STATES = vocabulary.STATES
+FAILING_STATES = vocabulary.FAILING_STATES
+SAFEGUARDS = vocabulary.SAFEGUARDS
+ESCALATION_KINDS = vocabulary.ESCALATION_KINDS
 _LLM_KEYS = ("calls", "prompt_tokens", "completion_tokens")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Characters XML 1.0 cannot hold at all, even escaped.

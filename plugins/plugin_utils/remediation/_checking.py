@@ -1,0 +1,83 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one path that checks a plan for this host and incident: the policy is the last word.
+
+Used for the planner's plan (shared plans included), the remembered fixes sent ahead, and an
+approved plan at the moment it is used. Each command is classified once here; the
+``systemctl reset-failed`` the engine adds before a start is the only command classified
+after the others (verdicts are per command: the rest stand).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import safeguards
+from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_policy_override import misread
+
+from .contracts import Definition, Evidence, Verdict
+
+
+class PlanCheck:
+    """Policy, scope and the engine's additions for one run's host."""
+
+    def __init__(self, policy_overrides: Mapping | None, definitions: Mapping[str, Mapping]):
+        self.overrides = dict(policy_overrides or {})
+        self.definitions = definitions
+
+    def host_policy(self, tools: Mapping) -> dict:
+        """The operator's policy plus the tools this host lacks."""
+        policy = dict(self.overrides)
+        absent = list(policy.get("absent_tools") or []) + list((tools or {}).get("absent") or [])
+        policy["absent_tools"] = sorted(set(absent))
+        return policy
+
+    def scope(self, definition: Definition, evidence: Evidence) -> dict:
+        """The incident's scope for the policy: the service definition and the PIDs the
+        evidence ties to it. A dependency that is itself a watched service stands for its
+        units (the Debian ``postgresql`` umbrella stands for ``postgresql@15-main``)."""
+        pids = evidence.get("service_pids") if isinstance(evidence, Mapping) else None
+        depends = []
+        for name in definition.get("depends_on") or []:
+            other = self.definitions.get(name)
+            for unit in [name] + list((other or {}).get("units") or []):
+                if unit not in depends:
+                    depends.append(unit)
+        if depends != list(definition.get("depends_on") or []):
+            definition = dict(definition, depends_on=depends)
+        return policy_mod.scope_from_service(definition, pids or (), evidence)
+
+    def verdicts(self, commands: Sequence[Mapping], tools: Mapping, scope: Mapping) -> list[Verdict]:
+        """The policy's verdict (C2) on each command's text in ``scope``, with this host's tools."""
+        if not commands:
+            return []
+        return policy_mod.classify_many([str(c.get("command")) for c in commands],
+                                        policy_mod.load_policy(self.host_policy(tools)), scope=scope)
+
+    def classify(self, commands: Sequence[Mapping], tools: Mapping, scope: Mapping, source: str = "unknown") -> list[Verdict]:
+        """Each command's verdict (C2 plus ``source``); a command already rejected upstream (a
+        value that could not be localized) keeps its verdict."""
+        if not commands:
+            return []
+        loaded = policy_mod.load_policy(self.host_policy(tools))
+        out = []
+        for item, verdict in zip(commands, self.verdicts(commands, tools, scope)):
+            if item.get("verdict") == "reject":
+                out.append(dict(item))
+                continue
+            verdict = misread(verdict, loaded, scope)  # test-only, inert unless its variable is set
+            out.append(dict(verdict, source=item.get("source") or source))
+        return out
+
+    def check(self, commands: Sequence[Mapping], *, tools: Mapping, scope: Mapping, definition: Definition,
+              evidence: Evidence, source: str = "unknown") -> list[Verdict]:
+        """The plan as it would run here: classified, with the engine's ``reset-failed`` before
+        a start systemd refuses (its start limit was hit), restarts weighed by their cost."""
+        checked = self.classify(commands, tools, scope, source)
+        limited = engine.start_limited_unit(evidence)
+        where = engine.reset_before_start(checked, limited)
+        if where is not None:
+            added = self.classify([{"command": f"systemctl reset-failed {limited}", "source": "engine"}], tools, scope)
+            checked = checked[:where] + added + checked[where:]
+        return safeguards.weigh_restart_cost(checked, definition, evidence)

@@ -1,0 +1,428 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One pass of remediation over one host's watched services.
+
+``open_run`` builds the run's context (its stores opened); ``Remediation(ctx, port).run()``
+checks the host's health (remembered fixes ahead), heals what fails, dependencies first,
+or resumes one plan a human approved, and returns a ``RunResult``. Seams for changes:
+``AttemptLoop.plan_from_elsewhere`` (before planning), ``AttemptLoop.after_plan``,
+``AttemptLoop.before_execute``, ``AttemptLoop.after_execute``, ``AttemptLoop.before_next_attempt``
+(after an attempt that did not heal), ``Remediation.after_healthy``, ``Remediation.after_incident``;
+a change subclasses ``AttemptLoop`` and passes it: ``Remediation(ctx, port, loop=TheLoop)``.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import safeguards
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import Lease, process_start
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import run_token
+
+from . import vocabulary as words
+from .context import CacheSettings, HostPort, RemediationError, RunContext
+from ._ahead import AheadFixes
+from ._approvals import Approvals
+from ._attempts import AttemptLoop, host_command, unreachable
+from ._checking import PlanCheck
+from .contracts import Definition, HealthRow, Outcome
+from ._stores import (
+    JournalStore,
+    LeaseBusy,
+    LeaseStore,
+    MemoryStore,
+    PendingPlans,
+    PlanStores,
+    Stores,
+)
+
+HEALTH_MODULE = "sentinel.remediation.service_health"
+
+__all__ = ["CacheSettings", "HostPort", "Remediation", "RemediationError", "RunContext", "RunResult", "open_run"]
+
+
+def lease_dir(configured: str | None) -> str:
+    """One lease directory per controller user, unless set: runs with different artifacts
+    directories (the playbook's, the driver's) must still see each other's leases."""
+    if configured:
+        return configured
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "sentinel-remediation", "leases")
+
+
+def _run_process() -> tuple[int, str] | None:
+    """The ansible-playbook process this worker belongs to (pid, start ticks), the lease's owner."""
+    parent = os.getppid()
+    start = process_start(parent)
+    return (parent, start) if start else None
+
+
+def _fleet_memories(task_vars: Mapping, host: str, memory_max: int) -> Callable[[], list]:
+    """The other inventory hosts' memories, read when the run's index is first built."""
+    def read() -> list:
+        hostvars = task_vars.get("hostvars") or {}
+        memories = []
+        for other in (task_vars.get("groups") or {}).get("all") or []:
+            if other == host:
+                continue
+            try:
+                facts = hostvars[other].get("ansible_facts") or {}
+            except Exception:  # a host whose variables cannot be read has no usable memory
+                continue
+            episodes = facts.get("sentinel_memory") or []
+            # An oversized entry must not cost the run: only its newest episodes count.
+            memories.append(episodes[-4 * memory_max:] if isinstance(episodes, list) else [])
+        return memories
+    return read
+
+
+def open_run(args: Mapping[str, Any], *, host: str, hostnames, target: str, check_mode: bool,
+             definitions: Mapping[str, Mapping], task_vars: Mapping, cache: CacheSettings, settings=None,
+             knowledge=None, log: Callable[[str], None] = print, clock=None, controller: str | None = None,
+             run: str | None = None) -> RunContext:
+    """The run's context with its stores opened (memory from the host's facts, the journal,
+    the lease, the plan share, the pending plans). Touches no host."""
+    run = run or run_token()
+    controller = controller or socket.gethostname()
+    warnings: list = []
+
+    def warn(message: str) -> None:
+        if message not in warnings:
+            warnings.append(message)
+
+    facts = task_vars.get("ansible_facts") or {}
+    plans = PlanStores(args["artifacts_dir"], wait=args["plan_wait"], ttl=args["plan_share_ttl"],
+                       # A planning step ends within the LLM deadline; a claim outliving it is an owner gone.
+                       claim_ttl=float(getattr(settings, "deadline", 120.0) or 120.0) + 30, cache=cache, warn=warn)
+    memory = MemoryStore.from_fact(facts.get("sentinel_memory"), memory_max=args["memory_max"], warn=warn, host=host,
+                                   hostnames=hostnames, plans=plans,
+                                   fleet=_fleet_memories(task_vars, host, args["memory_max"]))
+    journal = JournalStore(journal_mod.Journal(os.path.join(args["artifacts_dir"], "journal"), host), run, host, log)
+    file_lease = Lease(lease_dir(args["lease_dir"]), target, owner=f"{run}@{controller} ({host})",
+                       ttl=args["max_attempts"] * (args["plan_wait"] + args["command_timeout"] * 3 + 60),
+                       process=_run_process())
+    lease = LeaseStore.open(file_lease, cache, check_mode=check_mode, host=host, warn=warn)
+    stores = Stores(memory, journal, lease, plans, PendingPlans(facts.get("sentinel_pending")))
+    extra = {"clock": clock} if clock is not None else {}
+    return RunContext(args=args, host=host, hostnames=tuple(hostnames), target=target, check_mode=check_mode,
+                      definitions=definitions, run=run, controller=controller, stores=stores, settings=settings,
+                      knowledge=knowledge, task_vars=task_vars, warnings=warnings, log=log, **extra)
+
+
+def dependencies_first(definitions: Mapping[str, Mapping], rows: Mapping[str, Mapping]) -> list[str]:
+    """The services in their given order, except that a failing service comes after the failing
+    services it depends on (``blocked_by`` of the health check): the database before the app."""
+    ordered: list[str] = []
+    visiting: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in ordered or name in visiting or name not in definitions:
+            return
+        visiting.add(name)
+        for dep in (rows.get(name) or {}).get("blocked_by") or ():
+            visit(str(dep))
+        visiting.discard(name)
+        ordered.append(name)
+
+    for name in definitions:
+        visit(name)
+    return ordered
+
+
+@dataclass
+class RunResult:
+    """What a pass gives the action: the incidents and outcomes, the health it checked (when
+    it did), the facts to write back; ``unreachable``: the health check did not reach the host."""
+    incidents: list = field(default_factory=list)
+    outcomes: list = field(default_factory=list)
+    health: dict | None = None
+    unreachable: dict | None = None
+    facts: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
+
+
+class Remediation:
+    """One pass over one host's watched services."""
+
+    def __init__(self, ctx: RunContext, port: HostPort, loop: type[AttemptLoop] = AttemptLoop):
+        self.ctx = ctx
+        self.port = port
+        args = ctx.args
+        self.limits = safeguards.Limits(args["action_budget"], args["action_budget_window"], args["flap_count"],
+                                        args["flap_window"])
+        self.check = PlanCheck(args["policy"], ctx.definitions)
+        self.loop = loop(ctx, port, self.check)  # a subclass fills the loop's seams
+        self.ahead = AheadFixes(ctx, self.check, lambda name: self._hold(name) is not None)
+        self.approvals = Approvals(ctx, self.loop, self.check, lambda d: self.check_health([d]), self.close)
+        self.loop.wait_for_approval = self.approvals.wait
+
+    # ------------------------------------------------------------------ seams
+    def after_healthy(self, name: str, row: HealthRow, outcome: Outcome) -> None:
+        """Seam: a service the health check found healthy (``outcome`` may still be changed)."""
+
+    def after_incident(self, incident: engine.Incident, outcome: Outcome) -> None:
+        """Seam: an incident of this pass ended (``outcome`` may still be changed)."""
+
+    # ------------------------------------------------------------------ the pass
+    def run(self, resume: Mapping | None = None, approver: str = "") -> RunResult:
+        """Heal this host (or resume one approved plan); the lease is released on the way out."""
+        ctx, stores = self.ctx, self.ctx.stores
+        self.clear_holds(ctx.args["clear_holds"])
+        health = ctx.args["health"]
+        result = RunResult(warnings=ctx.warnings)
+        try:
+            if health is None and not resume:
+                health = self.check_health(ahead=self.ahead.send(self.ahead.choose()))
+                if health.get("unreachable"):
+                    result.unreachable = health
+                    return result
+                result.health = health
+                self.loop.landlock_abi = health.get("landlock_abi")
+            if resume:
+                result.incidents, result.outcomes = self.approvals.resume(resume, approver)
+            else:
+                result.incidents, result.outcomes = self.heal_all(health)
+        finally:
+            stores.lease.release()
+        self.dedup_notices(result.outcomes)
+        result.facts = stores.facts()
+        return result
+
+    def check_health(self, definitions: list | None = None, ahead: Mapping | None = None) -> dict:
+        """Every watched service's health in one round trip, with evidence for those that fail
+        (none when monitoring only), and the remembered fixes ``ahead`` run where the host finds
+        the very failure they healed."""
+        args = self.ctx.args
+        module_args = {"services": definitions if definitions is not None else args["services"],
+                       "evidence": not args["monitor_only"],
+                       "evidence_log_lines": args["evidence_log_lines"],
+                       "evidence_max_bytes": args["evidence_max_bytes"]}
+        if definitions is None:  # the pass's first look: a failure counts once it is confirmed
+            module_args.update(confirm_attempts=args["confirm_attempts"], confirm_interval=args["confirm_interval"],
+                               confirm_max_seconds=args["confirm_max_seconds"])
+        if ahead:
+            module_args.update(
+                remembered=[{"service": name, "signature": signature,
+                             "commands": [host_command(c) for c in fix["commands"]]}
+                            for name, fixes in ahead.items() for signature, fix in fixes.items()],
+                hostnames=list(self.ctx.hostnames), command_timeout=args["command_timeout"],
+                confinement=args["confinement"], output_max=args["output_max"], settle=args["settle"])
+        health = self.port.run_module(HEALTH_MODULE, module_args)
+        gone = unreachable(health)
+        if gone is not None:
+            return {"unreachable": True, "changed": False, "msg": f"host unreachable at the health check: {gone}"}
+        if health.get("failed") and not health.get("services"):
+            raise RemediationError(f"the health check could not run on {self.ctx.host}: "
+                                   f"{health.get('msg') or health.get('module_stderr') or 'no reason given'}")
+        return {k: v for k, v in health.items() if not k.startswith("_ansible") and k != "invocation"}
+
+    def heal_all(self, health: Mapping):
+        ctx, args = self.ctx, self.ctx.args
+        definitions = ctx.definitions
+        rows = {str(r.get("name")): r for r in health.get("services") or [] if isinstance(r, Mapping)}
+        tools = health.get("tools") or {}
+        incidents, outcomes = [], []
+        states: dict[str, str] = {}
+        self.ahead.resolve(rows)
+        for name in dependencies_first(definitions, rows):
+            definition = definitions[name]
+            row = rows.get(name)
+            if row is not None and row.get("blocked_by") and not row.get("healthy") and not args["monitor_only"]:
+                row, blocked = self.after_dependencies(name, definition, row, states)
+                if blocked is not None:
+                    outcomes.append(blocked)
+                    states[name] = blocked["state"]
+                    continue
+            outcome, incident = self.heal_one(name, definition, row, tools)
+            outcomes.append(outcome)
+            if incident is not None:
+                incidents.append(incident)
+                states[name] = incident.state
+        order = {name: index for index, name in enumerate(definitions)}
+        outcomes.sort(key=lambda o: order.get(o["service"], len(order)))
+        return incidents, outcomes
+
+    def heal_one(self, name: str, definition: Definition, row: HealthRow | None, tools: Mapping) -> tuple[Outcome, Any]:
+        """One service's outcome from its health row, and its incident when one was opened."""
+        ctx, args = self.ctx, self.ctx.args
+        if row is None or row.get("skipped"):
+            skipped = (row or {}).get("skipped")
+            reason = (row or {}).get("msg") or (skipped if isinstance(skipped, str) else "") or \
+                "the health check did not report this service"
+            return engine.service_outcome(name, "failed", str(reason)), None
+        interrupted = ctx.stores.journal.interrupted(name)
+        if self.loop.unreachable and not row.get("healthy"):
+            return engine.service_outcome(name, "unreachable", "host unreachable earlier in this run"), None
+        if row.get("healthy"):
+            reason = safeguards.recovered_reason(row)
+            if interrupted:
+                reason = (f"an attempt interrupted in run {interrupted.get('run')} is accounted for: "
+                          "the service is healthy now")
+                self.close(name, "healthy", reason)
+            elif not ctx.check_mode:
+                reason = self.recover_episode(name, definition) or reason
+            outcome = engine.service_outcome(name, "healthy", reason)
+            outcome["safeguards"] = safeguards.guards(row, outcome)
+            self.after_healthy(name, row, outcome)
+            return outcome, None
+        error = str(row.get("error") or row.get("msg") or "health check failed")
+        if args["monitor_only"]:
+            return engine.service_outcome(name, "failed", f"{error} (not remediated: monitoring only)"), None
+        if row.get("degraded"):
+            outcome = engine.service_outcome(name, "degraded", safeguards.degraded_reason(row))
+            outcome["safeguards"] = safeguards.guards(row, outcome)
+            self.close(name, "degraded", outcome["reason"])
+            return outcome, None
+        held = self.held(name)
+        if held is not None:
+            return held, None
+        if not ctx.check_mode:
+            try:
+                ctx.stores.lease.take()
+            except LeaseBusy as exc:
+                return engine.service_outcome(name, "busy", f"{error}; not remediated: {exc}"), None
+        incident = engine.Incident(host=ctx.host, service=name, error=error, started=ctx.now())
+        if interrupted:
+            incident.attempts.append(interrupted_attempt(interrupted, error))
+        self.loop.run(incident, definition, row.get("evidence") or {}, row.get("tools") or tools,
+                      ahead=self.ahead.ran(name, row))
+        self.close(name, incident.state, incident.reason)
+        outcome = engine.outcome(incident)
+        outcome["safeguards"] = safeguards.guards(
+            row, outcome, [r for a in incident.attempts for c in a.commands for r in c.reasons],
+            [n for a in incident.attempts for n in a.notes])
+        self.after_incident(incident, outcome)
+        return outcome, incident
+
+    def after_dependencies(self, name: str, definition: Mapping, row: Mapping, states: Mapping[str, str]):
+        """A service that failed while services it depends on failed too: those were handled
+        first. When they all healed, look again: it often recovers by itself (nothing runs for
+        it), or shows its own cause now (fresh evidence for its incident). Returns the row to go
+        on with, and the outcome when it stops here."""
+        waiting = {dep: states.get(dep, "failed") for dep in row["blocked_by"]}
+        error = str(row.get("error") or "health check failed")
+        if self.ctx.check_mode or any(state not in words.WORKING_STATES for state in waiting.values()):
+            # Its own incident goes on with the evidence it has (its dependencies FAILING in it):
+            # starting a dependency is in its scope, a deeper fix of one waits in that one's incident.
+            return row, None
+        fresh = self.check_health([definition])
+        if fresh.get("unreachable"):
+            return row, engine.service_outcome(name, "unreachable", str(fresh.get("msg") or "host unreachable"))
+        again = next((r for r in fresh.get("services") or [] if r.get("name") == name), None)
+        if again is None:
+            return row, None
+        if again.get("healthy"):
+            return again, engine.service_outcome(
+                name, "healthy", f"recovered once {', '.join(waiting)} healed (it had failed with: {error})")
+        again = dict(again)
+        again.pop("blocked_by", None)
+        return again, None
+
+    # ------------------------------------------------------------------ safeguards and the journal
+    def _hold(self, name: str):
+        return safeguards.hold(self.ctx.stores.journal.records(), name, self.ctx.clock(), self.limits)
+
+    def held(self, name: str) -> dict | None:
+        """The outcome of a service past its budget or flapping (safeguards.hold): escalated once,
+        when this pass decides it (a ``held`` record in the journal), then ``held`` until cleared."""
+        ctx = self.ctx
+        found = self._hold(name)
+        if found is None:
+            return None
+        state = "held"
+        if found.new and not ctx.check_mode:
+            state = "escalated"
+            ctx.stores.journal.append({"kind": "held", "run": ctx.run, "host": ctx.host, "service": name,
+                                       "reason": found.reason})
+        outcome = engine.service_outcome(name, state, safeguards.held_reason(found, ctx.host, name))
+        outcome["safeguards"] = ["held"]
+        return outcome
+
+    def dedup_notices(self, outcomes: list[dict]) -> None:
+        """An escalation already notified, unchanged and within notify_remind seconds, is marked
+        ``repeat_notice`` (the notifications skip it); a new or changed one is journaled as notified."""
+        ctx, journal = self.ctx, self.ctx.stores.journal
+        if ctx.check_mode:
+            return
+        journal.reread()  # this run's own records count
+        for outcome in outcomes:
+            if outcome["state"] not in words.NOTIFIED_STATES:
+                continue
+            key = safeguards.notice_key(outcome)
+            if safeguards.repeated_notice(journal.records(), outcome["service"], key, ctx.clock(),
+                                          ctx.args["notify_remind"]):
+                outcome["repeat_notice"] = True
+                continue
+            journal.append({"kind": "notified", "run": ctx.run, "host": ctx.host, "service": outcome["service"],
+                            "key": key})
+
+    def clear_holds(self, names) -> None:
+        """A human's word that held services may be acted on again (remediate_clear_holds)."""
+        ctx, journal = self.ctx, self.ctx.stores.journal
+        if ctx.check_mode or not names:
+            return
+        wanted = list(ctx.definitions) if "all" in names else [str(n) for n in names]
+        for name in wanted:
+            if safeguards.is_held(journal.records(), name):
+                try:
+                    journal.write({"kind": "cleared", "run": ctx.run, "host": ctx.host, "service": name,
+                                   "by": "remediate_clear_holds"})
+                except journal_mod.JournalError as exc:
+                    raise RemediationError(f"cannot clear the hold of {name}: {exc}") from None
+                journal.reread()
+
+    def close(self, service: str, state: str, reason: str) -> None:
+        """Journal the end of ``service``'s incident (not in check mode, not after the lease was lost)."""
+        ctx = self.ctx
+        if ctx.check_mode or ctx.stores.lease.lost:
+            return
+        ctx.stores.journal.append({"kind": "closed", "run": ctx.run, "host": ctx.host, "service": service,
+                                   "state": state, "reason": reason})
+
+    def recover_episode(self, service: str, definition: Definition) -> str:
+        """A run killed after its plan healed ``service`` and before the episode was written
+        left the proof in the journal: write that episode now (memory learns the fix) and
+        close the incident. Returns the outcome's reason ("" when there was nothing to do)."""
+        ctx = self.ctx
+        found = journal_mod.unrecorded_success(ctx.stores.journal.records(), service)
+        if found is None:
+            return ""
+        start, result = found
+        commands = [engine.CommandRun(command=str(c.get("command")), verdict=str(c.get("verdict") or ""),
+                                      argv=c.get("argv"), become=bool(c.get("become")), source=str(start.get("source")),
+                                      rc=(r or {}).get("rc"), skipped=bool((r or {}).get("skipped")))
+                    for c, r in zip(start.get("commands") or [], list(result.get("results") or [])
+                                    + [None] * len(start.get("commands") or []))]
+        incident = engine.Incident(host=ctx.host, service=service, error=str(start.get("error") or ""),
+                                   signature=str(start.get("signature") or ""), state="healed",
+                                   approval=str(start.get("approval") or "none"))
+        attempt = engine.Attempt(number=int(start.get("attempt") or 1), source=str(start.get("source") or "unknown"),
+                                 signature=incident.signature, diagnosis=str(start.get("diagnosis") or ""),
+                                 commands=commands, gate="execute", healthy=True)
+        incident.attempts.append(attempt)
+        ctx.stores.memory.remember(incident, attempt, {}, definition)
+        reason = (f"run {start.get('run')} healed it and stopped before remembering; "
+                  "its episode was recovered from the journal")
+        self.close(service, "healthy", reason)
+        return reason
+
+
+def interrupted_attempt(record: Mapping, error: str) -> engine.Attempt:
+    """An attempt a killed run left half done: it ran, its outcome is unknown, the service
+    is still failing, so its plan is not run again blindly."""
+    reason = f"interrupted: run {record.get('run')} stopped before its result was recorded"
+    if record.get("conditional"):
+        reason += " (a remembered fix sent with its health check may have run)"
+    return engine.Attempt(
+        number=1, source=str(record.get("source") or "unknown"), signature=str(record.get("signature") or ""),
+        gate="execute", healthy=False, error_after=error, notes=[reason],
+        commands=[engine.CommandRun(command=str(c.get("command")), verdict=str(c.get("verdict") or ""),
+                                    argv=c.get("argv"), become=bool(c.get("become")), rc=-1,
+                                    stderr=reason, source=str(record.get("source") or "unknown"),
+                                    effects=[str(e) for e in c.get("effects") or []])
+                  for c in record.get("commands") or [] if isinstance(c, Mapping)])
