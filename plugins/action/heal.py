@@ -37,6 +37,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_policy_
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import state_dir
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import safeguards
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.canary import Rollout
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import fleet_stop
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import (
     PLACEHOLDER,
     generalize,
@@ -259,6 +260,9 @@ class ActionModule(ActionBase):
             if args[name] < low:
                 raise AnsibleActionFail(f"{_NAME}: bad input: {name} must be at least {low}, got {args[name]}"
                                         f"{_role_var(name, args[name])}")
+        if any(w < 1 for w in args["canary_waves"]):  # hook(s31-fleet)
+            raise AnsibleActionFail(f"{_NAME}: bad input: every wave of canary_waves is at least 1 host, got "
+                                    f"{args['canary_waves']} (remediate_canary_waves)")
         try:
             self._settings = resolve_settings(args["llm"])
         except LLMError as exc:
@@ -314,7 +318,8 @@ class ActionModule(ActionBase):
         self._journal = journal_mod.Journal(os.path.join(args["artifacts_dir"], "journal"), self._host)
         self._limits = safeguards.Limits(args["action_budget"], args["action_budget_window"], args["flap_count"],
                                          args["flap_window"])
-        self._clear_holds(args["clear_holds"])
+        if args["phase"] != "health":  # hook(s31-fleet): holds are cleared once, by the heal phase
+            self._clear_holds(args["clear_holds"])
         self._lease = self._file_lease = Lease(
             _lease_dir(args["lease_dir"]), target_key(task_vars),
             owner=f"{self._run}@{socket.gethostname()} ({self._host})",
@@ -323,12 +328,16 @@ class ActionModule(ActionBase):
         self._lease = self._redis_lease() or self._file_lease
         self._ahead = {}
         if args["health"] is None and not args["resume"]:
-            self._ahead = self._send_ahead(self._ahead_fixes())
+            # hook(s31-fleet): the health phase sends no remembered fix ahead: nothing runs before the fleet count
+            self._ahead = {} if args["phase"] == "health" else self._send_ahead(self._ahead_fixes())
             health = self._check_health(ahead=self._ahead)
             if health.get("unreachable"):
                 self._lease.release()
                 return dict(result, **health)
             result["health"] = self._args["health"] = health
+            if args["phase"] == "health":  # hook(s31-fleet): the play counts the fleet's failures (fleet_stop.py)
+                self._lease.release()
+                return dict(result, changed=False, msg=f"{_NAME}: health checked")
         try:
             if args["resume"]:
                 incidents, outcomes = self._resume(args["resume"])
@@ -414,6 +423,11 @@ class ActionModule(ActionBase):
         for name in _dependencies_first(definitions, rows):
             definition = definitions[name]
             row = rows.get(name)
+            stop = self._args["fleet_stop"].get(name)
+            if stop and row is not None and not row.get("healthy"):  # hook(s31-fleet): fleet-wide stop, act on nothing
+                outcomes.append(self._fleet_stopped(name, stop))
+                states[name] = "escalated"
+                continue
             if row is not None and row.get("blocked_by") and not row.get("healthy") and not self._args["monitor_only"]:
                 row, blocked = self._after_dependencies(name, definition, row, states)
                 if blocked is not None:
@@ -624,19 +638,29 @@ class ActionModule(ActionBase):
             return None
         args = self._args
         rollout = Rollout(self._plans().dir, key, size,
-                          wait=args["max_commands"] * args["command_timeout"] + args["settle"] + 60)
+                          wait=args["max_commands"] * args["command_timeout"] + args["settle"] + 60,
+                          waves=args["canary_waves"])  # hook(s31-fleet): waves after the canary
         verdict = rollout.verdict(self._host)
         if verdict.canary:
             attempt.notes.append(f"canary: the first host{'s' if size > 1 else ''} to run this shared plan")
             return rollout
         if verdict.action == "go":
             attempt.notes.append(f"after the canary: {verdict.detail}")
-            return None
+            return rollout  # hook(s31-fleet): every host records its verified outcome for the waves after it
         attempt.finished = _now()
         for command in attempt.commands:
             command.skipped, command.reason = True, f"not run: {verdict.detail}"
         incident.state, incident.reason = "escalated", f"rollout stopped: {verdict.detail}; this host ran nothing"
         return None
+
+    def _fleet_stopped(self, name: str, stop: Mapping) -> dict:
+        """hook(s31-fleet): the outcome (and journal record) of a check stopped fleet-wide."""
+        if not self._check_mode:
+            try:
+                self._journal.append(fleet_stop.journal_record(self._run, self._host, name, stop))
+            except journal_mod.JournalError as exc:
+                display.warning(f"{_NAME}: {exc}")
+        return fleet_stop.stop_outcome(name, self._host, stop, engine.service_outcome(name, "escalated"))
 
     def _escalation_note(self, attempt: engine.Attempt) -> str:
         if attempt.source == "none":
@@ -699,7 +723,7 @@ class ActionModule(ActionBase):
             return
         self.__dict__.pop("_journal_records", None)  # this run's own records count
         for outcome in outcomes:
-            if outcome["state"] not in ("escalated", "degraded"):
+            if outcome["state"] not in ("escalated", "degraded") or outcome.get("repeat_notice"):  # hook(s31-fleet)
                 continue
             key = safeguards.notice_key(outcome)
             if safeguards.repeated_notice(self._records(), outcome["service"], key, time.time(),

@@ -11,6 +11,11 @@ at once and record whether the plan healed them. A host that joins later waits (
 every canary's verified outcome: all healed, it runs; one did not, it runs nothing and
 escalates with that canary's evidence; no word within the wait, it runs nothing either.
 
+Waves widen the rollout in steps: with ``waves`` ``[2, 5]`` the canary is followed by a wave
+of 2 hosts, then one of 5, then everyone else; a host runs once every host of the waves
+before its own healed (each records its verified outcome), and the first one that did not
+stops every later wave.
+
 A worker that waits holds one of the run's forks, but the canaries are already running (they
 joined first), so the wait always ends. This is a wave through the plan share rather than a
 play-level ``serial``: hosts with other failures never wait, and one pass still heals the
@@ -23,7 +28,7 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 
@@ -35,15 +40,20 @@ class Verdict:
     action: str
     canary: bool
     detail: str = ""
+    wave: int = 0
 
 
 class Rollout:
     """One plan's rollout in the run's plan directory: ``<dir>/rollout-<key>/``."""
 
     def __init__(self, plans_dir: str, key: str, size: int, wait: float, poll: float = 0.2,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+                 waves: Sequence[int] = ()):
         self.dir = os.path.join(plans_dir, f"rollout-{key}")
         self.size = int(size)
+        self.waves = [int(w) for w in waves]
+        if self.size < 1 or any(w < 1 for w in self.waves):
+            raise ValueError(f"a rollout's canary and waves are at least 1 host each, got {self.size} and {self.waves}")
         self.wait = float(wait)
         self.poll = poll
         self._sleep = sleep
@@ -90,23 +100,41 @@ class Rollout:
             return None
         return data if isinstance(data, dict) else None
 
+    def wave_of(self, place: int) -> tuple[int, int]:
+        """The wave of a place in the rollout (0: the canary) and the place its wave starts at."""
+        start, wave = 0, 0
+        for length in [self.size, *self.waves]:
+            if place < start + length:
+                return wave, start
+            start, wave = start + length, wave + 1
+        return wave, start
+
     def verdict(self, host: str) -> Verdict:
-        """Join, then: a canary goes at once; a later host waits for the canaries' outcomes."""
+        """Join, then: a canary goes at once; a later host waits for the verified outcome of every
+        host of the waves before its own."""
         place = self.join(host)
-        if place < self.size:
+        wave, start = self.wave_of(place)
+        if wave == 0:
             return Verdict("go", canary=True)
-        deadline = self._clock() + self.wait
+        deadline = self._clock() + self.wait * wave
         while True:
-            outcomes = [self._outcome(i) for i in range(self.size)]
+            outcomes = [self._outcome(i) for i in range(start)]
             failed = next((o for o in outcomes if o is not None and not o.get("healed")), None)
             if failed is not None:
-                return Verdict("stop", canary=False, detail=(
-                    f"the canary {failed.get('host')} ran this plan and it did not heal: "
-                    f"{failed.get('evidence') or 'still failing'}"))
+                failed_wave = self.wave_of(outcomes.index(failed))[0]
+                who = f"the canary {failed.get('host')}" if failed_wave == 0 else \
+                    f"{failed.get('host')} (wave {failed_wave + 1})"
+                return Verdict("stop", canary=False, wave=wave, detail=(
+                    f"{who} ran this plan and it did not heal: {failed.get('evidence') or 'still failing'}"))
             if all(o is not None for o in outcomes):
-                healed = ", ".join(str(o.get("host")) for o in outcomes)
-                return Verdict("go", canary=False, detail=f"the canary {healed} healed with this plan")
+                canaries = ", ".join(str(o.get("host")) for o in outcomes[:self.size])
+                rest = len(outcomes) - self.size
+                return Verdict("go", canary=False, wave=wave, detail=(
+                    f"wave {wave + 1}: the canary {canaries} healed with this plan"
+                    + (f", and the {rest} host{'s' if rest != 1 else ''} of the waves after it" if rest else "")))
             if self._clock() >= deadline:
-                return Verdict("timeout", canary=False, detail=(
-                    f"no canary of this plan reported within {self.wait:g} s"))
+                missing = sum(1 for o in outcomes if o is None)
+                return Verdict("timeout", canary=False, wave=wave, detail=(
+                    f"{missing} host{'s' if missing != 1 else ''} of the waves before wave {wave + 1} "
+                    f"did not report within {self.wait * wave:g} s"))
             self._sleep(self.poll)

@@ -29,7 +29,7 @@ STATES = ("healthy", "healed", "waiting_approval", "dry_run", "busy", "escalated
           "unreachable")
 FAILING_STATES = ("escalated", "degraded", "held", "failed", "unreachable")
 # What stopped the loop from acting, or made it wait (plugin_utils/safeguards.py GUARDS).
-SAFEGUARDS = ("recovered", "confirmed", "degraded", "restart_cost", "held", "canary", "rollout_stopped")
+SAFEGUARDS = ("recovered", "confirmed", "degraded", "restart_cost", "held", "canary", "rollout_stopped", "after_canary", "fleet_stop")
 # Why an escalated outcome needs a human (incident.escalation_kind); notifications route by it.
 ESCALATION_KINDS = ("refused", "needs_human", "llm_error", "exhausted", "rejected")
 _LLM_KEYS = ("calls", "prompt_tokens", "completion_tokens")
