@@ -36,7 +36,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils import notifi
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_policy_override import misread
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import state_dir
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import safeguards
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.canary import Rollout
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import canary as canary_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import fleet_stop
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import (
     PLACEHOLDER,
@@ -629,7 +629,7 @@ class ActionModule(ActionBase):
                 incident.reason = engine.escalation_reason(incident)
         incident.finished = _now()
 
-    def _canary(self, incident, attempt, key: str | None) -> Rollout | None:
+    def _canary(self, incident, attempt, key: str | None) -> canary_mod.Rollout | None:
         """Canary, then the fleet (canary.py): the rollout this host is a canary of (it records its
         verified outcome), or None. A later host waits for the canaries; when one did not heal, or
         none reported in time, the incident escalates here with that evidence and nothing runs."""
@@ -637,10 +637,13 @@ class ActionModule(ActionBase):
         if not key or not size or self._check_mode:
             return None
         args = self._args
-        rollout = Rollout(self._plans().dir, key, size,
-                          wait=args["max_commands"] * args["command_timeout"] + args["settle"] + 60,
-                          waves=args["canary_waves"])  # hook(s31-fleet): waves after the canary
-        verdict = rollout.verdict(self._host)
+        # hook(s31-fleet): waves after the canary; across controllers through the plan share's Redis
+        rollout, verdict, warning = canary_mod.rollout_verdict(
+            self._host, self._signature_plans(), self._plans().dir, key, size,
+            wait=args["max_commands"] * args["command_timeout"] + args["settle"] + 60,
+            ttl=args["plan_share_ttl"], waves=args["canary_waves"])
+        if warning:
+            self._warnings.append(f"{_NAME}: {warning}")
         if verdict.canary:
             attempt.notes.append(f"canary: the first host{'s' if size > 1 else ''} to run this shared plan")
             return rollout

@@ -19,8 +19,10 @@ stops every later wave.
 A worker that waits holds one of the run's forks, but the canaries are already running (they
 joined first), so the wait always ends. This is a wave through the plan share rather than a
 play-level ``serial``: hosts with other failures never wait, and one pass still heals the
-fleet. The rollout is per run and per controller (a Redis plan share across controllers does
-not carry it).
+fleet. Without Redis the rollout is per run and per controller (``Rollout``, files in the
+run's plan directory); with the Redis fact cache, where plans are shared by every controller,
+the rollout is too (``RedisRollout``): one canary and one order of waves for a plan, whichever
+controller runs each host, kept as long as the shared plan (``plan_share_ttl``).
 """
 from __future__ import annotations
 
@@ -43,13 +45,11 @@ class Verdict:
     wave: int = 0
 
 
-class Rollout:
-    """One plan's rollout in the run's plan directory: ``<dir>/rollout-<key>/``."""
+class _Waves:
+    """The rule of a rollout, over a store of places (join) and verified outcomes (record)."""
 
-    def __init__(self, plans_dir: str, key: str, size: int, wait: float, poll: float = 0.2,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
-                 waves: Sequence[int] = ()):
-        self.dir = os.path.join(plans_dir, f"rollout-{key}")
+    def __init__(self, size: int, wait: float, poll: float = 0.2, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic, waves: Sequence[int] = ()):
         self.size = int(size)
         self.waves = [int(w) for w in waves]
         if self.size < 1 or any(w < 1 for w in self.waves):
@@ -58,47 +58,19 @@ class Rollout:
         self.poll = poll
         self._sleep = sleep
         self._clock = clock
-        os.makedirs(self.dir, mode=0o700, exist_ok=True)
-
-    def _order(self) -> list[str]:
-        try:
-            with open(os.path.join(self.dir, "order.json"), encoding="utf-8") as handle:
-                data = json.load(handle)
-        except (OSError, ValueError):
-            return []
-        return [str(h) for h in data] if isinstance(data, list) else []
 
     def join(self, host: str) -> int:
-        """This host's place in the rollout (0 first); the same place when it joins again."""
-        with open(os.path.join(self.dir, "order.lock"), "a", encoding="utf-8") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                order = self._order()
-                if host not in order:
-                    order.append(host)
-                    tmp = os.path.join(self.dir, f"order.json.{os.getpid()}.tmp")
-                    with open(tmp, "w", encoding="utf-8") as handle:
-                        json.dump(order, handle)
-                    os.replace(tmp, os.path.join(self.dir, "order.json"))
-                return order.index(host)
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        raise NotImplementedError
 
     def record(self, host: str, healed: bool, evidence: str) -> None:
-        """A canary's verified outcome."""
-        path = os.path.join(self.dir, f"outcome-{self.join(host)}.json")
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump({"host": host, "healed": bool(healed), "evidence": str(evidence)[:500]}, handle)
-        os.replace(tmp, path)
+        raise NotImplementedError
 
     def _outcome(self, place: int) -> dict | None:
-        try:
-            with open(os.path.join(self.dir, f"outcome-{place}.json"), encoding="utf-8") as handle:
-                data = json.load(handle)
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) else None
+        raise NotImplementedError
+
+    @staticmethod
+    def _outcome_text(host: str, healed: bool, evidence: str) -> str:
+        return json.dumps({"host": host, "healed": bool(healed), "evidence": str(evidence)[:500]})
 
     def wave_of(self, place: int) -> tuple[int, int]:
         """The wave of a place in the rollout (0: the canary) and the place its wave starts at."""
@@ -138,3 +110,112 @@ class Rollout:
                     f"{missing} host{'s' if missing != 1 else ''} of the waves before wave {wave + 1} "
                     f"did not report within {self.wait * wave:g} s"))
             self._sleep(self.poll)
+
+
+class Rollout(_Waves):
+    """One plan's rollout in the run's plan directory: ``<dir>/rollout-<key>/``."""
+
+    def __init__(self, plans_dir: str, key: str, size: int, wait: float, **kwargs):
+        super().__init__(size, wait, **kwargs)
+        self.dir = os.path.join(plans_dir, f"rollout-{key}")
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+
+    def _order(self) -> list[str]:
+        try:
+            with open(os.path.join(self.dir, "order.json"), encoding="utf-8") as handle:
+                data = json.load(handle)
+        except (OSError, ValueError):
+            return []
+        return [str(h) for h in data] if isinstance(data, list) else []
+
+    def join(self, host: str) -> int:
+        """This host's place in the rollout (0 first); the same place when it joins again."""
+        with open(os.path.join(self.dir, "order.lock"), "a", encoding="utf-8") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                order = self._order()
+                if host not in order:
+                    order.append(host)
+                    tmp = os.path.join(self.dir, f"order.json.{os.getpid()}.tmp")
+                    with open(tmp, "w", encoding="utf-8") as handle:
+                        json.dump(order, handle)
+                    os.replace(tmp, os.path.join(self.dir, "order.json"))
+                return order.index(host)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def record(self, host: str, healed: bool, evidence: str) -> None:
+        """A host's verified outcome (the canary's, or a wave's)."""
+        path = os.path.join(self.dir, f"outcome-{self.join(host)}.json")
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(self._outcome_text(host, healed, evidence))
+        os.replace(tmp, path)
+
+    def _outcome(self, place: int) -> dict | None:
+        try:
+            with open(os.path.join(self.dir, f"outcome-{place}.json"), encoding="utf-8") as handle:
+                data = json.load(handle)
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+
+
+# Gives a host its place once: the place it has, or the next one (the number of hosts so far).
+_JOIN = ("local p = redis.call('HGET', KEYS[1], ARGV[1]) "
+         "if not p then p = redis.call('HLEN', KEYS[1]) redis.call('HSET', KEYS[1], ARGV[1], p) end "
+         "redis.call('EXPIRE', KEYS[1], ARGV[2]) return tonumber(p)")
+
+
+class RedisRollout(_Waves):
+    """One plan's rollout in the Redis every controller shares plans through (the client of
+    ``plan_share.redis_client``). Keys ``<prefix>rollout:<key>:order`` (host to place, set
+    atomically) and ``<prefix>rollout:<key>:outcomes`` (place to outcome), both expiring with
+    the shared plan (``ttl`` seconds after the last write)."""
+
+    def __init__(self, client, prefix: str, key: str, size: int, wait: float, ttl: float, **kwargs):
+        super().__init__(size, wait, **kwargs)
+        self.client = client
+        self.ttl = max(1, int(ttl))
+        base = f"{prefix}rollout:{key}"
+        self.order_key, self.outcomes_key = f"{base}:order", f"{base}:outcomes"
+
+    def join(self, host: str) -> int:
+        return int(self.client.eval(_JOIN, 1, self.order_key, host, self.ttl))
+
+    def record(self, host: str, healed: bool, evidence: str) -> None:
+        try:
+            pipe = self.client.pipeline()
+            pipe.hset(self.outcomes_key, str(self.join(host)), self._outcome_text(host, healed, evidence))
+            pipe.expire(self.outcomes_key, self.ttl)
+            pipe.execute()
+        except Exception:  # pylint: disable=broad-exception-caught  # redis.RedisError and its transports
+            # This host's heal stands; the hosts waiting on its outcome time out and run nothing.
+            return
+
+    def _outcome(self, place: int) -> dict | None:
+        raw = self.client.hget(self.outcomes_key, str(place))
+        try:
+            data = json.loads(raw) if raw is not None else None
+        except (ValueError, UnicodeDecodeError):
+            return None
+        return data if isinstance(data, dict) else None
+
+
+def rollout_verdict(host: str, shared, plans_dir: str, key: str, size: int, wait: float, ttl: float,
+                    waves: Sequence[int] = ()) -> tuple[_Waves, Verdict, str]:
+    """This host's verdict on a shared plan's rollout: through the Redis of the plan share when
+    plans are shared there (``shared`` has a Redis ``client``), else through the run's plan
+    directory; a Redis that stops answering falls back to the directory, with a warning."""
+    client = getattr(shared, "client", None)
+    if client is not None:
+        rollout = RedisRollout(client, str(getattr(shared, "prefix", "")), key, size, wait, ttl, waves=waves)
+        try:
+            return rollout, rollout.verdict(host), ""
+        except Exception as exc:  # pylint: disable=broad-exception-caught  # redis.RedisError and its transports
+            warning = f"the canary of this plan is kept on this controller only: Redis failed: {exc}"
+        rollout = Rollout(plans_dir, key, size, wait, waves=waves)
+        return rollout, rollout.verdict(host), warning
+    rollout = Rollout(plans_dir, key, size, wait, waves=waves)
+    return rollout, rollout.verdict(host), ""
