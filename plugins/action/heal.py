@@ -644,6 +644,13 @@ class ActionModule(ActionBase):
             ttl=args["plan_share_ttl"], waves=args["canary_waves"])
         if warning:
             self._warnings.append(f"{_NAME}: {warning}")
+        if not self._check_mode:  # hook(s31-fleet): the journal says where in the rollout this host stood
+            try:
+                self._journal.append({"kind": "rollout", "run": self._run, "host": self._host, "service": incident.service,
+                                      "key": key, "wave": verdict.wave + 1, "canary": verdict.canary,
+                                      "action": verdict.action, "detail": verdict.detail})
+            except journal_mod.JournalError as exc:
+                display.warning(f"{_NAME}: {exc}")
         if verdict.canary:
             attempt.notes.append(f"canary: the first host{'s' if size > 1 else ''} to run this shared plan")
             return rollout

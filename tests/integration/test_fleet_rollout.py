@@ -104,6 +104,8 @@ def test_a_fault_on_many_hosts_is_healed_canary_first_then_in_waves(fleet, tmp_p
     verified = {h: next(r["ts"] for r in journal(work, h) if r.get("kind") == "result") for h in FLEET}
     order = sorted(FLEET, key=sent.get)  # canary, wave 2, wave 3
     assert outcomes[(order[0], "nginx")]["safeguards"] == ["canary"], outcomes[(order[0], "nginx")]
+    for wave, host in enumerate(order, 1):  # the journal says where each host stood
+        assert [(r["wave"], r["action"]) for r in journal(work, host) if r.get("kind") == "rollout"] == [(wave, "go")]
     for before, after in zip(order, order[1:]):
         assert "after_canary" in outcomes[(after, "nginx")]["safeguards"], outcomes[(after, "nginx")]
         assert sent[after] > verified[before], (before, after, sent, verified)  # each wave after the last healed
