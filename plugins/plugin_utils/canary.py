@@ -161,7 +161,6 @@ class Rollout(_Waves):
         return data if isinstance(data, dict) else None
 
 
-
 # Gives a host its place once: the place it has, or the next one (the number of hosts so far).
 _JOIN = ("local p = redis.call('HGET', KEYS[1], ARGV[1]) "
          "if not p then p = redis.call('HLEN', KEYS[1]) redis.call('HSET', KEYS[1], ARGV[1], p) end "
