@@ -87,7 +87,7 @@ def test_a_check_failing_on_most_of_the_fleet_acts_on_nothing_and_escalates_once
 
 
 def test_a_failure_on_one_host_of_a_split_pass_is_healed(fleet, tmp_path):
-    work, result, _ = run(fleet, tmp_path, ["lab02"], remediate_fleet_stop_min_hosts=3)
+    _work, result, _calls = run(fleet, tmp_path, ["lab02"], remediate_fleet_stop_min_hosts=3)
     assert any(str((e.get("event_data") or {}).get("task")).startswith("Count the checks that fail")
                for e in result.events)  # the pass was split: every host's health, then the count
     assert result.outcomes()[("lab02", "nginx")]["state"] == "healed", result.outcomes()[("lab02", "nginx")]
@@ -96,7 +96,7 @@ def test_a_failure_on_one_host_of_a_split_pass_is_healed(fleet, tmp_path):
 
 
 def test_a_fault_on_many_hosts_is_healed_canary_first_then_in_waves(fleet, tmp_path):
-    work, result, _ = run(fleet, tmp_path, FLEET, remediate_canary_waves=[1])
+    work, result, _calls = run(fleet, tmp_path, FLEET, remediate_canary_waves=[1])
     outcomes = result.outcomes()
     assert all(outcomes[(h, "nginx")]["state"] == "healed" for h in FLEET), outcomes
     assert all(fleet.exec(h, f"test -e {MARK}").ok and fleet.health(h, ["nginx"])["nginx"].healthy for h in FLEET)

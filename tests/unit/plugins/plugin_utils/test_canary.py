@@ -150,5 +150,5 @@ def test_a_redis_that_stops_answering_falls_back_to_the_run_directory_with_a_war
     rollout_, verdict, warning = rollout_verdict("web01", Gone(), str(tmp_path), "k1", 1, 5.0, 60)
     assert isinstance(rollout_, Rollout) and verdict.canary
     assert warning == "the canary of this plan is kept on this controller only: Redis failed: Connection refused"
-    _, verdict, warning = rollout_verdict("web02", object(), str(tmp_path), "k1", 1, 0.0, 60)
+    _rollout, verdict, warning = rollout_verdict("web02", object(), str(tmp_path), "k1", 1, 0.0, 60)
     assert verdict.action == "timeout" and warning == ""  # the same directory: web01 is the canary
