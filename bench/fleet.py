@@ -361,6 +361,7 @@ class Bench:
             "remediate_llm": {"base_url": self.server.url, "api_key": "bench-key-not-secret", "model": LLM_MODEL,
                               "timeout": 30, "max_retries": 0},
             "remediate_artifacts_dir": str(self.work / "artifacts"),
+            **self.opts.extra,
         }
         forks = forks or self.opts.forks
         run = run_playbook(REPO / "playbooks" / "remediate.yml", self.fleet.inventory(hosts), forks,
@@ -998,6 +999,8 @@ def main(argv=None) -> int:
     parser.add_argument("--fork-sweep", default="10", help="extra fork counts at the full host count")
     parser.add_argument("--knobs", default="ANSIBLE_PIPELINING=false",
                         help="comma-separated ANSIBLE_X=value settings, each timed as one more (a) run")
+    parser.add_argument("--extra", action="append", default=[], metavar="VAR=JSON",
+                        help="a role variable for every remediate.yml run, e.g. remediate_canary_size=0 (repeatable)")
     parser.add_argument("--skip-scaling", action="store_true")
     parser.add_argument("--prefix", default=PREFIX)
     parser.add_argument("--keep", action="store_true", help="keep the lab containers")
@@ -1019,6 +1022,16 @@ def main(argv=None) -> int:
     opts.scaling = [int(n) for n in opts.scaling.split(",") if n.strip() and int(n) <= opts.hosts]
     opts.fork_sweep = [int(n) for n in opts.fork_sweep.split(",") if n.strip()]
     opts.knobs = [k.strip() for k in opts.knobs.split(",") if "=" in k]
+    extra = {}
+    for item in opts.extra:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            parser.error(f"--extra {item!r}: expected VAR=JSON")
+        try:
+            extra[name.strip()] = json.loads(value)
+        except ValueError:
+            extra[name.strip()] = value
+    opts.extra = extra
     opts.table = sorted({int(n) for n in opts.table.split(",") if n.strip()})
     if opts.table:
         opts.hosts = max(opts.table)

@@ -176,6 +176,9 @@ class ActionModule(ActionBase):
             if args[name] < low:
                 raise AnsibleActionFail(f"{_NAME}: bad input: {name} must be at least {low}, got {args[name]}"
                                         f"{_role_var(name, args[name])}")
+        if any(w < 1 for w in args["canary_waves"]):
+            raise AnsibleActionFail(f"{_NAME}: bad input: every wave of canary_waves is at least 1 host, got "
+                                    f"{args['canary_waves']} (remediate_canary_waves)")
         settings = _llm_settings(args)
         definitions = _definitions(args["services"])
         routes = _routes(args)
@@ -198,6 +201,10 @@ class ActionModule(ActionBase):
                 resume, approver=(str(resume.get("by") or "") or _controller_user()) if resume else "")
         except (PlannerError, policy_mod.PolicyError, RemediationError) as exc:
             raise AnsibleActionFail(f"{_NAME}: {exc}") from None
+        if args["phase"] == "health" and done.unreachable is None:
+            # The play counts the fleet's failures before any host heals (fleet_stop.py).
+            return dict(result, health=done.health, changed=False, msg=f"{_NAME}: health checked",
+                        **({"warnings": done.warnings} if done.warnings else {}))
         return _shaped(result, done, routes, ctx.check_mode)
 
 

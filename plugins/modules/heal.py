@@ -226,6 +226,33 @@ options:
         and escalate with the canary's evidence when one did not (or none reported). V(0) runs every host at once.
     type: int
     default: 1
+  canary_waves:
+    description:
+      - After the canary, the plan widens in waves of these many hosts, in order (arrival order of the hosts
+        about to run it); each wave runs only once every host of the waves before it ran the plan and was
+        verified healed. The hosts after the last wave form one more wave. A host of an earlier wave that
+        did not heal stops the rollout - no later host runs the plan, each escalates with that evidence.
+        V([]) (the default) is the canary, then every other host at once.
+    type: list
+    elements: int
+    default: []
+  phase:
+    description:
+      - V(full) checks and heals in one task. V(health) only checks (with the re-checks that confirm a
+        failure, and evidence) and returns RV(health), sending no remembered fix ahead and running nothing,
+        so that the play can count the fleet's failures (the fleet-wide stop) before any host acts; the heal
+        then takes that result as O(health).
+    type: str
+    choices: [full, health]
+    default: full
+  fleet_stop:
+    description:
+      - Services whose check failed on too much of the fleet at once (the C(stopped) of the
+        C(sentinel.remediation.fleet_stop) filter, service to C(hosts), C(checked), C(reason)). Such a
+        service is not planned for nor acted on; it escalates, with the list, and only the first host of the
+        list notifies.
+    type: dict
+    default: {}
   notify_remind:
     description:
       - An escalation of a service that was notified before, with the same state, signature and reason, is not

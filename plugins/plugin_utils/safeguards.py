@@ -99,7 +99,7 @@ def weigh_restart_cost(checked: Sequence[Mapping], definition: Mapping, evidence
 
 
 # The words an outcome's ``safeguards`` list holds (the report counts them).
-GUARDS = ("recovered", "confirmed", "degraded", "restart_cost", "held", "canary", "rollout_stopped")
+GUARDS = ("recovered", "confirmed", "degraded", "restart_cost", "held", "canary", "rollout_stopped", "after_canary", "fleet_stop")
 
 
 def guards(row: Mapping | None, outcome: Mapping, checked_reasons: Sequence[str] = (),
@@ -107,7 +107,9 @@ def guards(row: Mapping | None, outcome: Mapping, checked_reasons: Sequence[str]
     """Which safeguards acted on one service's outcome: ``recovered`` (a re-check passed),
     ``confirmed`` (re-checks confirmed the failure), ``degraded``, ``restart_cost`` (a command
     waited for a human for what a restart costs), ``canary`` (this host ran a shared plan
-    first), ``rollout_stopped`` (a canary did not heal: nothing ran here)."""
+    first), ``after_canary`` (it ran only once the canary and the waves before its own healed),
+    ``rollout_stopped`` (a canary did not heal: nothing ran here); ``fleet_stop`` is set by
+    ``fleet_stop.py``."""
     row = row or {}
     confirmation = row.get("confirmation") if isinstance(row.get("confirmation"), Mapping) else {}
     out = []
@@ -121,6 +123,8 @@ def guards(row: Mapping | None, outcome: Mapping, checked_reasons: Sequence[str]
         out.append("restart_cost")
     if any(str(n).startswith("canary:") for n in notes):
         out.append("canary")
+    if any(str(n).startswith("after the canary:") for n in notes):
+        out.append("after_canary")
     if str(outcome.get("reason") or "").startswith("rollout stopped:"):
         out.append("rollout_stopped")
     return out

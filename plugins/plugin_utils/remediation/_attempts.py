@@ -20,6 +20,7 @@ from ansible_collections.sentinel.remediation.plugins.module_utils.signature imp
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import confinement
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import canary as canary_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.canary import Rollout
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import host_values, localize_values
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import share_key
@@ -281,15 +282,23 @@ class AttemptLoop:
         size = args["canary_size"]
         if not key or not size or ctx.check_mode:
             return None
-        rollout = Rollout(ctx.stores.plans.run_share().dir, key, size,
-                          wait=args["max_commands"] * args["command_timeout"] + args["settle"] + 60)
-        verdict = rollout.verdict(ctx.host)
+        # waves after the canary; across controllers through the plan share's Redis
+        rollout, verdict, warning = canary_mod.rollout_verdict(
+            ctx.host, ctx.stores.plans.signature_share(), ctx.stores.plans.run_share().dir, key, size,
+            wait=args["max_commands"] * args["command_timeout"] + args["settle"] + 60,
+            ttl=args["plan_share_ttl"], waves=args["canary_waves"])
+        if warning:
+            ctx.log(f"{NAME}: {warning}")
+        # the journal says where in the rollout this host stood
+        ctx.stores.journal.append({"kind": "rollout", "run": ctx.run, "service": incident.service, "key": key,
+                                   "wave": verdict.wave + 1, "canary": verdict.canary, "action": verdict.action,
+                                   "detail": verdict.detail})
         if verdict.canary:
             attempt.notes.append(f"canary: the first host{'s' if size > 1 else ''} to run this shared plan")
             return rollout
         if verdict.action == "go":
             attempt.notes.append(f"after the canary: {verdict.detail}")
-            return None
+            return rollout  # every host records its verified outcome for the waves after it
         attempt.finished = ctx.now()
         for command in attempt.commands:
             command.skipped, command.reason = True, f"not run: {verdict.detail}"

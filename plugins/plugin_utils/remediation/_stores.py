@@ -137,7 +137,7 @@ class PlanStores:
             self._run_share.prune()
         return self._run_share
 
-    def _signature_share(self):
+    def signature_share(self):
         if self._shared is not None:
             return self._shared
         self._shared = self.run_share()
@@ -164,7 +164,7 @@ class PlanStores:
     def per_signature(self, key: str, make: Callable[[], Any]):
         """``(plan, how)`` made once for every host with the same failure; a shared store that
         fails falls back to the run's plan directory."""
-        share = self._signature_share()
+        share = self.signature_share()
         try:
             plan, how = share.get_or_make(key, make)
         except PlanShareUnavailable as exc:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import fleet_stop
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import safeguards
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import Lease, process_start
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import run_token
@@ -172,17 +173,22 @@ class Remediation:
     def run(self, resume: Mapping | None = None, approver: str = "") -> RunResult:
         """Heal this host (or resume one approved plan); the lease is released on the way out."""
         ctx, stores = self.ctx, self.ctx.stores
-        self.clear_holds(ctx.args["clear_holds"])
+        health_only = ctx.args["phase"] == "health"  # the fleet's count comes first (fleet_stop.py)
+        if not health_only:  # holds are cleared once, by the heal phase
+            self.clear_holds(ctx.args["clear_holds"])
         health = ctx.args["health"]
         result = RunResult(warnings=ctx.warnings)
         try:
             if health is None and not resume:
-                health = self.check_health(ahead=self.ahead.send(self.ahead.choose()))
+                # nothing runs before the fleet count: the health phase sends no remembered fix ahead
+                health = self.check_health(ahead=None if health_only else self.ahead.send(self.ahead.choose()))
                 if health.get("unreachable"):
                     result.unreachable = health
                     return result
                 result.health = health
                 self.loop.landlock_abi = health.get("landlock_abi")
+                if health_only:
+                    return result
             if resume:
                 result.incidents, result.outcomes = self.approvals.resume(resume, approver)
             else:
@@ -232,6 +238,11 @@ class Remediation:
         for name in dependencies_first(definitions, rows):
             definition = definitions[name]
             row = rows.get(name)
+            stop = args["fleet_stop"].get(name)
+            if stop and row is not None and not row.get("healthy"):  # fleet-wide stop: act on nothing
+                outcomes.append(self.fleet_stopped(name, stop))
+                states[name] = "escalated"
+                continue
             if row is not None and row.get("blocked_by") and not row.get("healthy") and not args["monitor_only"]:
                 row, blocked = self.after_dependencies(name, definition, row, states)
                 if blocked is not None:
@@ -343,6 +354,14 @@ class Remediation:
         outcome["safeguards"] = ["held"]
         return outcome
 
+    def fleet_stopped(self, name: str, stop: Mapping) -> Outcome:
+        """The outcome (and journal record) of a service whose check failed on too much of the
+        fleet at once (fleet_stop.py): nothing planned, nothing run."""
+        ctx = self.ctx
+        if not ctx.check_mode:
+            ctx.stores.journal.append(fleet_stop.journal_record(ctx.run, ctx.host, name, stop))
+        return fleet_stop.stop_outcome(name, ctx.host, stop, engine.service_outcome(name, "escalated"))
+
     def dedup_notices(self, outcomes: list[dict]) -> None:
         """An escalation already notified, unchanged and within notify_remind seconds, is marked
         ``repeat_notice`` (the notifications skip it); a new or changed one is journaled as notified."""
@@ -351,7 +370,7 @@ class Remediation:
             return
         journal.reread()  # this run's own records count
         for outcome in outcomes:
-            if outcome["state"] not in words.NOTIFIED_STATES:
+            if outcome["state"] not in words.NOTIFIED_STATES or outcome.get("repeat_notice"):
                 continue
             key = safeguards.notice_key(outcome)
             if safeguards.repeated_notice(journal.records(), outcome["service"], key, ctx.clock(),

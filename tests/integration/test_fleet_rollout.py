@@ -1,0 +1,111 @@
+"""Canary waves and the fleet-wide stop (issue 29), on the session lab's three hosts: a fault on
+every host is healed canary first, then wave by wave; a check failing on most of the fleet at
+once acts on nothing (no plan, no command on any host) and is escalated once, with the list; a
+failure on one host of a split pass is healed as before. Each test judges by what happened
+inside the containers (a mark file the plan would write, the daemon's processes, the lab's own
+health check) and by the journal of what was sent to each host."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from llm_server import LLMServer
+from sentinel_lab import kind_group_vars
+from workflow_support import Workspace, require_docker
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+FLEET = ["lab01", "lab02", "lab03"]
+MARK = "/var/log/nginx/sentinel-fleet-mark"
+# The plan the LLM gives for nginx: a trace on the host, then the fix.
+PLAN = [f"touch {MARK}", "service nginx start"]
+
+
+def nginx() -> dict:
+    found = next(s for s in kind_group_vars("sysv")["remediate_services"] if s["name"] == "nginx")
+    return dict(copy.deepcopy(found), confirm_attempts=0)
+
+
+def journal(work: Workspace, host: str) -> list[dict]:
+    path = work.artifacts_dir / "journal" / f"{host}.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] \
+        if path.exists() else []
+
+
+def notified_hosts(result) -> list[str]:
+    """The hosts for which the run worked out notifications (the role does only when there is news)."""
+    return sorted({(e.get("event_data") or {}).get("host") for e in result.events
+                   if e.get("event") == "runner_on_ok"
+                   and str((e.get("event_data") or {}).get("task")).endswith("Work out who hears of what")})
+
+
+@pytest.fixture
+def fleet(lab):
+    """The three hosts with nginx stopped and no mark; every host healthy again afterwards."""
+    require_docker()
+    for host in FLEET:
+        lab.exec(host, f"rm -f {MARK}")
+    yield lab
+    for host in FLEET:
+        lab.exec(host, f"rm -f {MARK}; service nginx start || true")
+    assert all(lab.health(h, ["nginx"])["nginx"].healthy for h in FLEET)
+
+
+def run(lab, tmp_path, broken: list[str], **variables):
+    for host in broken:
+        lab.inject(host, "nginx_stopped")
+    rules = [{"match": r"Service: nginx\b",
+              "reply": {"plan": {"diagnosis": "nginx is down", "commands": PLAN, "rationale": "test"}}}]
+    with LLMServer(rules=rules) as server:
+        work = Workspace(tmp_path, lab.write_inventory(tmp_path / "hosts.json"), llm_url=server.url)
+        result = work.run(extravars={"remediate_backend": "llm", "remediate_services": [nginx()], **variables})
+        calls = len(server.requests)
+    return work, result, calls
+
+
+def test_a_check_failing_on_most_of_the_fleet_acts_on_nothing_and_escalates_once(fleet, tmp_path):
+    work, result, calls = run(fleet, tmp_path, FLEET, remediate_fleet_stop_min_hosts=3)
+    outcomes = result.outcomes()
+    for host in FLEET:
+        # Inside the container: the plan's mark was never written, nginx was not started (no plan,
+        # no fallback restart, no remembered fix), the lab's check still fails.
+        assert not fleet.exec(host, f"test -e {MARK}").ok, host
+        assert fleet.exec(host, "pgrep -x nginx").stdout.strip() == "", host
+        assert not fleet.health(host, ["nginx"])["nginx"].healthy, host
+        records = journal(work, host)
+        assert not [r for r in records if r.get("kind") == "intent"], host  # nothing was sent to run
+        assert [r["hosts"] for r in records if r.get("kind") == "fleet_stop"] == [FLEET], records
+        outcome = outcomes[(host, "nginx")]
+        assert outcome["state"] == "escalated" and outcome["safeguards"] == ["fleet_stop"], outcome
+        assert outcome["reason"].startswith(
+            "fleet-wide stop: the nginx check fails on 3 of 3 checked hosts at once (lab01, lab02, lab03)"), outcome
+        assert outcome["commands"] == [] and outcome["attempts"] == 0, outcome
+    assert calls == 0  # no plan was asked for
+    assert notified_hosts(result) == ["lab01"]  # one notice, carrying the list
+
+
+def test_a_failure_on_one_host_of_a_split_pass_is_healed(fleet, tmp_path):
+    _work, result, _calls = run(fleet, tmp_path, ["lab02"], remediate_fleet_stop_min_hosts=3)
+    assert any(str((e.get("event_data") or {}).get("task")).startswith("Count the checks that fail")
+               for e in result.events)  # the pass was split: every host's health, then the count
+    assert result.outcomes()[("lab02", "nginx")]["state"] == "healed", result.outcomes()[("lab02", "nginx")]
+    assert fleet.exec("lab02", f"test -e {MARK}").ok and fleet.health("lab02", ["nginx"])["nginx"].healthy
+    assert not [h for h in ("lab01", "lab03") if fleet.exec(h, f"test -e {MARK}").ok]
+
+
+def test_a_fault_on_many_hosts_is_healed_canary_first_then_in_waves(fleet, tmp_path):
+    work, result, _calls = run(fleet, tmp_path, FLEET, remediate_canary_waves=[1])
+    outcomes = result.outcomes()
+    assert all(outcomes[(h, "nginx")]["state"] == "healed" for h in FLEET), outcomes
+    assert all(fleet.exec(h, f"test -e {MARK}").ok and fleet.health(h, ["nginx"])["nginx"].healthy for h in FLEET)
+    sent = {h: next(r["ts"] for r in journal(work, h) if r.get("kind") == "intent") for h in FLEET}
+    verified = {h: next(r["ts"] for r in journal(work, h) if r.get("kind") == "result") for h in FLEET}
+    order = sorted(FLEET, key=sent.get)  # canary, wave 2, wave 3
+    assert outcomes[(order[0], "nginx")]["safeguards"] == ["canary"], outcomes[(order[0], "nginx")]
+    for wave, host in enumerate(order, 1):  # the journal says where each host stood
+        assert [(r["wave"], r["action"]) for r in journal(work, host) if r.get("kind") == "rollout"] == [(wave, "go")]
+    for before, after in zip(order, order[1:]):
+        assert "after_canary" in outcomes[(after, "nginx")]["safeguards"], outcomes[(after, "nginx")]
+        assert sent[after] > verified[before], (before, after, sent, verified)  # each wave after the last healed
