@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import confinement
-from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_policy_override import misread
+from policy_misread import misread
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import classify
 
 pytestmark = pytest.mark.lab

@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import safeguards
-from ansible_collections.sentinel.remediation.plugins.plugin_utils._test_policy_override import misread
 
 from .contracts import Definition, Evidence, Verdict
 
@@ -60,13 +59,11 @@ class PlanCheck:
         value that could not be localized) keeps its verdict."""
         if not commands:
             return []
-        loaded = policy_mod.load_policy(self.host_policy(tools))
         out = []
         for item, verdict in zip(commands, self.verdicts(commands, tools, scope)):
             if item.get("verdict") == "reject":
                 out.append(dict(item))
                 continue
-            verdict = misread(verdict, loaded, scope)  # test-only, inert unless its variable is set
             out.append(dict(verdict, source=item.get("source") or source))
         return out
 

@@ -1,11 +1,11 @@
 # Copyright (c) sentinel.remediation contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""TEST-ONLY hook: make the policy misread chosen commands, to show the kernel holds the line.
+"""Test support, not part of the collection: make the policy misread chosen commands, to show
+the kernel holds the line.
 
-Inert unless the controller process runs with ``SENTINEL_TEST_POLICY_MISREAD`` in its
-environment: a JSON object ``{"COMMAND AS PROPOSED": "COMMAND THE POLICY BELIEVES IT IS"}``.
-Playbook variables cannot set it (they never reach the controller's own environment). A
-proposed command named there gets the verdict, effects and privilege of the believed
+Inert unless ``SENTINEL_TEST_POLICY_MISREAD`` is set in the test's environment: a JSON
+object ``{"COMMAND AS PROPOSED": "COMMAND THE POLICY BELIEVES IT IS"}``. The collection
+never reads it (it is not in the built tarball). A proposed command named there gets the verdict, effects and privilege of the believed
 command, with its own argv: exactly what a parser bug does (a sed script read differently
 from GNU sed, a path-valued option judged as data). tests/integration/test_confinement.py
 uses it to show that Landlock stops what such a verdict lets through.
@@ -18,7 +18,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from .policy import classify
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import classify
 
 _ENV = "SENTINEL_TEST_POLICY_MISREAD"
 
