@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import policy_rules as judge
+from . import service_cli
 from .policy_options import spec_from_table
 from .policy_rules import Check, q, signal_name
 from .policy_tools import count_bounds, option_values, parse, value
@@ -252,6 +253,27 @@ _REDIS_REFUSED = {"flushall", "flushdb", "debug", "module", "eval", "evalsha", "
                   "xreadgroup", "wait", "waitaof", "multi", "exec", "pfdebug", "pfselftest", "quit", "reset"}
 
 
+def _by_table(chk: Check, tool: str, words: list[str], in_scope: bool, service: str) -> bool:
+    """Judge a subcommand the subcommand table (``service_cli``) knows; False when it does not."""
+    try:
+        entry = service_cli.lookup(tool, words, chk.policy.get("service_subcommands"))
+    except service_cli.TableError as exc:
+        chk.reject(str(exc))
+        return True
+    if entry is None:
+        return False
+    shown = f"`{tool} {entry.words}`"
+    if entry.cls == "refuse":
+        chk.reject(f"{shown} {entry.does}; refused")
+        return True
+    chk.effect(entry.does)
+    if entry.cls == "approve":
+        chk.approve(f"{shown} {entry.does}; a human should confirm")
+    elif entry.cls == "scope" and not in_scope:
+        chk.approve(f"{shown} {entry.does}, and {service} is not part of this incident; a human should confirm")
+    return True
+
+
 def redis_cli(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     parsed = parse(chk, _REDIS_OPTS, args)
     if chk.rejected:
@@ -284,6 +306,12 @@ def redis_cli(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     head = words[0].lower()
     pair = (head, words[1].lower() if len(words) > 1 else "")
     in_scope = _service_in_scope(chk, {"redis", "redis-server"})
+    if pair == ("client", "kill") and {w.lower() for w in words[2::2]} & {"type", "user", "maxage", "laddr"}:
+        chk.effect("disconnects every Redis client of a kind")
+        chk.approve("`client kill` by type, user, age or local address disconnects many clients; a human should confirm")
+        return
+    if _by_table(chk, "redis-cli", words, in_scope, "Redis"):
+        return
     if head == "config" and pair[1] == "get":
         if len(words) < 3:
             chk.reject("`config get` needs a parameter name")
