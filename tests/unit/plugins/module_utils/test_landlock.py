@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 from pathlib import Path
 
@@ -89,10 +90,12 @@ def listener():
 @needs_landlock
 def test_a_command_without_a_network_read_cannot_connect(listener) -> None:
     port, accepted = listener
-    argv = ["python3", "-c", f"import socket; socket.create_connection(('127.0.0.1', {port}), 5).close()"]
-    refused = run(argv, {"exec": ["python3"]})
+    # the interpreter itself, not a launcher script on PATH (a pyenv shim execs a shell)
+    python = os.path.realpath(sys.executable)
+    argv = [python, "-c", f"import socket; socket.create_connection(('127.0.0.1', {port}), 5).close()"]
+    refused = run(argv, {"exec": [python]})
     assert refused["rc"] != 0 and not accepted and "Permission denied" in refused["denied"]
-    assert run(argv, {"exec": ["python3"], "tcp": True})["rc"] == 0 and accepted
+    assert run(argv, {"exec": [python], "tcp": True})["rc"] == 0 and accepted
 
 
 def test_where_landlock_is_missing_required_refuses(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
