@@ -65,6 +65,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner impor
     remembered_fixes,
 )
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import load_knowledge
+from ansible_collections.sentinel.remediation.plugins.module_utils.option_bounds import MINIMUMS, ROLE_VARIABLES
 from ansible_collections.sentinel.remediation.plugins.module_utils.signature import (
     failure_signature,
     hostnames_of,
@@ -121,17 +122,7 @@ def _run_process() -> tuple[int, str] | None:
 
 
 # Options of this action that the role fills from its variables: bad input names both.
-_ROLE_VARS = {"max_attempts": "remediate_max_retries", "max_commands": "remediate_max_commands",
-              "memory_max": "remediate_memory_max", "output_max": "remediate_output_max",
-              "command_timeout": "remediate_command_timeout", "settle": "remediate_settle",
-              "confirm_attempts": "remediate_confirm_attempts", "confirm_interval": "remediate_confirm_interval",
-              "confirm_max_seconds": "remediate_confirm_max_seconds", "action_budget": "remediate_action_budget",
-              "action_budget_window": "remediate_action_budget_window", "flap_count": "remediate_flap_count",
-              "flap_window": "remediate_flap_window", "canary_size": "remediate_canary_size",
-              "notify_remind": "remediate_notify_remind",
-              "plan_wait": "remediate_plan_wait", "plan_share_ttl": "remediate_plan_share_ttl",
-              "evidence_log_lines": "remediate_evidence_log_lines",
-              "evidence_max_bytes": "remediate_evidence_max_bytes"}
+_ROLE_VARS = ROLE_VARIABLES
 
 
 def _unreachable(result: Mapping) -> str | None:
@@ -250,13 +241,8 @@ class ActionModule(ActionBase):
         self._hostnames = hostnames_of(task_vars)
         self._check_mode = bool(self._task.check_mode)
         # Every input is checked before the host is touched (the health check included).
-        for name, low in (("max_attempts", 1), ("max_commands", 1), ("memory_max", 1), ("output_max", 0),
-                          ("command_timeout", 1), ("settle", 0), ("plan_wait", 0), ("plan_share_ttl", 1),
-                          ("evidence_log_lines", 0), ("evidence_max_bytes", 200), ("confirm_attempts", 0),
-                          ("confirm_interval", 0), ("confirm_max_seconds", 0), ("action_budget", 0),
-                          ("action_budget_window", 1), ("flap_count", 0), ("flap_window", 1), ("canary_size", 0),
-                          ("notify_remind", 0)):
-            if args[name] < low:
+        for name, low in MINIMUMS.items():
+            if name in args and args[name] < low:
                 raise AnsibleActionFail(f"{_NAME}: bad input: {name} must be at least {low}, got {args[name]}"
                                         f"{_role_var(name, args[name])}")
         try:
