@@ -19,15 +19,13 @@ from collections.abc import Mapping
 
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.sentinel.remediation.plugins.action.plan import argument_spec as plan_argument_spec
 from ansible_collections.sentinel.remediation.plugins.modules.heal import DOCUMENTATION
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import confinement
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
-from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec import from_documentation, load_yaml
+from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec import from_documentation, llm_option_spec
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import memory as memory_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
@@ -65,6 +63,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner impor
     remembered_fixes,
 )
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import load_knowledge
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.role_inputs import check_role_inputs
 from ansible_collections.sentinel.remediation.plugins.module_utils.option_bounds import MINIMUMS, ROLE_VARIABLES
 from ansible_collections.sentinel.remediation.plugins.module_utils.signature import (
     failure_signature,
@@ -89,7 +88,7 @@ _HOST_GONE = re.compile(r"Error response from daemon: (?:[Cc]ontainer \S+ is (?:
 
 def argument_spec() -> dict:
     spec = from_documentation(DOCUMENTATION)
-    spec["llm"] = plan_argument_spec()["llm"]
+    spec["llm"] = llm_option_spec()
     return spec
 
 
@@ -144,51 +143,6 @@ def _host_command(checked: Mapping) -> dict:
 
 def _role_var(option: str, value) -> str:
     return f" ({_ROLE_VARS[option]}={value})" if option in _ROLE_VARS else ""
-
-
-def check_role_inputs(action: ActionBase, entry_point: str, task_vars: Mapping) -> None:
-    """The role's variables against its argument spec (meta/argument_specs.yml), as the
-    validation task Ansible adds to a role's entry point would check them."""
-    spec = role_argument_spec(entry_point)
-    provided = {name: task_vars[name] for name in spec if name in task_vars}
-    provided = action._templar.template(provided)
-    validation = _role_validator(entry_point).validate(provided)
-    if validation.error_messages:
-        raise AnsibleActionFail(f"{_NAME}: bad input to the sentinel.remediation.remediate role ({entry_point}): "
-                                + "; ".join(validation.error_messages))
-
-
-_ROLE_SPECS: dict = {}
-_ROLE_VALIDATORS: dict = {}
-
-
-def _role_validator(entry_point: str) -> ArgumentSpecValidator:
-    if entry_point not in _ROLE_VALIDATORS:
-        _ROLE_VALIDATORS[entry_point] = ArgumentSpecValidator(role_argument_spec(entry_point))  # copies the spec
-    return _ROLE_VALIDATORS[entry_point]
-
-
-def role_argument_spec(entry_point: str) -> dict:
-    if entry_point not in _ROLE_SPECS:
-        path = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "remediate", "meta", "argument_specs.yml")
-        with open(path, encoding="utf-8") as handle:
-            specs = load_yaml(handle.read())["argument_specs"]
-        if entry_point not in specs:
-            raise AnsibleActionFail(f"{_NAME}: the remediate role has no entry point {entry_point!r} "
-                                    f"(known: {', '.join(sorted(specs))})")
-        _ROLE_SPECS[entry_point] = specs[entry_point].get("options") or {}
-    return _ROLE_SPECS[entry_point]
-
-
-def warm() -> None:
-    """Parse what every run of this action needs (its argument spec, the role's, the bundled
-    runbooks and their index, the default policy) in the calling process. The report callback calls this in the
-    controller's main process, before Ansible forks a worker per host: each worker then
-    starts with them in memory instead of parsing them again."""
-    argument_spec()
-    _role_validator("main")
-    load_knowledge([], [])
-    policy_mod.load_policy()
 
 
 def _dependencies_first(definitions: Mapping[str, Mapping], rows: Mapping[str, Mapping]) -> list[str]:
