@@ -16,7 +16,8 @@ from typing import Any
 
 from .collection import find_project_dir, load
 from .errors import DriverError
-from .exit_codes import EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE, EXIT_WAITING  # noqa: F401 pylint: disable=unused-import (reporting.EXIT_*)
+# EXIT_USAGE too, so callers read every code as reporting.EXIT_*.
+from .exit_codes import EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE, EXIT_WAITING  # noqa: F401 pylint: disable=unused-import
 
 # The names this module takes from the collection's report module (loaded on first use).
 _SHARED_NAMES = {"STATES": "STATES", "FAILING": "FAILING_STATES", "printable": "printable",

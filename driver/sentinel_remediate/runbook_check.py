@@ -28,7 +28,6 @@ from .errors import DriverError
 from .exit_codes import EXIT_FAILED as EXIT_ERRORS, EXIT_OK
 
 
-
 class CheckUsageError(Exception):
     pass
 

@@ -212,7 +212,6 @@ _NAME = r"""
 """
 
 
-
 def _items(header: str) -> str:
     """``header`` (an option ending in ``suboptions:``) holding a whole service definition."""
     return header + _NAME.lstrip("\n") + indent((_CHECKS + _KEYS).replace("\n\n", "\n").lstrip("\n"), "    ")

@@ -105,4 +105,3 @@ def instances(requirement: Mapping, found: FailureFacts) -> list[dict]:
                 if fits(dict(requirement, user=None), fact) and not any(h.get("path") == path for h in hits):
                     hits.append(fact)
     return hits
-
