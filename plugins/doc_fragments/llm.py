@@ -80,7 +80,7 @@ options:
         description:
           - Seconds one planning step may spend on the LLM in total (default V(120)), that is every request,
             retry, back-off, re-ask and format fallback of this task. When it passes, planning goes on without
-            the LLM and RV(llm.error) is V(deadline).
+            the LLM and the C(llm.error) it returns is V(deadline).
         type: float
       max_retries:
         description:
