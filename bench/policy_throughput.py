@@ -22,10 +22,8 @@ sys.path.insert(0, str(ROOT / ".collections"))
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import (  # noqa: E402
     classify,
-    load_policy,
-)
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy_scope import (  # noqa: E402
     compile_scope,
+    load_policy,
 )
 
 CORPORA = ROOT / "tests" / "corpora" / "policy"

@@ -26,7 +26,10 @@ from . import approvals as approving
 from . import report as reporting
 from . import runbook_check
 from .locking import LockTimeout
-from .runner import DEFAULT_ROTATE, DriverError, PassOptions, State, find_project_dir, run_pass, SECRET_NAME
+from .collection import find_project_dir
+from .errors import DriverError
+from .exit_codes import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE
+from .runner import DEFAULT_ROTATE, PassOptions, State, run_pass, SECRET_NAME
 
 PROG = "sentinel-remediate"
 EPILOG = """exit codes: 0 all healthy or healed; 1 something escalated, failed or unreachable
@@ -508,22 +511,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
     except (DriverError, ImportError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
-        return reporting.EXIT_USAGE
+        return EXIT_USAGE
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except (DriverError, UsageError, approving.ApprovalError, LookupError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
-        return reporting.EXIT_USAGE
+        return EXIT_USAGE
     except LockTimeout as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
-        return reporting.EXIT_BUSY
+        return EXIT_BUSY
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except OSError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
-        return reporting.EXIT_FAILED
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,7 +7,6 @@ exit codes and the stored runs.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -15,13 +14,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-# Exit codes of `run`, `watch` (its last pass), `approvals approve|reject` and `report`.
-EXIT_OK = 0            # every service healthy or healed
-EXIT_FAILED = 1        # something escalated, failed or was unreachable, or the run itself failed
-EXIT_USAGE = 2         # bad command line, unknown run or approval id, missing files
-EXIT_WAITING = 3       # nothing failed, but at least one plan waits for approval
-EXIT_BUSY = 4          # nothing ran: every host was locked by another pass (without --wait)
-
+from .collection import find_project_dir, load
+from .errors import DriverError
+# EXIT_USAGE too, so callers read every code as reporting.EXIT_*.
+from .exit_codes import EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE, EXIT_WAITING  # noqa: F401 pylint: disable=unused-import
 
 # The names this module takes from the collection's report module (loaded on first use).
 _SHARED_NAMES = {"STATES": "STATES", "FAILING": "FAILING_STATES", "printable": "printable",
@@ -57,24 +53,13 @@ def _load_shared() -> ModuleType:
     """The collection's report module (plugins/plugin_utils/report.py, standard library only):
     one shape and one rendering for the callback and the driver. From the collection the
     driver runs (a checkout, or an installed collection found on Ansible's collections path)."""
-    roots = _candidate_roots()
-    paths = [root / "plugins" / "plugin_utils" / "report.py" for root in roots]
-    if not any(p.is_file() for p in paths):
-        from .runner import DriverError, find_project_dir  # pylint: disable=import-outside-toplevel
-
+    roots = [root for root in _candidate_roots() if (root / "plugins" / "plugin_utils" / "report.py").is_file()]
+    if not roots:
         try:
-            found = find_project_dir(None)
+            roots = [find_project_dir(None)]
         except DriverError as exc:
             raise ImportError(f"sentinel-remediate: {exc}") from None
-        paths.append(found / "plugins" / "plugin_utils" / "report.py")
-    for path in paths:
-        if path.is_file():
-            spec = importlib.util.spec_from_file_location("sentinel_remediation_report", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return module
-    raise ImportError("sentinel-remediate: the collection's plugins/plugin_utils/report.py was not found "
-                      f"under {', '.join(str(r) for r in roots)}; use --project-dir or SENTINEL_PROJECT_DIR")
+    return load("plugins.plugin_utils.report", roots[0])
 
 
 def shared() -> ModuleType:

@@ -13,12 +13,9 @@ Exit codes: 0 usable (warnings and refused steps are shown), 1 a schema error (o
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
 import re
-import shutil
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,10 +23,9 @@ from typing import Any
 
 import yaml
 
-from .runner import DriverError, find_project_dir
-
-EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
-_PKG = "ansible_collections.sentinel.remediation.plugins.plugin_utils"
+from .collection import find_project_dir, load
+from .errors import DriverError
+from .exit_codes import EXIT_FAILED as EXIT_ERRORS, EXIT_OK
 
 
 class CheckUsageError(Exception):
@@ -37,39 +33,22 @@ class CheckUsageError(Exception):
 
 
 def _collection_modules(project_dir: str | None) -> SimpleNamespace:
-    """The collection's runbooks and policy modules, importable from the checkout if need be."""
+    """The collection's runbooks, policy and fact modules, importable from the checkout if need be."""
+    project = None
     try:
-        return _import()
+        load("plugins.plugin_utils.runbooks")
     except ImportError:
-        pass
+        try:
+            project = find_project_dir(project_dir)
+        except DriverError as exc:
+            raise CheckUsageError(str(exc)) from exc
     try:
-        project = find_project_dir(project_dir)
-    except DriverError as exc:
-        raise CheckUsageError(str(exc)) from exc
-    if project.parent.name == "sentinel" and project.parent.parent.name == "ansible_collections":
-        base = project.parent.parent.parent           # an installed collection
-    elif (project / ".collections" / "ansible_collections" / "sentinel" / "remediation").exists():
-        base = project / ".collections"               # a checkout set up by scripts/setup
-    else:
-        base = Path(tempfile.mkdtemp(prefix="sentinel-collection-"))
-        atexit.register(shutil.rmtree, base, True)
-        link = base / "ansible_collections" / "sentinel" / "remediation"
-        link.parent.mkdir(parents=True)
-        link.symlink_to(project)
-    sys.path.insert(0, str(base))
-    try:
-        return _import()
+        return SimpleNamespace(runbooks=load("plugins.plugin_utils.runbooks", project),
+                               policy=load("plugins.plugin_utils.policy", project),
+                               facts=load("plugins.module_utils.failure_facts", project))
     except ImportError as exc:
         raise CheckUsageError(f"cannot load the collection's runbook checker from {project}: {exc} "
                               "(its Python requirements: requirements.txt)") from exc
-
-
-def _import() -> SimpleNamespace:
-    import importlib
-
-    return SimpleNamespace(runbooks=importlib.import_module(f"{_PKG}.runbooks"),
-                           policy=importlib.import_module(f"{_PKG}.policy"),
-                           facts=importlib.import_module("ansible_collections.sentinel.remediation.plugins.module_utils.failure_facts"))
 
 
 def _plain_stop(service: str) -> dict:

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import report as reporting
+from .collection import tool as _tool
+from .errors import DriverError
 from .locking import HostLocks, describe_holder
 
 DEFAULT_STATE_DIR = Path("~/.local/state/sentinel-remediation")
@@ -46,10 +48,6 @@ def default_state_dir() -> Path:
     """$XDG_STATE_HOME/sentinel-remediation, else ~/.local/state/sentinel-remediation (as the role's default)."""
     xdg = os.environ.get("XDG_STATE_HOME")
     return Path(xdg) / "sentinel-remediation" if xdg else DEFAULT_STATE_DIR
-
-
-class DriverError(Exception):
-    """A problem the user can act on (bad path, unknown id...): one line, exit code 2."""
 
 
 # ---- the state directory --------------------------------------------------------------------
@@ -93,71 +91,6 @@ def new_ident(kind: str = "run") -> str:
 
 
 # ---- the collection -------------------------------------------------------------------------
-
-
-COLLECTION = ("sentinel", "remediation")
-
-
-def _manifest_names_us(manifest: Path) -> bool:
-    try:
-        info = json.loads(manifest.read_text(encoding="utf-8"))["collection_info"]
-        return (info.get("namespace"), info.get("name")) == COLLECTION
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-
-
-def _is_collection_root(path: Path) -> bool:
-    """A checkout (galaxy.yml) or an installed collection (MANIFEST.json naming sentinel.remediation), with playbooks/."""
-    if not (path / "playbooks").is_dir():
-        return False
-    return (path / "galaxy.yml").is_file() or _manifest_names_us(path / "MANIFEST.json")
-
-
-def find_project_dir(explicit: str | None = None) -> Path:
-    """The sentinel.remediation collection whose playbooks the driver runs: the one named
-    (--project-dir, SENTINEL_PROJECT_DIR; a checkout or an installed collection, or a
-    collections path holding ansible_collections/sentinel/remediation), else the checkout
-    this driver runs from, the current directory, or the one Ansible's collections path finds."""
-    candidates = []
-    named = explicit or os.environ.get("SENTINEL_PROJECT_DIR")
-    if named:
-        base = Path(named).expanduser()
-        candidates += [base, base / "ansible_collections" / "sentinel" / "remediation",
-                       base / "sentinel" / "remediation"]
-    else:
-        candidates += [Path(__file__).resolve().parents[2], Path.cwd()]
-    for path in candidates:
-        if _is_collection_root(path.resolve()):
-            return path.resolve()
-    if not named:
-        found = _installed_collection()
-        if found:
-            return found
-    where = str(candidates[0]) if named else ", ".join(str(c) for c in candidates) + " or Ansible's collections path"
-    raise DriverError(
-        f"no sentinel.remediation collection (a checkout with galaxy.yml, or an installed collection with "
-        f"MANIFEST.json, and playbooks/) at {where}; install it (ansible-galaxy collection install) or use "
-        "--project-dir / SENTINEL_PROJECT_DIR")
-
-
-def _installed_collection() -> Path | None:
-    try:
-        proc = subprocess.run([_tool("ansible-galaxy"), "collection", "list", "sentinel.remediation", "--format", "json"],
-                              capture_output=True, text=True, timeout=60, check=False)
-        data = json.loads(proc.stdout or "{}")
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        return None
-    for base in data:
-        path = Path(base) / "sentinel" / "remediation"
-        if _is_collection_root(path):
-            return path
-    return None
-
-
-def _tool(name: str) -> str:
-    """An ansible CLI next to this interpreter (the venv), else from PATH."""
-    local = Path(sys.executable).parent / name
-    return str(local) if local.exists() else (shutil.which(name) or name)
 
 
 def resolve_hosts(project_dir: Path, inventory: Sequence[str], limit: str | None, env: Mapping[str, str]) -> list[str]:

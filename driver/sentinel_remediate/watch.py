@@ -16,7 +16,8 @@ from typing import TextIO
 
 from . import report as reporting
 from .locking import LockTimeout
-from .runner import DriverError
+from .errors import DriverError
+from .exit_codes import EXIT_FAILED, EXIT_OK
 
 
 class StopSignal:
@@ -69,7 +70,7 @@ def watch(
     """Run passes every ``interval`` seconds; returns the exit code of the last pass."""
     stopper = stopper or StopSignal(out)
     stopper.install()
-    code = reporting.EXIT_OK
+    code = EXIT_OK
     passes = 0
     try:
         while not stopper.stop.is_set():
@@ -84,7 +85,7 @@ def watch(
                 stopper._say(f"pass {passes} not run: {exc}")
             except DriverError as exc:
                 # The loop outlives a bad pass (inventory down, a host list error...): say it, go on.
-                code = reporting.EXIT_FAILED
+                code = EXIT_FAILED
                 stopper._say(f"pass {passes} failed: {exc}")
             if max_passes and passes >= max_passes:
                 break

@@ -17,21 +17,21 @@ from collections.abc import Mapping
 
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.sentinel.remediation.plugins.action.plan import argument_spec as plan_argument_spec
 from ansible_collections.sentinel.remediation.plugins.modules.heal import DOCUMENTATION
+from ansible_collections.sentinel.remediation.plugins.module_utils.option_bounds import MINIMUMS, ROLE_VARIABLES
 from ansible_collections.sentinel.remediation.plugins.module_utils.signature import hostnames_of
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import notifications as routing
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import state_dir
-from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec import from_documentation, load_yaml
+from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec import from_documentation, llm_option_spec
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import load_knowledge
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import target_key
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client import LLMError, resolve_settings
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import PlannerError
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.role_inputs import check_role_inputs
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.remediation import vocabulary as words
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.remediation.service import (
     CacheSettings,
@@ -44,16 +44,11 @@ display = Display()
 _NAME = "sentinel.remediation.heal"
 _announced_no_llm = False
 _announced_volatile = False
-# The lowest value of each bounded integer option (what the host modules accept too).
-_AT_LEAST = {"max_attempts": 1, "max_commands": 1, "memory_max": 1, "output_max": 0, "command_timeout": 1,
-             "settle": 0, "plan_wait": 0, "plan_share_ttl": 1, "evidence_log_lines": 0, "evidence_max_bytes": 200,
-             "confirm_attempts": 0, "confirm_interval": 0, "confirm_max_seconds": 0, "action_budget": 0,
-             "action_budget_window": 1, "flap_count": 0, "flap_window": 1, "canary_size": 0, "notify_remind": 0}
 
 
 def argument_spec() -> dict:
     spec = from_documentation(DOCUMENTATION)
-    spec["llm"] = plan_argument_spec()["llm"]
+    spec["llm"] = llm_option_spec()
     return spec
 
 
@@ -66,66 +61,11 @@ def _controller_user() -> str:
 
 
 # Options of this action that the role fills from its variables: bad input names both.
-_ROLE_VARS = {"max_attempts": "remediate_max_retries", "max_commands": "remediate_max_commands",
-              "memory_max": "remediate_memory_max", "output_max": "remediate_output_max",
-              "command_timeout": "remediate_command_timeout", "settle": "remediate_settle",
-              "confirm_attempts": "remediate_confirm_attempts", "confirm_interval": "remediate_confirm_interval",
-              "confirm_max_seconds": "remediate_confirm_max_seconds", "action_budget": "remediate_action_budget",
-              "action_budget_window": "remediate_action_budget_window", "flap_count": "remediate_flap_count",
-              "flap_window": "remediate_flap_window", "canary_size": "remediate_canary_size",
-              "notify_remind": "remediate_notify_remind",
-              "plan_wait": "remediate_plan_wait", "plan_share_ttl": "remediate_plan_share_ttl",
-              "evidence_log_lines": "remediate_evidence_log_lines",
-              "evidence_max_bytes": "remediate_evidence_max_bytes"}
+_ROLE_VARS = ROLE_VARIABLES
 
 
 def _role_var(option: str, value) -> str:
     return f" ({_ROLE_VARS[option]}={value})" if option in _ROLE_VARS else ""
-
-
-def check_role_inputs(action: ActionBase, entry_point: str, task_vars: Mapping) -> None:
-    """The role's variables against its argument spec (meta/argument_specs.yml), as the
-    validation task Ansible adds to a role's entry point would check them."""
-    spec = role_argument_spec(entry_point)
-    provided = {name: task_vars[name] for name in spec if name in task_vars}
-    provided = action._templar.template(provided)
-    validation = _role_validator(entry_point).validate(provided)
-    if validation.error_messages:
-        raise AnsibleActionFail(f"{_NAME}: bad input to the sentinel.remediation.remediate role ({entry_point}): "
-                                + "; ".join(validation.error_messages))
-
-
-_ROLE_SPECS: dict = {}
-_ROLE_VALIDATORS: dict = {}
-
-
-def _role_validator(entry_point: str) -> ArgumentSpecValidator:
-    if entry_point not in _ROLE_VALIDATORS:
-        _ROLE_VALIDATORS[entry_point] = ArgumentSpecValidator(role_argument_spec(entry_point))  # copies the spec
-    return _ROLE_VALIDATORS[entry_point]
-
-
-def role_argument_spec(entry_point: str) -> dict:
-    if entry_point not in _ROLE_SPECS:
-        path = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "remediate", "meta", "argument_specs.yml")
-        with open(path, encoding="utf-8") as handle:
-            specs = load_yaml(handle.read())["argument_specs"]
-        if entry_point not in specs:
-            raise AnsibleActionFail(f"{_NAME}: the remediate role has no entry point {entry_point!r} "
-                                    f"(known: {', '.join(sorted(specs))})")
-        _ROLE_SPECS[entry_point] = specs[entry_point].get("options") or {}
-    return _ROLE_SPECS[entry_point]
-
-
-def warm() -> None:
-    """Parse what every run of this action needs (its argument spec, the role's, the bundled
-    runbooks and their index, the default policy) in the calling process. The report callback calls this in the
-    controller's main process, before Ansible forks a worker per host: each worker then
-    starts with them in memory instead of parsing them again."""
-    argument_spec()
-    _role_validator("main")
-    load_knowledge([], [])
-    policy_mod.load_policy()
 
 
 def _definitions(services) -> dict[str, dict]:
@@ -172,8 +112,8 @@ class ActionModule(ActionBase):
         _spec, args = self.validate_argument_spec(argument_spec=argument_spec())
         args["artifacts_dir"] = _state_dir(args["artifacts_dir"])
         # Every input is checked before the host is touched (the health check included).
-        for name, low in _AT_LEAST.items():
-            if args[name] < low:
+        for name, low in MINIMUMS.items():
+            if name in args and args[name] < low:
                 raise AnsibleActionFail(f"{_NAME}: bad input: {name} must be at least {low}, got {args[name]}"
                                         f"{_role_var(name, args[name])}")
         if any(w < 1 for w in args["canary_waves"]):

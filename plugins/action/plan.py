@@ -8,7 +8,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.sentinel.remediation.plugins.modules.plan import DOCUMENTATION
-from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec import from_documentation
+from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec import from_documentation, llm_option_spec
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client import LLMError, resolve_settings
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner, PlannerError
 from ansible_collections.sentinel.remediation.plugins.module_utils.signature import hostnames_of
@@ -20,7 +20,7 @@ _announced_no_llm = False
 
 def argument_spec() -> dict:
     spec = from_documentation(DOCUMENTATION)
-    spec["llm"]["options"]["api_key"]["no_log"] = True
+    spec["llm"] = llm_option_spec()
     return spec
 
 

@@ -159,16 +159,16 @@ def _write(path: str, data: bytes) -> None:
 
 
 def _preload_the_heal_action() -> None:
-    """Import the heal action (planner, policy, engine) in the controller's main process.
+    """Parse what the heal action needs in the controller's main process (plugin_utils/preload).
 
     Ansible forks a worker per host and task, and each worker imports the action plugin it
     runs, parses its argument specs and the bundled runbooks: about 0.3-0.5 s of CPU per host.
     Done once here, before any worker forks, every worker finds them in memory. Only a
     speed-up: nothing depends on it."""
     try:
-        from ansible_collections.sentinel.remediation.plugins.action import heal
+        from ansible_collections.sentinel.remediation.plugins.plugin_utils.preload import warm
 
-        heal.warm()
+        warm()
     except Exception:  # pylint: disable=broad-except
         pass  # the workers parse what they need themselves; the action reports any problem
 

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters sentinel.remediation.policy_check and sentinel.remediation.ensure_sudo.
 
-Thin wrappers: validate the input, call the engine in plugin_utils/policy.py,
+Thin wrappers: validate the input, call the engine in plugin_utils/policy/,
 turn its errors into AnsibleFilterError. Documentation: policy_check.yml and
 ensure_sudo.yml next to this file.
 """
@@ -20,7 +20,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import
     ensure_sudo as _engine_ensure_sudo,
     load_policy,
 )
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy_scope import compile_scope
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import compile_scope
 
 
 def _policy(policy: Any, name: str) -> dict[str, Any]:

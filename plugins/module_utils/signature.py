@@ -18,18 +18,12 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 
-# Ports a service normally listens on; the owner of these ports is a key fact.
-SERVICE_PORTS: dict[str, tuple[int, ...]] = {
-    "nginx": (80, 443),
-    "apache2": (80, 443),
-    "httpd": (80, 443),
-    "redis": (6379,),
-    "redis-server": (6379,),
-    "ssh": (22,),
-    "sshd": (22,),
-    "postgresql": (5432,),
-    "mysql": (3306,),
-}
+from ansible_collections.sentinel.remediation.plugins.module_utils.evidence_text import (
+    SERVICE_PORTS,
+    evidence_texts,
+    listeners,
+)
+from ansible_collections.sentinel.remediation.plugins.module_utils.failure_facts import CAUSE, describe, extract_facts
 
 _MONTHS = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _DAYS = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
@@ -67,16 +61,6 @@ _KEY_LINE = re.compile(
     r"|Can't open|Failed opening|Bad directive|fatal|FATAL", re.IGNORECASE)
 _QUOTED_PATH = re.compile(r"[\"'](/[^\"'\s]+)[\"']")
 _PATH_AT = re.compile(r"(?<![\w.])(/(?:[\w.+@-]+/)*[\w.+@-]+)")
-_SS_LINE = re.compile(
-    r"^\s*(?:tcp\s+|udp\s+)?LISTEN\s+\d+\s+\d+\s+(?P<local>\S+):(?P<port>\d+)\s+\S+"
-    r"(?:\s+users:\(\((?P<users>.*)\)\))?", re.IGNORECASE)
-_SS_USER = re.compile(r"\"(?P<name>[^\"]+)\",pid=(?P<pid>\d+)")
-# The evidence module's listener lines: "0.0.0.0:80 held by python3 (pid 90), nginx (pid 5, 6)"
-# or "0.0.0.0:80 listening as user nobody (holder not visible; that user runs python3 (pid 90))".
-_HELD_LINE = re.compile(
-    r"^\s*(?P<local>\S+):(?P<port>\d+)\s+(?:held by (?P<held>.+)|listening as user \S+ \(holder not visible; "
-    r"that user runs (?P<likely>.+)\))\s*$")
-_HOLDER = re.compile(r"(?P<name>[\w.:@/+-]+) \(pid (?P<pids>[\d, .]+)\)")
 
 
 # The variables that hold a host's names, which a signature must not depend on.
@@ -108,71 +92,6 @@ def normalise_error(text: str | None, hostnames: Iterable[str] = ()) -> str:
     return re.sub(r"\s+", " ", result).strip(" :-")
 
 
-def _evidence_texts(evidence: Mapping | str | None) -> dict[str, str]:
-    """Flatten evidence into ``{key: text}`` (nested keys joined with dots)."""
-    out: dict[str, str] = {}
-
-    def walk(prefix: str, value) -> None:
-        if value is None:
-            return
-        if isinstance(value, Mapping):
-            for key in sorted(value, key=str):
-                walk(f"{prefix}.{key}" if prefix else str(key), value[key])
-        elif isinstance(value, (list, tuple)):
-            if all(not isinstance(v, (Mapping, list, tuple)) for v in value):
-                out[prefix or "text"] = "\n".join(str(v) for v in value)
-            else:
-                for index, item in enumerate(value):
-                    walk(f"{prefix}[{index}]", item)
-        else:
-            out[prefix or "text"] = str(value)
-
-    walk("", evidence if not isinstance(evidence, (str, bytes)) else {"text": evidence})
-    return out
-
-
-def listeners(evidence: Mapping | str | None) -> list[dict]:
-    """Listening sockets found in ``ss -ltnp`` output anywhere in the evidence.
-
-    Each item: ``{"port": int, "address": str, "process": str | None, "pid": int | None}``.
-    """
-    found: list[dict] = []
-    seen = set()
-    for text in _evidence_texts(evidence).values():
-        for line in text.splitlines():
-            held = _HELD_LINE.match(line)
-            if held:
-                holders = held.group("held") or held.group("likely") or ""
-                for holder in _HOLDER.finditer(holders):
-                    for pid in re.findall(r"\d+", holder.group("pids")):
-                        item = {"port": int(held.group("port")), "address": held.group("local"),
-                                "process": holder.group("name"), "pid": int(pid),
-                                "likely": held.group("likely") is not None}
-                        key = (item["port"], item["address"], item["process"], item["pid"])
-                        if key not in seen:
-                            seen.add(key)
-                            found.append(item)
-                continue
-            match = _SS_LINE.match(line)
-            if not match:
-                continue
-            users = list(_SS_USER.finditer(match.group("users") or ""))
-            entry_users = users or [None]
-            for user in entry_users:
-                item = {
-                    "port": int(match.group("port")),
-                    "address": match.group("local"),
-                    "process": user.group("name") if user else None,
-                    "pid": int(user.group("pid")) if user else None,
-                    "likely": False,
-                }
-                key = (item["port"], item["address"], item["process"], item["pid"])
-                if key not in seen:
-                    seen.add(key)
-                    found.append(item)
-    return found
-
-
 def _ports_of_interest(service: str, error: str) -> set[int]:
     ports = set(SERVICE_PORTS.get(service, ()))
     for match in re.finditer(r"(?:(?<=:)|\bport\s+)(\d{2,5})\b", error or "", re.IGNORECASE):
@@ -193,7 +112,7 @@ def key_facts(service: str, error: str | None, evidence: Mapping | str | None,
     """The few facts from the evidence that tell one fault from another (sorted)."""
     service = _service_name(service)
     facts: set[str] = set()
-    texts = _evidence_texts(evidence)
+    texts = evidence_texts(evidence)
     hostnames = tuple(hostnames)
 
     for owner in listeners(evidence):
@@ -290,13 +209,6 @@ def cause_facts(service: str, error: str | None, evidence: Mapping | str | None,
     log error line, a missing path, a stopped process...), host values normalised: two
     failures that look alike from outside ("postgresql is not running") but have different
     causes get different signatures, so hosts never share a plan across causes."""
-    # Imported here: failure_facts builds on this module.
-    from ansible_collections.sentinel.remediation.plugins.module_utils.failure_facts import (  # noqa: E501 pylint: disable=import-outside-toplevel
-        CAUSE,
-        describe,
-        extract_facts,
-    )
-
     if not isinstance(evidence, Mapping):
         return []
     found = extract_facts(service, error, evidence)

@@ -442,6 +442,7 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.sentinel.remediation.plugins.module_utils import (
     health_checks,
     host_lock,
+    option_bounds,
     plan_runner,
     service_spec,
     snapshot,
@@ -489,15 +490,9 @@ def argument_spec() -> dict:
 
 
 def _check_numbers(params: dict) -> None:
-    for key in ("command_timeout", "timeout"):
-        if params[key] <= 0:
-            raise plan_runner.PlanError("%s must be positive, got %d" % (key, params[key]))
-    if params["output_max"] < 100:
-        raise plan_runner.PlanError("output_max must be at least 100, got %d" % params["output_max"])
-    if params["settle"] < 0:
-        raise plan_runner.PlanError("settle must not be negative, got %d" % params["settle"])
-    if params["evidence_max_bytes"] < 200:
-        raise plan_runner.PlanError("evidence_max_bytes must be at least 200, got %d" % params["evidence_max_bytes"])
+    problems = option_bounds.below_minimum(params)
+    if problems:
+        raise plan_runner.PlanError("; ".join(problems))
     kept = params["snapshot"]
     if kept and (kept["max_bytes"] < 0 or kept["max_age"] < 0 or kept["attempt"] < 1):
         raise plan_runner.PlanError("snapshot: max_bytes and max_age must not be negative and attempt is at least 1, "

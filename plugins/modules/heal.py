@@ -15,6 +15,7 @@ author: sentinel.remediation maintainers (@sentinel-remediation)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
+  - sentinel.remediation.llm
 description:
   - The attempt loop of the C(sentinel.remediation.remediate) role in one task per host. For each
     failing service (from the health and evidence of M(sentinel.remediation.service_health)) it opens
@@ -78,10 +79,6 @@ options:
     type: str
     choices: [auto, llm, runbook, memory]
     default: auto
-  llm:
-    description: The OpenAI-compatible endpoint, exactly as the C(llm) option of M(sentinel.remediation.plan).
-    type: dict
-    default: {}
   policy:
     description: Policy overrides (the role's C(remediation_policy)).
     type: dict

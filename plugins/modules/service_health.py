@@ -374,6 +374,7 @@ from ansible_collections.sentinel.remediation.plugins.module_utils import (
     health_checks,
     host_probe,
     landlock,
+    option_bounds,
     service_spec,
 )
 
@@ -522,17 +523,9 @@ def main() -> None:
     empty = dict(healthy=False, error="", checks=[])
     if module.check_mode:
         params["remembered"] = []  # check mode changes nothing
-    for key in ("timeout", "evidence_max_services", "command_timeout"):
-        if params[key] <= 0:
-            module.fail_json(msg="%s must be positive, got %d" % (key, params[key]), **empty)
-    for key in ("confirm_attempts", "confirm_interval", "confirm_max_seconds"):
-        if params[key] < 0:
-            module.fail_json(msg="%s must not be negative, got %d" % (key, params[key]), **empty)
-    if params["evidence_max_bytes"] < 200:
-        module.fail_json(msg="evidence_max_bytes must be at least 200, got %d" % params["evidence_max_bytes"], **empty)
-    if params["output_max"] < 100 or params["settle"] < 0:
-        module.fail_json(msg="output_max must be at least 100 and settle not negative, got %d and %d"
-                         % (params["output_max"], params["settle"]), **empty)
+    problems = option_bounds.below_minimum(params)
+    if problems:
+        module.fail_json(msg="; ".join(problems), **empty)
     if params["remembered"] and params["services"] is None:
         module.fail_json(msg="remembered needs services (the one-round-trip form)", **empty)
     runner = _plan_runner() if params["remembered"] else None

@@ -9,6 +9,8 @@ import functools
 
 import yaml
 
+from ansible_collections.sentinel.remediation.plugins.doc_fragments.llm import ModuleDocFragment as LLMDocFragment
+
 _SPEC_KEYS = ("type", "required", "default", "choices", "elements", "no_log", "aliases")
 
 
@@ -37,3 +39,11 @@ def from_documentation(documentation: str) -> dict:
     """``validate_argument_spec``'s spec for the options of a DOCUMENTATION string (parsed once
     per process; each caller gets its own copy)."""
     return copy.deepcopy(_parsed_spec(documentation))
+
+
+def llm_option_spec() -> dict:
+    """The argument spec of the ``llm`` option the plan and heal actions share (documented once,
+    in the ``sentinel.remediation.llm`` doc fragment); the API key is never logged."""
+    spec = from_documentation(LLMDocFragment.DOCUMENTATION)["llm"]
+    spec["options"]["api_key"]["no_log"] = True
+    return spec

@@ -391,6 +391,11 @@ class KnowledgeIndex:
 
 # ---------------------------------------------------------------------- loading, with a cache
 
+def retrieve(books: Sequence[Mapping], query: str, service: str | None = None, top: int = 3) -> list[dict]:
+    """The ``top`` runbook passages for ``query`` by BM25 over ``books`` alone."""
+    return KnowledgeIndex.build(books).query(query, service, top)
+
+
 @dataclass
 class Knowledge:
     """Runbooks and the index over them and the documents, as one run uses them."""

@@ -22,6 +22,8 @@ import socket
 import time
 from collections.abc import Mapping
 
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import redis_connection
+
 
 def target_key(host_vars: Mapping) -> str:
     """The real target behind an inventory host."""
@@ -171,10 +173,9 @@ class RedisLease:
     def connect(cls, uri: str, prefix: str, key: str, owner: str, ttl: float = 900.0,
                 process: tuple[int, str] | None = None) -> RedisLease:
         """A lease on the fact cache's Redis (``host:port:db[:password]``)."""
-        from .plan_share import PlanShareUnavailable, redis_client  # pylint: disable=import-outside-toplevel
         try:
-            client = redis_client(uri)
-        except PlanShareUnavailable as exc:
+            client = redis_connection.connect(uri, "the host lease")
+        except redis_connection.RedisUnavailable as exc:
             raise LeaseUnavailable(str(exc)) from exc
         return cls(client, prefix, key, owner, ttl=ttl, process=process)
 
@@ -186,7 +187,7 @@ class RedisLease:
 
     def acquire(self, now: float | None = None) -> None:
         """Take or renew the lease; ``LeaseBusy`` when another live owner holds it."""
-        import redis  # pylint: disable=import-outside-toplevel
+        errors = redis_connection.errors()
         moment = time.time() if now is None else now
         ttl_ms = max(1000, int(self.ttl * 1000))
         try:
@@ -216,16 +217,16 @@ class RedisLease:
                 left = max(0, int(self.client.pttl(self.name) or 0) // 1000)
                 raise LeaseBusy(f"{self.key} is being remediated by {current.get('owner') or 'an unknown run'} "
                                 f"(since {current.get('since')}, lease ends in {left} s)")
-        except redis.RedisError as exc:
+        except errors as exc:
             raise LeaseUnavailable(f"the Redis lease for {self.key} could not be taken: {exc}") from exc
         raise LeaseBusy(f"{self.key} changed hands three times while this run tried to take it")
 
     def holds(self) -> bool:
         """Whether this run still holds the lease; ``LeaseUnavailable`` when Redis cannot say."""
-        import redis  # pylint: disable=import-outside-toplevel
+        errors = redis_connection.errors()
         try:
             raw = self.client.get(self.name)
-        except redis.RedisError as exc:
+        except errors as exc:
             raise LeaseUnavailable(f"the Redis lease for {self.key} could not be read: {exc}") from exc
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
         try:
@@ -237,9 +238,9 @@ class RedisLease:
     def release(self) -> None:
         if not self.held:
             return
-        import redis  # pylint: disable=import-outside-toplevel
+        errors = redis_connection.errors()
         try:
             self.client.eval(_DELETE_IF, 1, self.name, self._value)
-        except redis.RedisError:
+        except errors:
             pass  # it lapses at its expiry
         self.held = False

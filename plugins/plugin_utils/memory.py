@@ -23,7 +23,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ansible_collections.sentinel.remediation.plugins.module_utils.signature import SERVICE_PORTS, normalise_error
+from ansible_collections.sentinel.remediation.plugins.module_utils.evidence_text import SERVICE_PORTS
+from ansible_collections.sentinel.remediation.plugins.module_utils.signature import normalise_error
 
 DEFAULT_MAX_EPISODES = 50
 APPROVALS = ("none", "auto", "approved", "rejected", "pending")

@@ -22,7 +22,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import socket
 import time
@@ -30,7 +29,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.requirements import missing_package
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import redis_connection
 
 STALE_RUN_SECONDS = 24 * 3600
 
@@ -118,52 +117,12 @@ class PlanShare:
 # ---------------------------------------------------------------- across controllers (Redis)
 
 PLAN_SOURCES = ("memory", "llm", "runbook", "fallback", "none")
-_REDIS_URI = re.compile(r"^(?P<host>[^:\[\]]+|\[[^\]]+\]):(?P<port>\d+):(?P<db>\d+)(?::(?P<password>.*))?$")
 # Deletes the claim only when it is still ours (or still the dead owner's we saw).
 _RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
 class PlanShareUnavailable(Exception):
     """The Redis plan share cannot be used; the message says why."""
-
-
-def redis_options(uri: str) -> dict:
-    """Client options from the Redis fact cache's connection string.
-
-    The format is the one the ``community.general.redis`` cache documents:
-    ``[tls://]host:port:db[:password]``. Redis Sentinel (``;`` separated) is not
-    supported here; the caller then shares plans within the run only.
-    """
-    text = str(uri or "").strip()
-    options: dict[str, Any] = {}
-    if text.startswith("tls://"):
-        options["ssl"] = True
-        text = text[len("tls://"):]
-    if ";" in text:
-        raise PlanShareUnavailable("a Redis Sentinel connection string is not supported for plan sharing")
-    match = _REDIS_URI.match(text)
-    if not match:
-        raise PlanShareUnavailable(f"cannot read the Redis connection {str(uri)!r} (expected host:port:db[:password])")
-    options.update(host=match["host"].strip("[]"), port=int(match["port"]), db=int(match["db"]))
-    if match["password"]:
-        options["password"] = match["password"]
-    return options
-
-
-def redis_client(uri: str):
-    """A client of the fact cache's Redis that answered a PING; ``PlanShareUnavailable``
-    naming why when the connection string, the package or the server is not usable."""
-    options = redis_options(uri)
-    try:
-        import redis  # pylint: disable=import-outside-toplevel
-    except ImportError as exc:
-        raise PlanShareUnavailable(missing_package("redis")) from exc
-    client = redis.Redis(socket_timeout=5, socket_connect_timeout=5, **options)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        raise PlanShareUnavailable(f"Redis at {options['host']}:{options['port']} did not answer: {exc}") from exc
-    return client
 
 
 def plan_problem(plan: Any) -> str | None:
@@ -243,7 +202,10 @@ class RedisPlanShare:
     @classmethod
     def connect(cls, uri: str, prefix: str, **kwargs: Any) -> RedisPlanShare:
         """A share on the fact cache's Redis; ``PlanShareUnavailable`` when it cannot be reached."""
-        return cls(redis_client(uri), prefix, **kwargs)
+        try:
+            return cls(redis_connection.connect(uri, "plan sharing"), prefix, **kwargs)
+        except redis_connection.RedisUnavailable as exc:
+            raise PlanShareUnavailable(str(exc)) from exc
 
     def _keys(self, key: str) -> tuple[str, str]:
         base = f"{self.prefix}plan:{key}"
@@ -271,12 +233,11 @@ class RedisPlanShare:
 
     def get_or_make(self, key: str, make: Callable[[], Mapping]) -> tuple[dict, str]:
         """(plan, how) as ``PlanShare.get_or_make``; Redis errors raise ``PlanShareUnavailable``."""
-        import redis  # pylint: disable=import-outside-toplevel
-
+        errors = redis_connection.errors()
         plan_key, claim_key = self._keys(key)
         try:
-            return self._get_or_make(plan_key, claim_key, make, redis.RedisError)
-        except redis.RedisError as exc:
+            return self._get_or_make(plan_key, claim_key, make, errors)
+        except errors as exc:
             raise PlanShareUnavailable(f"Redis failed while sharing a plan: {exc}") from exc
 
     def _publish(self, plan_key: str, claim_key: str, plan: Mapping, errors: type[Exception]) -> None:

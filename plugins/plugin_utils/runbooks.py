@@ -35,20 +35,15 @@ from ansible_collections.sentinel.remediation.plugins.module_utils.failure_facts
     CAUSE,
     FACTS,
     WEAK,
-    FactSpecError,
     FailureFacts,
     describe,
     extract_facts,
-    instances,
     own_names,
-    parse_requirement,
     service_name,
 )
-from ansible_collections.sentinel.remediation.plugins.module_utils.signature import (
-    _evidence_texts,
-    key_facts,
-    listeners,
-)
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.fact_requirements import FactSpecError, instances, parse_requirement
+from ansible_collections.sentinel.remediation.plugins.module_utils.evidence_text import evidence_texts, listeners
+from ansible_collections.sentinel.remediation.plugins.module_utils.signature import key_facts
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "runbooks"
 INIT_SYSTEMS = ("systemd", "sysv", "other")
@@ -407,7 +402,7 @@ def failure_text(service: str, error: str | None, evidence, host_tools: Mapping 
     absent = (host_tools or {}).get("absent") or []
     if absent:
         parts.append("absent tools: " + " ".join(sorted(str(t) for t in absent)))
-    parts.extend(f"{key}: {text}" for key, text in _evidence_texts(evidence).items())
+    parts.extend(f"{key}: {text}" for key, text in evidence_texts(evidence).items())
     parts.extend(key_facts(service, error, evidence))
     if found is not None:
         parts.extend(f"fact {line}" for line in found.lines())
@@ -601,13 +596,6 @@ def passages(books: Sequence[Mapping]) -> list[dict]:
     return items
 
 
-def retrieve(books: Sequence[Mapping], query: str, service: str | None = None, top: int = 3) -> list[dict]:
-    """The ``top`` runbook passages for ``query`` by BM25; see ``knowledge.KnowledgeIndex``."""
-    from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import KnowledgeIndex
-
-    return KnowledgeIndex.build(books).query(query, service, top)
-
-
 # ---------------------------------------------------------------------- placeholders
 
 _DATA_FILES = re.compile(r"(?:^dump\.rdb$|\.rdb$|\.aof$|^appendonly|^appendonlydir$|^temp-\d+\.rdb$)")
@@ -700,7 +688,7 @@ def _config_error_file(arg: str | None, ctx: _Context) -> str:
     prefix = arg or "/etc/"
     candidates = [f["file"] for f in ctx.found.of("config_invalid") if f.get("file")]
     if not candidates:
-        texts = [ctx.error or ""] + list(_evidence_texts(ctx.evidence).values())
+        texts = [ctx.error or ""] + list(evidence_texts(ctx.evidence).values())
         for text in texts:
             for line in text.splitlines():
                 if re.search(r"\[(?:emerg|crit|alert|error)\]|syntax|error", line, re.IGNORECASE):
@@ -718,7 +706,7 @@ def _largest_file(arg: str | None, ctx: _Context) -> str:
         raise PlaceholderError("largest_file needs a directory, e.g. {largest_file:/var/lib/redis}")
     directory = arg.rstrip("/")
     sizes: dict[str, float] = {}
-    for text in _evidence_texts(ctx.evidence).values():
+    for text in evidence_texts(ctx.evidence).values():
         for line in text.splitlines():
             match = _SIZE_LINE.match(line)
             if match:

@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import classify, load_policy
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy_scope import compile_scope
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import compile_scope
 
 pytestmark = pytest.mark.lab
 

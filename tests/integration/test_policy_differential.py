@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import classify, load_policy
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy_syntax import parse_command
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import parse_command
 
 pytestmark = pytest.mark.lab
 

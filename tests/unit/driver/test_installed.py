@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
-from sentinel_remediate import runner
+from sentinel_remediate import collection, runner
 
 
 def _installed(base: Path, namespace: str = "sentinel", name: str = "remediation") -> Path:
@@ -18,14 +18,14 @@ def _installed(base: Path, namespace: str = "sentinel", name: str = "remediation
 
 def test_an_installed_collection_is_found_by_its_path_or_its_collections_path(tmp_path):
     root = _installed(tmp_path)
-    assert runner.find_project_dir(str(root)) == root.resolve()
-    assert runner.find_project_dir(str(tmp_path)) == root.resolve()
+    assert collection.find_project_dir(str(root)) == root.resolve()
+    assert collection.find_project_dir(str(tmp_path)) == root.resolve()
 
 
 def test_another_installed_collection_is_not_taken_for_it(tmp_path):
     other = _installed(tmp_path, "community", "general")
-    with pytest.raises(runner.DriverError, match="MANIFEST.json"):
-        runner.find_project_dir(str(other))
+    with pytest.raises(collection.DriverError, match="MANIFEST.json"):
+        collection.find_project_dir(str(other))
 
 
 def test_the_configuration_of_the_starting_directory_applies_to_an_installed_collection(tmp_path, monkeypatch):

@@ -7,13 +7,13 @@ import pytest
 import yaml
 from ansible.errors import AnsibleLookupError
 
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import retrieve
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.runbooks import (
     PlaceholderError,
     RunbookError,
     load_runbooks,
     match_runbooks,
     resolve_placeholders,
-    retrieve,
 )
 from fault_samples import FAULTS, sample
 

@@ -155,7 +155,7 @@ def test_secrets_in_argv_and_output_are_redacted(capsys) -> None:
     ({"commands": []}, "at least one command"),
     ({"commands": [{"argv": []}]}, "commands[0].argv"),
     ({"commands": [{"argv": ["true"]}], "expect_pids": {"x": {"start": 1}}}, "key 'x' is not a PID"),
-    ({"commands": [{"argv": ["true"]}], "command_timeout": 0}, "command_timeout must be positive"),
+    ({"commands": [{"argv": ["true"]}], "command_timeout": 0}, "command_timeout must be at least 1, got 0"),
     ({"commands": [{"argv": ["true"]}], "output_max": 5}, "output_max must be at least 100"),
     ({"commands": [{"argv": ["true"]}], "unprivileged_user": "no-such-user-xyz"}, "no such user"),
     ({"commands": [{"argv": ["true"]}], "verify": {"checks": []}}, "name"),

@@ -361,7 +361,7 @@ def test_no_fix_runs_in_check_mode_or_behind_a_failing_dependency(capsys, tmp_pa
     ({"remembered": [{"service": "flagd", "signature": "s", "commands": [{"argv": []}]}]},
      "remembered[0]: commands[0].argv: a non-empty list of strings is needed"),
     ({"remembered": [{"service": "flagd", "signature": "s", "commands": [{"become": True}]}]}, "argv"),
-    ({"settle": -1}, "settle not negative"),
+    ({"settle": -1}, "settle must be at least 0, got -1"),
 ])
 def test_bad_remembered_fixes_are_named(capsys, tmp_path: Path, args: dict, message: str) -> None:
     result = run_module(capsys, dict({"services": [_marker_service(tmp_path)], "evidence": True}, **args))

@@ -15,8 +15,8 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share im
     PlanShareUnavailable,
     RedisPlanShare,
     plan_problem,
-    redis_options,
 )
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.redis_connection import RedisUnavailable, redis_options
 from tests.redis_server import RedisServer, skip_or_fail_without_redis
 
 PLAN = {"source": "llm", "commands": [{"command": "service nginx start", "verdict": "allow"}],
@@ -47,7 +47,7 @@ def test_redis_options_read_the_fact_cache_connection_format():
 @pytest.mark.parametrize("uri, words", [("localhost", "host:port:db"), ("", "host:port:db"),
                                         ("a:26379;b:26379;0", "Sentinel")])
 def test_redis_options_refuse_what_they_cannot_read(uri, words):
-    with pytest.raises(PlanShareUnavailable, match=words):
+    with pytest.raises(RedisUnavailable, match=words):
         redis_options(uri)
 
 

@@ -23,7 +23,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import
     load_policy,
     scope_from_service,
 )
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy_schema import SCHEMA_FILE, validate
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import SCHEMA_FILE, validate
 
 C2_KEYS = {"command", "verdict", "reasons", "argv", "become", "display", "pids", "effects"}
 LAB = {"absent_tools": ["systemctl", "lsof", "fuser", "journalctl"]}

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import classify, load_policy
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy_scope import compile_scope
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import compile_scope
 
 CORPORA = Path(__file__).resolve().parents[3] / "corpora" / "policy"
 VERDICTS = ("allow", "approval", "reject")

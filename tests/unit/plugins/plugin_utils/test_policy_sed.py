@@ -1,13 +1,13 @@
 # Copyright (c) sentinel.remediation contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The sed rule (plugins/plugin_utils/policy_sed.py): scripts that only edit text pass, any
+"""The sed rule (plugins/plugin_utils/policy/_sed.py): scripts that only edit text pass, any
 way of running a program or touching another file is refused, however it is written."""
 from __future__ import annotations
 
 import pytest
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy_sed import SedScriptError, parse_script
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy._sed import SedScriptError, parse_script
 
 REDIS = policy.scope_from_service({"name": "redis-server", "units": ["redis-server.service"],
                                    "config_paths": ["/etc/redis"], "data_paths": ["/var/lib/redis"]})

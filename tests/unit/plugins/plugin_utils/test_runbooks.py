@@ -17,11 +17,10 @@ import pytest
 from ansible_collections.sentinel.remediation.plugins.module_utils.failure_facts import (
     FACTS,
     extract_facts,
-    instances,
     parse_path_state,
-    parse_requirement,
     writable_by,
 )
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.fact_requirements import instances, parse_requirement
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.runbooks import (
     DEFAULT_DIR,
     PLACEHOLDERS,

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Judges of the policy engine: what an effect on a path, a unit or a process means.
 
-Tool rules (``policy_tools``) read a command's arguments the way the tool does and
+Tool rules (``_tools``) read a command's arguments the way the tool does and
 report its effects here: ``path(...)`` for every file it reads, writes, creates or
 deletes, ``unit(...)`` for every unit it starts or stops, ``signal(...)`` for every
 process it signals. Each judge decides at once, from the incident scope and the
@@ -16,8 +16,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .policy_paths import Mode, alias_kind, canonical, depth, normalise
-from .policy_scope import Scope, unit_base, unit_name
+from ._paths import Mode, alias_kind, canonical, depth, normalise
+from ._scope import Scope, unit_base, unit_name
 
 ALLOW, APPROVAL, REJECT = 0, 1, 2
 VERDICTS = ("allow", "approval", "reject")

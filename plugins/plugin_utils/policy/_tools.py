@@ -2,12 +2,12 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Tool rules of the policy engine: what a tool's arguments mean.
 
-Each rule reads the arguments as the tool would (``policy_options``) and reports the
-effects to the judges in ``policy_rules``: the paths it reads or changes, the units it
+Each rule reads the arguments as the tool would (``_options``) and reports the
+effects to the judges in ``_rules``: the paths it reads or changes, the units it
 acts on, the processes it signals. Simple read-only tools are described as data in
-``policy_defaults.yml`` and read by ``generic``; tools whose arguments carry meaning
+``defaults.yml`` and read by ``generic``; tools whose arguments carry meaning
 (verbs, signals, modes, SQL, firewall commands) have a rule here or in
-``policy_tools_apps``.
+``_apps``.
 """
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import policy_destinations as destinations
-from . import policy_rules as judge
-from .policy_options import OptionSpec, Parsed, parse_options, spec_from_table
-from .policy_rules import Check, q, signal_name
-from .policy_scope import unit_name
+from . import _destinations as destinations
+from . import _rules as judge
+from ._options import OptionSpec, Parsed, parse_options, spec_from_table
+from ._rules import Check, q, signal_name
+from ._scope import unit_name
 
 Rule = Callable[[Check, list[str], Mapping[str, Any]], None]
 

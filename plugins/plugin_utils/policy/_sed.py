@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import policy_rules as judge
-from .policy_options import spec_from_table
-from .policy_rules import Check, q
-from .policy_tools import parse
+from . import _rules as judge
+from ._options import spec_from_table
+from ._rules import Check, q
+from ._tools import parse
 
 _SED = spec_from_table({
     "-i|--in-place": "?word", "-e|--expression": "text", "-n|--quiet|--silent": None,

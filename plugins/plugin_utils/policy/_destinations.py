@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import posixpath
 
-from .policy_paths import canonical
-from .policy_rules import Check, q
+from ._paths import canonical
+from ._rules import Check, q
 
 _WRITTEN_BY_DAEMONS = ("pidfile", "runtime", "log")
 _WRITABLE_BY_OTHERS = ("pidfile", "runtime", "log", "data")

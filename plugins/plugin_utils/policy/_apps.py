@@ -1,7 +1,7 @@
 # Copyright: contributors to sentinel.remediation
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Tool rules for the services the collection heals: web servers, databases, Redis,
-containers, TLS and local health checks. See ``policy_tools`` for the conventions."""
+containers, TLS and local health checks. See ``_tools`` for the conventions."""
 from __future__ import annotations
 
 import fnmatch
@@ -9,11 +9,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from . import policy_rules as judge
-from . import service_cli
-from .policy_options import spec_from_table
-from .policy_rules import Check, q, signal_name
-from .policy_tools import count_bounds, option_values, parse, value
+from . import _rules as judge
+from .. import service_cli
+from ._options import spec_from_table
+from ._rules import Check, q, signal_name
+from ._tools import count_bounds, option_values, parse, value
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]", "ip6-localhost", "0.0.0.0"}
 

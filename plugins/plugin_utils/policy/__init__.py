@@ -5,17 +5,17 @@
 Every command a planner, a runbook or the memory proposes is hostile text until this
 engine has classified it. The pipeline, each step failing closed:
 
-1. characters (``policy_syntax.check_characters``): length bound, printable ASCII only;
-2. structure (``policy_syntax.parse_command``): tree-sitter-bash must see exactly one
+1. characters (``_syntax.check_characters``): length bound, printable ASCII only;
+2. structure (``_syntax.parse_command``): tree-sitter-bash must see exactly one
    simple command, and our own quoting grammar must read every word as plain text;
 3. privilege: a leading ``sudo`` (or ``runuser``) written by the proposal is removed and
    ignored; the engine alone decides whether the command runs as root (``become``). A
    ``sudo -u ACCOUNT`` becomes ``runuser -u ACCOUNT --`` (a less privileged account);
-4. tools (``policy_tools``, ``policy_tools_apps``): wrappers (``timeout``, ``nice``...) are
+4. tools (``_tools``, ``_apps``): wrappers (``timeout``, ``nice``...) are
    looked through; the tool must be allowed and present, and its arguments are read the
    way the tool reads them, giving its effects;
-5. effects (``policy_rules``): each effect (path read or changed, unit started or stopped,
-   process signalled) is judged against the incident scope (``policy_scope``) and the
+5. effects (``_rules``): each effect (path read or changed, unit started or stopped,
+   process signalled) is judged against the incident scope (``_scope``) and the
    policy; the verdict is the strictest;
 6. critical patterns from the policy can only make the verdict stricter.
 
@@ -33,22 +33,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._argspec import load_yaml
-from . import policy_sed, policy_tools, policy_tools_apps
-from .policy_options import OptionSpec, parse_options, spec_from_table
-from .policy_paths import ancestor_regex, canonical, name_regex, pattern_regex
-from .policy_rules import ALLOW, APPROVAL, REJECT, VERDICTS, Check, q
-from .policy_schema import validate
-from .policy_scope import Scope, ScopeError, compile_scope, describe_scope, scope_from_service
-from .policy_syntax import check_characters, display, parse_command, shell_join
+from .._argspec import load_yaml
+from . import _apps, _sed, _tools
+from ._options import OptionSpec, parse_options, spec_from_table
+from ._paths import ancestor_regex, canonical, name_regex, pattern_regex
+from ._rules import ALLOW, APPROVAL, REJECT, VERDICTS, Check, q
+from ._schema import SCHEMA_FILE, validate
+from ._scope import Scope, ScopeError, compile_scope, describe_scope, scope_from_service
+from ._syntax import check_characters, display, parse_command, shell_join
 
 __all__ = ["PolicyError", "ScopeError", "load_policy", "classify", "classify_many", "ensure_sudo",
-           "scope_from_service", "describe_scope"]
+           "scope_from_service", "describe_scope", "compile_scope", "parse_command", "SCHEMA_FILE", "validate"]
 
-_DEFAULTS_FILE = Path(__file__).with_name("policy_defaults.yml")
+_DEFAULTS_FILE = Path(__file__).with_name("defaults.yml")
 _MAX_REASONS = 6
 _REJECT_DISPLAY = 1000
-RULES: dict[str, Any] = {**policy_tools.RULES, **policy_tools_apps.RULES, **policy_sed.RULES}
+RULES: dict[str, Any] = {**_tools.RULES, **_apps.RULES, **_sed.RULES}
 _BIN_DIRS = ("/usr/local/sbin/", "/usr/local/bin/", "/usr/sbin/", "/usr/bin/", "/sbin/", "/bin/")
 _INIT_SCRIPT = re.compile(r"^/etc/init\.d/[a-z0-9][a-z0-9@._+-]{0,63}$")
 _VERSIONED = re.compile(r"[-.]?[0-9][0-9.]*$")
@@ -464,7 +464,7 @@ def _skip_wrappers(argv: list[str], i: int, policy: LoadedPolicy, findings: list
         for opt_name, text in parsed.options:
             option = spec.short.get(opt_name) or spec.long.get(opt_name)
             if option is not None and text is not None:
-                policy_tools.value(probe, option.vtype, text, f"`{name} {opt_name}`")
+                _tools.value(probe, option.vtype, text, f"`{name} {opt_name}`")
         i = j
         if i < len(argv) and argv[i] == "--":
             i += 1
@@ -472,7 +472,7 @@ def _skip_wrappers(argv: list[str], i: int, policy: LoadedPolicy, findings: list
             if i >= len(argv):
                 findings.append((REJECT, f"`{name}` needs a {vtype} before the command"))
                 return -1
-            policy_tools.value(probe, vtype, argv[i], f"`{name}`")
+            _tools.value(probe, vtype, argv[i], f"`{name}`")
             i += 1
         findings.extend(probe.findings)
         if probe.rejected or parsed.problems:

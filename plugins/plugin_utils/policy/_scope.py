@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .policy_paths import canonical, normalise, pattern_regex
+from ._paths import canonical, normalise, pattern_regex
 
 UNIT_TYPES = ("service", "socket", "target", "device", "mount", "automount", "swap", "timer", "path",
               "slice", "scope")

@@ -1,6 +1,6 @@
 # Copyright: contributors to sentinel.remediation
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Validation of a policy document against the published schema (policy_schema.json).
+"""Validation of a policy document against the published schema (schema.json).
 
 The schema is standard JSON Schema (draft 2020-12), so any validator can check a policy
 file. The controller does not depend on one: this module reads the small subset the
@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-SCHEMA_FILE = Path(__file__).with_name("policy_schema.json")
+SCHEMA_FILE = Path(__file__).with_name("schema.json")
 
 _TYPES: dict[str, Any] = {
     "object": lambda v: isinstance(v, Mapping),
