@@ -169,7 +169,7 @@ _JOIN = ("local p = redis.call('HGET', KEYS[1], ARGV[1]) "
 
 class RedisRollout(_Waves):
     """One plan's rollout in the Redis every controller shares plans through (the client of
-    ``plan_share.redis_client``). Keys ``<prefix>rollout:<key>:order`` (host to place, set
+    ``redis_connection.connect``). Keys ``<prefix>rollout:<key>:order`` (host to place, set
     atomically) and ``<prefix>rollout:<key>:outcomes`` (place to outcome), both expiring with
     the shared plan (``ttl`` seconds after the last write)."""
 

@@ -98,7 +98,7 @@ def test_a_wave_of_no_host_is_refused(tmp_path):
 @pytest.fixture()
 def redis_client(tmp_path):
     from tests.redis_server import RedisServer, skip_or_fail_without_redis
-    from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import redis_client as connect
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils.redis_connection import connect
 
     skip_or_fail_without_redis()
     with RedisServer(tmp_path) as server:
