@@ -191,9 +191,12 @@ def fleet_run(lab, tmp_path, plan: list[str]):
 
 def test_a_plan_that_does_not_heal_the_canary_never_runs_on_the_others(lab, tmp_path):
     work, outcomes = fleet_run(lab, tmp_path, [f"touch {MARK}"])
-    ran = [h for h in FLEET if lab.exec(h, f"test -e {MARK}").ok]
+    ran = [h for h in FLEET if [r for r in journal_records(work, h) if r.get("kind") == "intent"]]
     assert len(ran) == 1, ran  # only the canary ran it
     canary = ran[0]
+    # ... and what it changed was put back, since it did not heal
+    assert [h for h in FLEET if lab.exec(h, f"test -e {MARK}").ok] == []
+    assert [r for r in journal_records(work, canary) if r.get("kind") == "undo"], canary
     assert "canary" in outcomes[(canary, "nginx")]["safeguards"], outcomes[(canary, "nginx")]
     for host in FLEET:
         if host == canary:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import email
 import json
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -331,4 +332,9 @@ def test_a_route_to_a_channel_that_is_not_configured_is_refused_before_any_host_
     assert proc.returncode != 0
     assert ("remediate_notify_routes.refused names pagerduty, which is not configured "
             "(remediate_notify_pagerduty.routing_key is empty)") in proc.stdout
-    assert "Check every watched service" not in proc.stdout
+    # no health check ran: the split pass's health task (only for a fleet) was skipped, and the
+    # heal task refused the input before touching the host
+    health = re.findall(r"TASK \[[^\]]*Check every watched service's health[^\]]*\] \**\n(\w+):", proc.stdout)
+    assert health in ([], ["skipping"]), proc.stdout[-2000:]
+    assert "Check and heal every watched service" in proc.stdout and "ok: [localhost]" not in proc.stdout.split(
+        "Check and heal every watched service", 1)[1]

@@ -129,6 +129,9 @@ class Run:
                               "timeout": 3, "max_retries": 1, "retry_after_max": 5},
             "remediate_max_retries": 2,
             "remediate_artifacts_dir": str(self.artifacts),
+            # These tests break one service on every host on purpose: the failures are real, not a
+            # suspect check (the fleet-wide stop has its own test, test_fleet_rollout.py).
+            "remediate_fleet_stop_share": 1,
         }
         variables.update(extra or {})
         self.vars_file = work / f"{name}-vars.json"
