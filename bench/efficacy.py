@@ -131,6 +131,9 @@ def remediate(opts, inventory: Path, work: Path, llm_env: dict, playbook: str = 
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", **llm_env)
     extra = {"remediate_artifacts_dir": str(work / "artifacts"), "remediate_max_retries": opts.max_attempts,
              "remediate_fail_on_escalation": False,
+             # every host carries a fault on purpose (often of the same service): these failures
+             # are real, not a suspect check, so the fleet-wide stop is off here
+             "remediate_fleet_stop_share": 1,
              "remediate_llm": {"timeout": opts.llm_timeout, "deadline": opts.llm_timeout, "max_retries": 0}
              if opts.mode != "runbook" else {}} | (more or {})
     (work / f"{name}.extra.json").write_text(json.dumps(extra))
