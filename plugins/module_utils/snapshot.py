@@ -174,6 +174,22 @@ def _ensure_parent(path):
         os.makedirs(parent, 0o755)
 
 
+def _swap_in(temporary, path, state, fill=None, link=False):
+    """Fill ``temporary`` (made beside ``path``), give it the kept metadata, then rename it
+    over ``path`` (a directory there is removed first); ``temporary`` never outlives a failure."""
+    try:
+        if fill is not None:
+            fill()
+        _set_meta(temporary, state, link=link)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        os.rename(temporary, path)
+    except BaseException:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+        raise
+
+
 def _place(path, state, store):
     """Make ``path`` be ``state`` (raises OSError / SnapshotError on what cannot be done)."""
     kind = state.get("kind")
@@ -186,29 +202,15 @@ def _place(path, state, store):
     if kind == "file":
         data = store.get(state["digest"])
         handle, temporary = tempfile.mkstemp(dir=posixpath.dirname(path) or "/", prefix=".sentinel-restore-")
-        try:
+
+        def fill():
             with os.fdopen(handle, "wb") as out:
                 out.write(data)
-            _set_meta(temporary, state)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            os.rename(temporary, path)
-        except BaseException:
-            if os.path.lexists(temporary):
-                os.unlink(temporary)
-            raise
+        _swap_in(temporary, path, state, fill)
     elif kind == "link":
         temporary = posixpath.join(posixpath.dirname(path) or "/", ".sentinel-restore-%d-%d" % (os.getpid(), time.time() * 1000000))
         os.symlink(state["target"], temporary)
-        try:
-            _set_meta(temporary, state, link=True)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            os.rename(temporary, path)
-        except BaseException:
-            if os.path.lexists(temporary):
-                os.unlink(temporary)
-            raise
+        _swap_in(temporary, path, state, link=True)
     elif kind == "dir":
         if os.path.lexists(path) and not (os.path.isdir(path) and not os.path.islink(path)):
             os.unlink(path)
