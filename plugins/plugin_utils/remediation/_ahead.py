@@ -83,7 +83,7 @@ class AheadFixes:
         planner = Planner(service=name, successful_fixes=successes, failed_commands=failed,
                           policy=self.check.host_policy({}), max_commands=ctx.args["max_commands"], backend="memory",
                           hostnames=ctx.hostnames, scope=scope, knowledge=ctx.knowledge, service_def=definition,
-                          signature=signature)
+                          signature=signature, classify=self.check.classifier({}, scope))
         return planner.from_memory()
 
     def send(self, fixes: dict[str, dict[str, AheadFix]]) -> dict[str, dict[str, AheadFix]]:

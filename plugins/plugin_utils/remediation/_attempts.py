@@ -254,7 +254,7 @@ class AttemptLoop:
                 successful_fixes=successes, host_tools=tools, policy=self.check.host_policy(tools),
                 max_commands=args["max_commands"], backend=args["backend"], hostnames=ctx.hostnames,
                 llm_settings=ctx.settings, incident=incident, scope=scope, knowledge=ctx.knowledge,
-                service_def=definition, recalled=recalled)
+                service_def=definition, recalled=recalled, classify=self.check.classifier(tools, scope))
             out = planner.run()
             out["host_values"] = host_values(evidence, incident.service, definition.get("ports") or [])
             out["planned_by"] = ctx.planner_id
