@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Render the service definition's doc fragment placements from their one source.
 
 A service definition (contract C1) is documented at five places of
