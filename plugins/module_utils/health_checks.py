@@ -26,12 +26,13 @@ UNIT_STATE_KEYS = ("LoadState", "ActiveState", "SubState", "Result", "UnitFileSt
 
 
 def parse_show(text: str) -> dict:
-    """``systemctl show`` output (``Key=value`` lines) as a dict."""
+    """``systemctl show`` output (``Key=value`` lines) as a dict. A key given on several lines
+    (one ``ExecStartPre=`` line per command) keeps every value, joined by a space."""
     props = {}
     for line in (text or "").splitlines():
         key, sep, value = line.partition("=")
         if sep and key and " " not in key:
-            props[key] = value
+            props[key] = (props[key] + " " + value) if props.get(key) and value else (value or props.get(key, ""))
     return props
 
 

@@ -52,7 +52,11 @@ UNIT_PROPERTIES = UNIT_STATE_KEYS + (
     "RuntimeDirectory", "StateDirectory", "LogsDirectory", "CacheDirectory", "ConfigurationDirectory", "PIDFile",
     # Units it cannot start without: one that does not exist (or is masked) stops every start.
     "Requires", "Requisite", "BindsTo",
-)
+) + ("ExecStartPre", "ExecStart", "ExecStartPost", "ExecReload", "ExecStop")
+# The programs a unit runs, from its Exec*= properties ("{ path=/usr/sbin/nginx ; argv[]=... }"):
+# reported as one ``Programs`` line, never the whole command lines (they may carry secrets).
+_EXEC_PROPERTIES = ("ExecStartPre", "ExecStart", "ExecStartPost", "ExecReload", "ExecStop")
+_EXEC_PATH = re.compile(r"(?:^|[{;]\s*)path=(/[^\s;]+)")
 _HARD_DEPENDENCIES = ("Requires", "Requisite", "BindsTo")
 
 
@@ -164,6 +168,13 @@ def unit_properties(defn: dict, timeout: int) -> dict:
     for unit in defn["units"]:
         props, problem = show_unit(unit, UNIT_PROPERTIES, timeout)
         props = dict((k, v) for k, v in props.items() if v not in ("", "[not set]"))
+        programs = []
+        for key in _EXEC_PROPERTIES:
+            for path in _EXEC_PATH.findall(props.pop(key, "")):
+                if path not in programs:
+                    programs.append(path)
+        if programs:
+            props["Programs"] = " ".join(programs)
         missing = unloadable_units(" ".join(props.get(k, "") for k in _HARD_DEPENDENCIES).split(), timeout)
         if missing:
             props["RequiredNotLoaded"] = " ".join("%s (%s)" % item for item in missing)

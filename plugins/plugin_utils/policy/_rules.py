@@ -219,6 +219,11 @@ def _judge_write(chk: Check, value: str, canon: str, access: str, recursive: boo
             chk.approve(f"{verb} {q(value)}: a file of the operating system that the service definition names as "
                         f"{chk.scope.service}'s configuration; a human should confirm")
             return
+        if unit is None and access == "attr" and not recursive and canon in getattr(chk.scope, "programs", ()) \
+                and _secret(chk, canon) is None:
+            chk.approve(f"{verb} {q(value)}: a program {chk.scope.service}'s own unit runs (its Exec*= lines); "
+                        "a human should confirm")
+            return
         if unit is None:
             chk.reject(f"{q(value)} belongs to the operating system (boot, init and unit files, accounts, "
                        "login, scheduler, libraries, kernel interfaces); a command may not change it")

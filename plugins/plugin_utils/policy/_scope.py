@@ -177,6 +177,8 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
             raise ScopeError(f"service key 'depends_on' holds {raw!r}, which is not a service name")
         depends.append(unit)
     containers = _strings(service_def.get("containers"), "containers") or [name]
+    unit = evidence.get("unit") if isinstance(evidence, Mapping) and isinstance(evidence.get("unit"), Mapping) else {}
+    programs = [canonical(p) for p in str(unit.get("Programs") or "").split() if p.startswith("/")][:16]
     return {
         "service": name,
         "units": units,
@@ -199,6 +201,10 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
         "process_table": table,
         "depends_on": depends,
         "containers": containers,
+        # The programs the service's own unit runs (its Exec*= lines, from the host): a
+        # program of the operating system's areas that one of them is may have its mode or
+        # owner changed with a human's approval, never more.
+        "unit_programs": programs,
     }
 
 
@@ -269,7 +275,7 @@ class Scope:
     """A compiled scope. ``explicit`` is False for the policy's default (no incident given)."""
 
     __slots__ = ("explicit", "service", "units", "unit_bases", "related", "processes", "users", "pids",
-                 "known_pids", "process_table", "containers", "regex", "lists", "ports", "declared")
+                 "known_pids", "process_table", "containers", "regex", "lists", "ports", "declared", "programs")
 
     def __init__(self, data: Mapping[str, Any], explicit: bool) -> None:
         self.explicit = explicit
@@ -289,6 +295,8 @@ class Scope:
         self.ports = {int(p) for p in data.get("ports") or () if str(p).isdigit()}
         declared = [canonical(str(p)) for p in data.get("declared_config_paths") or () if str(p).startswith("/")]
         self.declared = pattern_regex(declared, beneath=True) if explicit and declared else None
+        self.programs = {canonical(str(p)) for p in data.get("unit_programs") or () if str(p).startswith("/")} \
+            if explicit else set()
         self.lists: dict[str, list[str]] = {}
         self.regex: dict[str, list[tuple[re.Pattern[str], int]]] = {}
         for kind, key in (("pidfile", "pid_files"), ("runtime", "runtime_paths"), ("log", "log_paths"),
