@@ -22,7 +22,7 @@ def test_with_the_fallback_restart_off_an_unknown_failure_escalates_and_says_why
     host = FakeHost(error=FAILURE)
     done = make_run(host, services=[WIDGET]).run()
     (outcome,) = done.outcomes
-    assert outcome["state"] == "escalated" and host.ran() == []
+    assert outcome["state"] == "escalated" and outcome["escalation"] == "needs_human" and host.ran() == []
     assert "No plan for widgetd: no source gave a plan that may run (tried: memory, runbook)" in outcome["reason"]
     assert "The fallback restart (`systemctl restart widgetd` as root) is off" in outcome["reason"]
     assert "set remediate_fallback_restart: true" in outcome["reason"]
