@@ -535,6 +535,8 @@ BAD_INPUT = {
     "webhook that is not http(s)": ({"remediate_webhook_url": "ftp://alerts.invalid/x"}, [],
                                     "remediate_webhook_url=ftp://alerts.invalid/x"),
     "limit matching nothing": ({}, ["--limit", "nosuchhost"], "nosuchhost"),
+    # the role watches nothing by default: a host given no service is a mistake, said as such
+    "no service to watch": ({"remediate_services": []}, [], "remediate_services is empty: this host watches no service"),
 }
 
 
