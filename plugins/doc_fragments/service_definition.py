@@ -4,19 +4,22 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Documentation of a service definition (contract C1) and its health checks.
 
-The same keys are options at three places: the top level of the evidence module
+The same keys are options at five places: the top level of the evidence module
 (DEFINITION), the items of service_health's ``services`` (SERVICES, with the single-service
 ``checks`` as CHECKS), execute_plan's ``verify`` (VERIFY) and the items of its ``depends``
-(DEPENDS). The argument spec they
-document is plugins/module_utils/service_spec.py. ansible-test reads these as literal
-strings, so each placement is written out; tests/unit/plugins/doc_fragments keeps the
-copies identical.
+(DEPENDS). The argument spec they document is plugins/module_utils/service_spec.py.
+
+DEFINITION is the one source. ansible-test reads a fragment's strings as literals and
+ansible-doc composes fragments only at the top level of ``options``, so the other four are
+written out by scripts/render_doc_fragments.py (edit DEFINITION, or a placement's head above
+its ``checks``, then run it); a unit test fails when they are not rendered.
 """
 from __future__ import annotations
 
 
 class ModuleDocFragment:
     # The checks of service_health's single-service form.
+    # Rendered from DEFINITION by scripts/render_doc_fragments.py: do not edit the keys here.
     CHECKS = r"""
 options:
   checks:
@@ -86,6 +89,7 @@ options:
         description:
           - Seconds this check may take. Defaults to the module's O(timeout).
         type: int
+
 """
 
     # A whole service definition but its name, as top-level options (the evidence module).
@@ -274,6 +278,7 @@ options:
 """
 
     # A list of service definitions (service_health's one-round-trip form).
+    # Rendered from DEFINITION by scripts/render_doc_fragments.py: do not edit the keys here.
     SERVICES = r"""
 options:
   services:
@@ -472,6 +477,7 @@ options:
 """
 
     # The service a plan verifies (execute_plan).
+    # Rendered from DEFINITION by scripts/render_doc_fragments.py: do not edit the keys here.
     VERIFY = r"""
 options:
   verify:
@@ -670,6 +676,7 @@ options:
 """
 
     # The watched services a verified service depends on (execute_plan).
+    # Rendered from DEFINITION by scripts/render_doc_fragments.py: do not edit the keys here.
     DEPENDS = r"""
 options:
   depends:

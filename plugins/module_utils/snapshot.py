@@ -416,6 +416,43 @@ class Unavailable:
         return problems
 
 
+def open_session(request):
+    """The snapshot session an attempt's ``request`` asks for (``dir``, ``incident``, ``attempt``,
+    ``max_bytes``, ``max_age``), and why the store cannot be used ("" when it can). A store
+    that cannot be used still answers: every path declared to it is a problem."""
+    try:
+        return Session(request.get("dir"), request["incident"], request.get("attempt") or 1,
+                       request["max_bytes"], request["max_age"]), ""
+    except (SnapshotError, ContentStoreError, OSError, ValueError) as exc:
+        return Unavailable(str(exc), request["incident"]), "the snapshot store cannot be used: %s" % exc
+
+
+def settle(session, error, healthy, undo):
+    """What the attempt changed; put back when it did not heal (``undo`` and ``healthy`` is
+    False); recorded for a later undo. The result's shape is execute_plan's RV(snapshot)."""
+    found = {"incident": session.incident, "changed": [], "rolled_back": False, "restored": [], "failed": [],
+             "unkept": list(session.problems), "error": error}
+    if error:
+        return found
+    try:
+        changed = session.changed()
+        found["changed"] = session.report(changed)
+    except (OSError, SnapshotError, ContentStoreError) as exc:
+        changed, found["error"] = [], "what changed could not be read: %s" % exc
+    if undo and healthy is False and session.entries:
+        # restore() catches per path; anything else still names the attempt as not put back
+        try:
+            found.update(session.rollback(), rolled_back=True)
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            found["failed"] = [{"path": e["path"], "error": "rollback stopped: %s" % exc} for e in session.entries]
+        found.pop("unchanged", None)
+    try:
+        session.save(changed, found["rolled_back"])
+    except (OSError, SnapshotError, ContentStoreError) as exc:
+        found["error"] = "the undo record could not be written (a later undo is not possible): %s" % exc
+    return found
+
+
 def write_private(path, data):
     handle, temporary = tempfile.mkstemp(dir=posixpath.dirname(path), prefix=".manifest-")
     with os.fdopen(handle, "wb") as out:

@@ -499,40 +499,6 @@ def _check_numbers(params: dict) -> None:
                                     "got %d, %d, %d" % (kept["max_bytes"], kept["max_age"], kept["attempt"]))
 
 
-def _session(params: dict):
-    """The snapshot session of this attempt, or ``(None, why)`` when the store cannot be used."""
-    kept = params["snapshot"]
-    try:
-        return snapshot.Session(kept["dir"], kept["incident"], kept["attempt"], kept["max_bytes"], kept["max_age"]), ""
-    except (snapshot.SnapshotError, snapshot.ContentStoreError, OSError, ValueError) as exc:
-        return snapshot.Unavailable(str(exc), kept["incident"]), "the snapshot store cannot be used: %s" % exc
-
-
-def _settle_snapshot(session, error: str, healthy, undo: bool) -> dict:
-    """What the attempt changed; put back when it did not heal (``undo``); recorded for a later undo."""
-    found = {"incident": session.incident, "changed": [], "rolled_back": False, "restored": [], "failed": [],
-             "unkept": list(session.problems), "error": error}
-    if error:
-        return found
-    try:
-        changed = session.changed()
-        found["changed"] = session.report(changed)
-    except (OSError, snapshot.SnapshotError, snapshot.ContentStoreError) as exc:
-        changed, found["error"] = [], "what changed could not be read: %s" % exc
-    if undo and healthy is False and session.entries:
-        # restore() catches per path; anything else still names the attempt as not put back
-        try:
-            found.update(session.rollback(), rolled_back=True)
-        except Exception as exc:  # pylint: disable=broad-exception-caught
-            found["failed"] = [{"path": e["path"], "error": "rollback stopped: %s" % exc} for e in session.entries]
-        found.pop("unchanged", None)
-    try:
-        session.save(changed, found["rolled_back"])
-    except (OSError, snapshot.SnapshotError, snapshot.ContentStoreError) as exc:
-        found["error"] = "the undo record could not be written (a later undo is not possible): %s" % exc
-    return found
-
-
 def _resolve_depends(raw: list) -> list:
     resolved = []
     for index, item in enumerate(raw or []):
@@ -570,7 +536,7 @@ def main() -> None:
             module.exit_json(changed=False, busy=True, msg=to_native(exc), **empty)
         except (IOError, OSError) as exc:
             module.fail_json(msg="cannot take the host's remediation lock: %s" % to_native(exc), **empty)
-    session, store_error = _session(params) if params["snapshot"] else (None, "")
+    session, store_error = snapshot.open_session(params["snapshot"]) if params["snapshot"] else (None, "")
     try:
         ran = plan_runner.run_plan(commands, expect, invoker, stop_on_failure=params["stop_on_failure"],
                                    timeout=params["command_timeout"], output_max=params["output_max"],
@@ -581,8 +547,8 @@ def main() -> None:
             result["verify"] = health_checks.settle_health(definition, params["timeout"], settle)
         if session is not None:
             # Put back before the evidence: the next attempt starts from the host as it was.
-            result["snapshot"] = _settle_snapshot(session, store_error, (result.get("verify") or {}).get("healthy"),
-                                                  params["snapshot"]["undo_unhealed"])
+            result["snapshot"] = snapshot.settle(session, store_error, (result.get("verify") or {}).get("healthy"),
+                                                 params["snapshot"]["undo_unhealed"])
         if definition is not None:
             if params["evidence"] and not result["verify"]["healthy"]:
                 checked = dict((d["name"], health_checks.service_health(d, params["timeout"]))

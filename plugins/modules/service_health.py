@@ -124,6 +124,51 @@ options:
               - What the kernel holds the command to, as
                 M(sentinel.remediation.execute_plan) O(sentinel.remediation.execute_plan#module:commands[].confine) says.
             type: dict
+          keep:
+            description:
+              - The paths the command's verdict declares it changes, kept before it runs when
+                O(snapshot) is given, as M(sentinel.remediation.execute_plan)
+                O(sentinel.remediation.execute_plan#module:commands[].keep) says.
+            type: list
+            elements: dict
+            default: []
+            suboptions:
+              path:
+                description: An absolute path.
+                type: str
+                required: true
+              tree:
+                description: Whether a directory's contents are kept too.
+                type: bool
+                default: true
+      incident:
+        description:
+          - The incident the fix would be attempt 1 of (letters, digits, C(_ . @ -)): with O(snapshot), what
+            it changes is kept under it, put back if the service is still failing, and can be undone
+            later (M(sentinel.remediation.undo)). Without it, nothing is kept.
+        type: str
+  snapshot:
+    description:
+      - Keep what a remembered fix changes before it runs, as an attempt run through
+        M(sentinel.remediation.execute_plan) O(sentinel.remediation.execute_plan#module:snapshot) does, under
+        each fix's O(remembered[].incident); its result is RV(services[].remembered.snapshot).
+    type: dict
+    suboptions:
+      dir:
+        description: The store's directory on the host (created C(0700)); default C(/var/lib/sentinel-remediation) as root.
+        type: str
+      max_bytes:
+        description: Upper bound of the store's content, in bytes; the least recently kept goes first.
+        type: int
+        default: 268435456
+      max_age:
+        description: Seconds a kept state and an incident's undo record are kept.
+        type: int
+        default: 1209600
+      undo_unhealed:
+        description: Put every kept path back when the service is still failing after the fix.
+        type: bool
+        default: true
   confinement:
     description:
       - How the commands of a remembered fix are confined, as
@@ -342,7 +387,9 @@ services:
           When it ran, V(results) and V(stopped_at) are as
           RV(sentinel.remediation.execute_plan#module:results) and
           RV(sentinel.remediation.execute_plan#module:stopped_at), V(verify) is the health check
-          after it, and V(evidence) is gathered again when the service still fails.
+          after it, and V(evidence) is gathered again when the service still fails. With
+          O(snapshot) and the fix's O(remembered[].incident), V(snapshot) is what it changed and
+          what was put back, as RV(sentinel.remediation.execute_plan#module:snapshot).
       type: dict
       returned: when O(remembered) names the failing service
       sample: {"signature": "nginx:0123456789abcdef", "ran": false}
@@ -401,7 +448,18 @@ def argument_spec() -> dict:
                 become=dict(type="bool", default=False),
                 label=dict(type="str"),
                 confine=dict(type="dict"),
+                keep=dict(type="list", elements="dict", default=[], options=dict(
+                    path=dict(type="str", required=True),
+                    tree=dict(type="bool", default=True),
+                )),
             )),
+            incident=dict(type="str"),
+        )),
+        snapshot=dict(type="dict", options=dict(
+            dir=dict(type="str"),
+            max_bytes=dict(type="int", default=256 * 1024 * 1024),
+            max_age=dict(type="int", default=14 * 24 * 3600),
+            undo_unhealed=dict(type="bool", default=True),
         )),
         confinement=dict(type="str", choices=["required", "preferred", "off"], default="preferred"),
         hostnames=dict(type="list", elements="str", default=[]),
@@ -470,6 +528,16 @@ def check_services(definitions: list, params: dict) -> dict:
                 tools=host_probe.tools_report(names))
 
 
+def _snapshots(fix: dict, params: dict):
+    """The snapshot session of a remembered fix (attempt 1 of its incident), or (None, "")."""
+    kept = params["snapshot"]
+    if not kept or not fix.get("incident"):
+        return None, ""
+    # pylint: disable-next=import-outside-toplevel
+    from ansible_collections.sentinel.remediation.plugins.module_utils import snapshot
+    return snapshot.open_session(dict(kept, incident=fix["incident"], attempt=1))
+
+
 def run_remembered(definitions: list, results: list, params: dict) -> None:
     """Run a remembered fix where this failure is the one it healed (the same signature,
     computed from the very evidence returned), then check the service again. Services
@@ -498,12 +566,19 @@ def run_remembered(definitions: list, results: list, params: dict) -> None:
         if invoker is None:
             invoker = runner.invoking_identity()
         commands = runner.normalise_commands(fix["commands"])
+        session, store_error = _snapshots(fix, params)
         ran = runner.run_plan(commands, {}, invoker, stop_on_failure=True,
                               timeout=params["command_timeout"], output_max=params["output_max"],
-                              confinement=params["confinement"])
+                              confinement=params["confinement"], snapshots=session)
         verify = health_checks.settle_health(defn, params["timeout"], params["settle"] if ran["ran"] else 0)
         record = dict(signature=signature, ran=True, results=ran["results"], stopped_at=ran["stopped_at"],
                       verify=verify)
+        if session is not None:
+            # Put back before the evidence, as execute_plan does: the next attempt starts from
+            # the host as it was.
+            from ansible_collections.sentinel.remediation.plugins.module_utils import snapshot  # noqa: E501 pylint: disable=import-outside-toplevel
+            record["snapshot"] = snapshot.settle(session, store_error, verify["healthy"],
+                                                 params["snapshot"]["undo_unhealed"])
         if not verify["healthy"]:
             # Its dependencies as their own checks judged them in this call (all healthy: it runs
             # only when none of them failed).

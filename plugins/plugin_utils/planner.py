@@ -120,6 +120,7 @@ class Planner:
                  recalled: Sequence[Mapping] = (), books: Sequence[Mapping] | None = None,
                  docs_dirs: Sequence[str] | None = None, knowledge: Knowledge | None = None,
                  service_def: Mapping | None = None, signature: str | None = None,
+                 classify: Callable[[Sequence[str]], list[dict]] | None = None,
                  fallback_restart: bool = False):
         if backend not in BACKENDS:
             raise PlannerError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -148,6 +149,9 @@ class Planner:
         self.incident = incident or engine.Incident(host=self.hostnames[0] if self.hostnames else "host",
                                                     service=self.service, error=self.error)
         self.scope = dict(scope) if scope else None
+        # The remediation loop passes its PlanCheck's classifier, so the policy is asked in
+        # one place and a command is judged once; alone (the plan action), the planner asks it.
+        self._classify = classify
         self.notes: list[str] = []
         self.dropped: list[dict] = []
         self.messages: list[dict] = []
@@ -213,6 +217,8 @@ class Planner:
 
     # ------------------------------------------------------------------ checking
     def classify(self, commands: Sequence[str]) -> list[dict]:
+        if self._classify is not None:
+            return self._classify(list(commands))
         policy = _policy()
         if self.scope is not None:
             return policy.classify_many(list(commands), self.policy, scope=self.scope)

@@ -22,12 +22,18 @@ def with_snapshots(module_args: Mapping[str, Any], checked: Sequence[Mapping[str
     """``execute_plan``'s arguments with each command's ``keep`` (from its verdict, in the order of
     ``checked``) and the attempt's ``snapshot`` request."""
     commands = [dict(command, keep=keep(verdict)) for command, verdict in zip(module_args["commands"], checked)]
-    request = {"incident": incident_id(service, started), "attempt": int(attempt),
-               "max_bytes": int(options["snapshot_max_bytes"]), "max_age": int(options["snapshot_max_age"]),
+    request = dict(store_options(options), incident=incident_id(service, started), attempt=int(attempt))
+    return dict(module_args, commands=commands, snapshot=request)
+
+
+def store_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's snapshot store settings as the host modules take them (``snapshot`` of
+    execute_plan without the incident, and of service_health for remembered fixes)."""
+    request = {"max_bytes": int(options["snapshot_max_bytes"]), "max_age": int(options["snapshot_max_age"]),
                "undo_unhealed": bool(options["undo_unhealed"])}
     if options.get("snapshot_dir"):
         request["dir"] = str(options["snapshot_dir"])
-    return dict(module_args, commands=commands, snapshot=request)
+    return request
 
 
 def absorb(result: Mapping[str, Any]) -> tuple[dict[str, Any], str]:

@@ -95,6 +95,66 @@ def test_an_attempt_that_did_not_heal_leaves_every_path_it_touched_as_it_was(ngi
     assert "attempt 1: restored" in run.stdout or "restored" in json.dumps(run.report), run.stdout[-2000:]
 
 
+def _forget_command(facts_dir, host: str, command: str) -> int:
+    """Drop ``command`` from every remembered plan in ``host``'s fact cache file (the plain or
+    the tagged form ansible-core 2.19 writes); how many were dropped."""
+    path = facts_dir / f"s1_{host}"
+    raw = json.loads(path.read_text())
+    dropped = 0
+
+    def strip(value):
+        nonlocal dropped
+        if isinstance(value, dict):
+            for key, item in list(value.items()):
+                inner = item.get("value") if isinstance(item, dict) and "__ansible_type" in item else item
+                if key == "commands" and isinstance(inner, list):
+                    kept = [c for c in inner if command not in json.dumps(c)]
+                    dropped += len(inner) - len(kept)
+                    inner[:] = kept
+                strip(item)
+        elif isinstance(value, list):
+            for item in value:
+                strip(item)
+
+    if "__payload__" in raw:
+        payload = json.loads(raw["__payload__"])
+        strip(payload)
+        raw["__payload__"] = json.dumps(payload)
+    else:
+        strip(raw)
+    path.write_text(json.dumps(raw))
+    return dropped
+
+
+def test_a_remembered_fix_run_with_the_health_check_that_did_not_heal_is_put_back(nginx_host, tmp_path):
+    lab, inventory = nginx_host
+    before = states(lab)
+    lab.inject(HOST, "nginx_stopped")
+    healing = plan(f"sed -i s/sentinel_undo_marker_a/sentinel_undo_marker_b/ {PROBE}", "service nginx start")
+    with LLMServer(replies=[healing], default=plan("service nginx start")) as server:
+        work = Workspace(tmp_path, inventory, llm_url=server.url)
+        first = _run(work)
+        assert first.status == "successful", first.stdout[-3000:]
+        assert first.outcomes()[(HOST, "nginx")]["state"] == "healed"
+        # The same failure again, and the remembered fix no longer heals it: it edits the config
+        # but no longer starts nginx (its start is forgotten). It runs inside the health check.
+        lab.exec(HOST, SETUP, check=True)
+        assert states(lab) == before
+        assert _forget_command(work.facts_dir, HOST, "service nginx start") >= 1
+        lab.inject(HOST, "nginx_stopped")
+        second = _run(work)
+    assert second.status == "successful", second.stdout[-3000:]
+    outcome = second.outcomes()[(HOST, "nginx")]
+    assert outcome["state"] == "healed" and outcome["attempts"] == 2, outcome
+    ahead = outcome["timeline"][0]
+    assert ahead["source"] == "memory", ahead
+    # From inside the container: the edit the remembered fix made is gone, byte for byte.
+    assert states(lab) == before
+    undo = ahead["undo"]
+    assert undo["rolled_back"] is True and undo["restored"] == [PROBE], undo
+    assert outcome["undo_id"].startswith("nginx-") and undo["incident"] == outcome["undo_id"], outcome
+
+
 def test_an_operator_undoes_a_healed_incident_after_a_dry_run(nginx_host, tmp_path):
     lab, inventory = nginx_host
     before = states(lab)

@@ -17,8 +17,10 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils import confin
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import PLACEHOLDER
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.undo import incident_id, keep, store_options
 
 from .context import RunContext
+from ._attempts import host_command
 from ._checking import PlanCheck
 from .contracts import AheadFix, Definition, HealthRow, Plan
 from ._stores import LeaseBusy
@@ -44,6 +46,9 @@ class AheadFixes:
         self.check = check
         self.is_held = is_held
         self.sent: dict[str, dict[str, AheadFix]] = {}
+        # When the fixes went: the start of the incident a fix that runs becomes attempt 1 of,
+        # and so the name what it changes is kept under on the host (``undo``).
+        self.started = ""
 
     def wanted(self) -> bool:
         args = self.ctx.args
@@ -83,7 +88,7 @@ class AheadFixes:
         planner = Planner(service=name, successful_fixes=successes, failed_commands=failed,
                           policy=self.check.host_policy({}), max_commands=ctx.args["max_commands"], backend="memory",
                           hostnames=ctx.hostnames, scope=scope, knowledge=ctx.knowledge, service_def=definition,
-                          signature=signature)
+                          signature=signature, classify=self.check.classifier({}, scope))
         return planner.from_memory()
 
     def send(self, fixes: dict[str, dict[str, AheadFix]]) -> dict[str, dict[str, AheadFix]]:
@@ -92,6 +97,7 @@ class AheadFixes:
         self.sent = {}
         if not fixes:
             return self.sent
+        self.started = self.ctx.now()
         stores = self.ctx.stores
         try:
             stores.lease.take()
@@ -102,6 +108,17 @@ class AheadFixes:
                                for name, by_sig in fixes.items()})):
             self.sent = fixes
         return self.sent
+
+    def module_args(self, fixes: Mapping[str, Mapping[str, AheadFix]]) -> dict:
+        """service_health's arguments for ``fixes``: each command as the host takes it, with the
+        paths its verdict says it changes, kept under the incident it would be attempt 1 of."""
+        args = self.ctx.args
+        return {"remembered": [{"service": name, "signature": signature, "incident": incident_id(name, self.started),
+                                "commands": [dict(host_command(c), keep=keep(c)) for c in fix["commands"]]}
+                               for name, by_signature in fixes.items() for signature, fix in by_signature.items()],
+                "snapshot": store_options(args),
+                "hostnames": list(self.ctx.hostnames), "command_timeout": args["command_timeout"],
+                "confinement": args["confinement"], "output_max": args["output_max"], "settle": args["settle"]}
 
     def resolve(self, rows: Mapping[str, HealthRow]) -> None:
         """After the health check: the services for which no fix sent ahead ran are resolved in
@@ -114,5 +131,5 @@ class AheadFixes:
         """The fix that ran for ``name`` in the health check, with the host's record of it."""
         record = row.get("remembered") if isinstance(row.get("remembered"), Mapping) else {}
         if record.get("ran") and record.get("signature") in self.sent.get(name, {}):
-            return dict(self.sent[name][record["signature"]], record=record)
+            return dict(self.sent[name][record["signature"]], record=record, started=self.started)
         return None

@@ -255,7 +255,8 @@ class AttemptLoop:
                 successful_fixes=successes, host_tools=tools, policy=self.check.host_policy(tools),
                 max_commands=args["max_commands"], backend=args["backend"], hostnames=ctx.hostnames,
                 llm_settings=ctx.settings, incident=incident, scope=scope, knowledge=ctx.knowledge,
-                service_def=definition, recalled=recalled, fallback_restart=args["fallback_restart"])
+                service_def=definition, recalled=recalled, classify=self.check.classifier(tools, scope),
+                fallback_restart=args["fallback_restart"])
             out = planner.run()
             out["host_values"] = host_values(evidence, incident.service, definition.get("ports") or [])
             out["planned_by"] = ctx.planner_id

@@ -3,13 +3,18 @@
 """The one path that checks a plan for this host and incident: the policy is the last word.
 
 Used for the planner's plan (shared plans included), the remembered fixes sent ahead, and an
-approved plan at the moment it is used. Each command is classified once here; the
-``systemctl reset-failed`` the engine adds before a start is the only command classified
-after the others (verdicts are per command: the rest stand).
+approved plan at the moment it is used. The planner asks the policy through this class too
+(``verdicts`` is its classifier, to choose among plan sources), and a verdict is kept for the
+run by command, scope and host tools, so a command is classified once. The ``systemctl
+reset-failed`` the engine adds before a start is the only command classified after the others
+(verdicts are per command: the rest stand). A plan another host made is classified here in this
+host's scope: its verdicts travel with it but never count.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import copy
+import json
+from collections.abc import Callable, Mapping, Sequence
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
@@ -24,6 +29,7 @@ class PlanCheck:
     def __init__(self, policy_overrides: Mapping | None, definitions: Mapping[str, Mapping]):
         self.overrides = dict(policy_overrides or {})
         self.definitions = definitions
+        self._known: dict[tuple[str, str, str], Verdict] = {}
 
     def host_policy(self, tools: Mapping) -> dict:
         """The operator's policy plus the tools this host lacks."""
@@ -51,8 +57,19 @@ class PlanCheck:
         """The policy's verdict (C2) on each command's text in ``scope``, with this host's tools."""
         if not commands:
             return []
-        return policy_mod.classify_many([str(c.get("command")) for c in commands],
-                                        policy_mod.load_policy(self.host_policy(tools)), scope=scope)
+        policy = self.host_policy(tools)
+        where = (json.dumps(policy, sort_keys=True, default=str), json.dumps(scope, sort_keys=True, default=str))
+        texts = [str(c.get("command")) for c in commands]
+        missing = [t for t in dict.fromkeys(texts) if (t,) + where not in self._known]
+        if missing:
+            judged = policy_mod.classify_many(missing, policy_mod.load_policy(policy), scope=scope)
+            for text, verdict in zip(missing, judged):
+                self._known[(text,) + where] = verdict
+        return [copy.deepcopy(self._known[(t,) + where]) for t in texts]
+
+    def classifier(self, tools: Mapping, scope: Mapping) -> Callable[[Sequence[str]], list[Verdict]]:
+        """The planner's way to ask the policy: this class's verdicts for command texts."""
+        return lambda texts: self.verdicts([{"command": t} for t in texts], tools, scope)
 
     def classify(self, commands: Sequence[Mapping], tools: Mapping, scope: Mapping, source: str = "unknown") -> list[Verdict]:
         """Each command's verdict (C2 plus ``source``); a command already rejected upstream (a

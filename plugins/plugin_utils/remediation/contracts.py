@@ -111,6 +111,7 @@ class AheadFix(TypedDict, total=False):
     commands: List[Verdict]
     diagnosis: str
     record: Dict[str, Any]  # the host's report of it, once it ran
+    started: str            # when it was sent: the start of the incident it is attempt 1 of
 
 
 class Outcome(TypedDict, total=False):

@@ -29,7 +29,7 @@ from . import vocabulary as words
 from .context import CacheSettings, HostPort, RemediationError, RunContext
 from ._ahead import AheadFixes
 from ._approvals import Approvals
-from ._attempts import AttemptLoop, host_command, unreachable
+from ._attempts import AttemptLoop, unreachable
 from ._checking import PlanCheck
 from .contracts import Definition, HealthRow, Outcome
 from ._stores import (
@@ -212,12 +212,7 @@ class Remediation:
             module_args.update(confirm_attempts=args["confirm_attempts"], confirm_interval=args["confirm_interval"],
                                confirm_max_seconds=args["confirm_max_seconds"])
         if ahead:
-            module_args.update(
-                remembered=[{"service": name, "signature": signature,
-                             "commands": [host_command(c) for c in fix["commands"]]}
-                            for name, fixes in ahead.items() for signature, fix in fixes.items()],
-                hostnames=list(self.ctx.hostnames), command_timeout=args["command_timeout"],
-                confinement=args["confinement"], output_max=args["output_max"], settle=args["settle"])
+            module_args.update(self.ahead.module_args(ahead))
         health = self.port.run_module(HEALTH_MODULE, module_args)
         gone = unreachable(health)
         if gone is not None:
@@ -297,11 +292,14 @@ class Remediation:
                 ctx.stores.lease.take()
             except LeaseBusy as exc:
                 return engine.service_outcome(name, "busy", f"{error}; not remediated: {exc}"), None
-        incident = engine.Incident(host=ctx.host, service=name, error=error, started=ctx.now())
+        ahead = self.ahead.ran(name, row)
+        # A fix that ran ahead is attempt 1 of an incident opened when it was sent: what it
+        # changed is kept on the host under that incident's name.
+        incident = engine.Incident(host=ctx.host, service=name, error=error,
+                                   started=(ahead or {}).get("started") or ctx.now())
         if interrupted:
             incident.attempts.append(interrupted_attempt(interrupted, error))
-        self.loop.run(incident, definition, row.get("evidence") or {}, row.get("tools") or tools,
-                      ahead=self.ahead.ran(name, row))
+        self.loop.run(incident, definition, row.get("evidence") or {}, row.get("tools") or tools, ahead=ahead)
         self.close(name, incident.state, incident.reason)
         outcome = engine.outcome(incident)
         outcome["safeguards"] = safeguards.guards(

@@ -1,6 +1,10 @@
-"""The service definition is documented at five places: the copies must not drift apart,
-and must say what the shared argument spec does."""
+"""The service definition is documented at five places, rendered from one (DEFINITION): the
+file must be rendered, the placements must parse to the same keys, and they must say what the
+shared argument spec does."""
 from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
 
 import yaml
 
@@ -20,6 +24,29 @@ def test_the_five_placements_document_the_same_keys_identically() -> None:
     assert options("DEPENDS")["depends"]["suboptions"] == verify
     assert {k: v for k, v in services.items() if k != "name"} == definition
     assert options("CHECKS")["checks"] == definition["checks"]
+
+
+def _renderer():
+    path = Path(__file__).resolve().parents[4] / "scripts" / "render_doc_fragments.py"
+    spec = importlib.util.spec_from_file_location("render_doc_fragments", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_placements_are_rendered_from_the_definition() -> None:
+    renderer = _renderer()
+    text = renderer.FRAGMENT.read_text(encoding="utf-8")
+    assert renderer.render(text) == text, "run python scripts/render_doc_fragments.py"
+
+
+def test_an_edit_of_a_rendered_placement_is_caught_and_rendered_away() -> None:
+    renderer = _renderer()
+    text = renderer.FRAGMENT.read_text(encoding="utf-8")
+    drifted = text.replace(
+        "      pid_files:\n        description:\n", "      pid_files:\n        description:\n          - Drifted.\n", 1)
+    assert drifted != text
+    assert renderer.render(drifted) == text
 
 
 def _agrees(doc: dict, spec: dict, where: str) -> None:

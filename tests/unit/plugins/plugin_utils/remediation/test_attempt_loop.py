@@ -106,6 +106,22 @@ def test_the_runbook_backend_plans_a_start_for_a_stopped_service(make_run):
     assert host.ran() and "nginx" in host.ran()[0]
 
 
+def test_the_planners_plan_is_judged_by_the_policy_once_per_command(make_run, monkeypatch):
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
+    judged: list[str] = []
+    real = policy_mod.classify_many
+
+    def counting(commands, *args, **kwargs):
+        judged.extend(commands)
+        return real(commands, *args, **kwargs)
+    monkeypatch.setattr(policy_mod, "classify_many", counting)
+    host = FakeHost(verify=(True,))
+    done = make_run(host).run()
+    assert done.outcomes[0]["state"] == "healed"
+    ran = host.ran()
+    assert ran and all(judged.count(command) == 1 for command in ran), judged
+
+
 def test_every_state_the_loop_reports_is_a_word_of_the_vocabulary(make_run):
     for verify in ((True,), (False,)):
         done = make_run(FakeHost(verify=verify), loop=ScriptedPlans, max_attempts=1).run()
