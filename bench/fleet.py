@@ -43,7 +43,7 @@ for extra in (REPO / "lab", REPO / "tests", REPO / ".collections"):
         sys.path.insert(0, str(extra))
 
 from llm_server import LLMServer  # noqa: E402  (tests/llm_server.py)
-from sentinel_lab import Lab  # noqa: E402  (lab/sentinel_lab.py)
+from sentinel_lab import Lab, core_services, lab_group_vars  # noqa: E402  (lab/sentinel_lab.py)
 
 PREFIX = "sentinel-bench"
 # The fleet size at which issue 15 states its targets.
@@ -103,11 +103,12 @@ class Fleet:
         log(f"lab up: {len(self.hosts)} hosts in {time.perf_counter() - started:.1f} s")
 
     def inventory(self, hosts: list[str]) -> Path:
-        """A static inventory holding exactly ``hosts`` (group ``lab``, the lab's variables)."""
+        """A static inventory holding exactly ``hosts`` (group ``lab``, the lab's variables and
+        the four core services to watch, lab/core_services.yml)."""
         path = self.work / f"inventory-{len(hosts)}.json"
         hostvars = {h: self._inventory["_meta"]["hostvars"][h] for h in hosts}
-        group = {"hosts": hostvars, "vars": {**self._inventory["lab"]["vars"],
-                                             "remediation_policy": {"absent_tools": "{{ sentinel_lab_tools_absent }}"}}}
+        group = {"hosts": hostvars, "vars": {**self._inventory["lab"]["vars"], **lab_group_vars(),
+                                             "remediate_services": core_services()}}
         path.write_text(json.dumps({"all": {"children": {"lab": group}}}, indent=2), encoding="utf-8")
         return path
 

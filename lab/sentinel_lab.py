@@ -35,6 +35,9 @@ CATALOGUE_PATH = LAB_DIR / "faults.yml"
 HEALTH_SCRIPT_PATH = LAB_DIR / "lab_health.py"
 RUNBOOKS_DIR = REPO / "runbooks"
 GROUP_VARS_DIR = REPO / "inventories" / "lab" / "group_vars"
+CORE_SERVICES = REPO / "lab" / "core_services.yml"
+# What Lab.write_inventory() names for the role to watch (`lab inventory PATH --services SET`).
+SERVICE_SETS = ("core", "kind")
 DEFAULT_PREFIX = "sentinel-lab"
 HOST_RE = re.compile(r"^lab\d{2,}$")
 PREFIX_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
@@ -860,26 +863,27 @@ class Lab:
             data[f"lab_{kind}"] = {"hosts": by_kind[kind], "vars": {"sentinel_init": kind}}
         return data
 
-    def write_inventory(self, path: Path | str, services: bool = False) -> Path:
+    def write_inventory(self, path: Path | str, services: str | bool = "core") -> Path:
         """A static inventory of this prefix (for tests running their own lab): group `lab`
-        with children `lab_sysv` / `lab_systemd`. With `services`, each kind's group also
-        carries the variables of inventories/lab/group_vars/lab_<kind>.yml (remediate_services)."""
+        with children `lab_sysv` / `lab_systemd`, and the variables of
+        inventories/lab/group_vars/lab.yml. The role watches only what an inventory names, so
+        the file always names services: `core` (the default) the four of lab/core_services.yml
+        for every host; `kind` (or True) each kind's complete definitions of
+        inventories/lab/group_vars/lab_<kind>.yml, PostgreSQL and the app included."""
+        mode = {True: "kind", False: "core"}.get(services, services) if isinstance(services, bool) else services
+        if mode not in SERVICE_SETS:
+            raise LabUsageError(f"services must be one of {', '.join(SERVICE_SETS)}, got {services!r}")
         data = self.inventory()
         children: dict[str, Any] = {}
         for kind in KINDS:
             group_vars = dict(data[f"lab_{kind}"]["vars"])
-            if services:
+            if mode == "kind":
                 group_vars.update(kind_group_vars(kind))
             children[f"lab_{kind}"] = {"hosts": {h: {} for h in data[f"lab_{kind}"]["hosts"]}, "vars": group_vars}
-        group = {
-            "hosts": data["_meta"]["hostvars"],
-            "vars": {
-                **data["lab"]["vars"],
-                # As inventories/lab/group_vars/lab.yml says for the default lab.
-                "remediation_policy": {"absent_tools": "{{ sentinel_lab_tools_absent }}"},
-            },
-            "children": children,
-        }
+        lab_vars = {**data["lab"]["vars"], **lab_group_vars()}
+        if mode == "core":
+            lab_vars["remediate_services"] = core_services()
+        group = {"hosts": data["_meta"]["hostvars"], "vars": lab_vars, "children": children}
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"all": {"children": {"lab": group}}}, indent=2) + "\n", encoding="utf-8")
@@ -892,15 +896,29 @@ class Lab:
         return json.loads(result.stdout or "null") or {}
 
 
-def kind_group_vars(kind: str) -> dict[str, Any]:
-    """The variables of inventories/lab/group_vars/lab_<kind>.yml (needs PyYAML)."""
-    import yaml
+def _variables(path: Path, what: str) -> dict[str, Any]:
+    import yaml  # needs PyYAML
 
-    path = GROUP_VARS_DIR / f"lab_{kind}.yml"
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise LabError(f"cannot read the group variables of lab_{kind}: {exc}") from None
+        raise LabError(f"cannot read {what}: {exc}") from None
+
+
+def kind_group_vars(kind: str) -> dict[str, Any]:
+    """The variables of inventories/lab/group_vars/lab_<kind>.yml (needs PyYAML)."""
+    return _variables(GROUP_VARS_DIR / f"lab_{kind}.yml", f"the group variables of lab_{kind}")
+
+
+def lab_group_vars() -> dict[str, Any]:
+    """The variables of every lab host, inventories/lab/group_vars/lab.yml (needs PyYAML)."""
+    return _variables(GROUP_VARS_DIR / "lab.yml", "the group variables of lab")
+
+
+def core_services() -> list[dict[str, Any]]:
+    """The four service definitions of lab/core_services.yml (nginx, redis-server, cron, ssh),
+    valid on both kinds (needs PyYAML)."""
+    return list(_variables(CORE_SERVICES, "the lab's core services")["remediate_services"])
 
 
 def _split_labels(value: str | None) -> list[str]:
@@ -944,8 +962,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("host")
     p = sub.add_parser("inventory", help="print (or write to PATH) an Ansible inventory of the running hosts")
     p.add_argument("path", nargs="?")
-    p.add_argument("--services", action="store_true",
-                   help="with PATH: put each kind's remediate_services (inventories/lab/group_vars) in the file")
+    p.add_argument("--services", nargs="?", choices=SERVICE_SETS, default="core", const="kind",
+                   help="with PATH, the remediate_services the file names: core (default; nginx, redis-server, cron "
+                        "and ssh, lab/core_services.yml) or kind (bare --services: each kind's complete definitions, "
+                        "inventories/lab/group_vars)")
     return parser
 
 

@@ -71,7 +71,10 @@ def _role_var(option: str, value) -> str:
 def _definitions(services) -> dict[str, dict]:
     """The watched service definitions by name: names present and unique."""
     if not services:
-        raise AnsibleActionFail(f"{_NAME}: bad input: services (remediate_services) is empty: nothing to watch")
+        # A play that watches nothing is a configuration error, not a healthy host: said at once.
+        raise AnsibleActionFail(f"{_NAME}: bad input: remediate_services is empty: this host watches no service. "
+                                "Name the services to watch in the inventory (remediate_services in its group_vars "
+                                "or host_vars, one definition per service), or leave the host out of the play")
     out = {}
     for item in services:
         if not isinstance(item, Mapping) or not item.get("name"):

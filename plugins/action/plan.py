@@ -50,7 +50,7 @@ class ActionModule(ActionBase):
                 host_tools=args["host_tools"], policy=args["policy"], max_commands=args["max_commands"],
                 backend=args["backend"], max_attempts=args["max_attempts"], passages=args["passages"],
                 runbook_dirs=args["runbook_dirs"], docs_dirs=args["docs_dirs"], hostnames=hostnames,
-                llm_settings=settings)
+                llm_settings=settings, fallback_restart=args["fallback_restart"])
             outcome = planner.run()
         except PlannerError as exc:
             raise AnsibleActionFail(f"{_NAME}: {exc}") from exc

@@ -20,7 +20,7 @@ description:
   - The attempt loop of the C(sentinel.remediation.remediate) role in one task per host. For each
     failing service (from the health and evidence of M(sentinel.remediation.service_health)) it opens
     an incident and runs attempts until the service is healed, waits for a human, or is escalated.
-  - "An attempt: plan (memory, runbooks, the LLM, the fallback restart: see
+  - "An attempt: plan (memory, runbooks, the LLM, the fallback restart when O(fallback_restart) is on: see
     M(sentinel.remediation.plan)), classify every command with the safety policy for this host and
     this incident's scope, gate (run / wait for approval / escalate), run the allowed commands and
     verify the service in one round trip with M(sentinel.remediation.execute_plan), remember the
@@ -79,6 +79,15 @@ options:
     type: str
     choices: [auto, llm, runbook, memory]
     default: auto
+  fallback_restart:
+    description:
+      - When no remembered fix, runbook or LLM gives a plan, plan the service's restart as root
+        (C(service <name> restart), C(systemctl restart <name>) where systemctl is present); the policy
+        still judges it, and it never runs for a C(stateful) service without a human.
+      - Off by default (the role's C(remediate_fallback_restart)); the incident is then escalated with a
+        reason that names the sources tried and says the fallback restart was off.
+    type: bool
+    default: false
   policy:
     description: Policy overrides (the role's C(remediation_policy)).
     type: dict

@@ -20,8 +20,9 @@ description:
   - Runs on the controller and B(plans only); it never runs a command on any host.
   - "Sources, in order: a remembered successful fix for the same failure signature, the best
     matching runbook (C(runbooks/*.yml)), an OpenAI-compatible LLM when one is configured,
-    the safe fallback C(service <name> restart) when the policy allows it, else nothing
-    with a reason. With O(backend=llm) the LLM is asked before the runbooks; with
+    the fallback restart C(service <name> restart) as root when O(fallback_restart) is on
+    and the policy allows it, else nothing with a reason (which says when the fallback
+    restart was off). With O(backend=llm) the LLM is asked before the runbooks; with
     O(backend=runbook) it is never asked."
   - The LLM is asked for diagnosis and commands in one completion with structured outputs
     (C(response_format) json_schema), falling back to C(json_object) and then to tolerant
@@ -145,6 +146,14 @@ options:
     type: str
     choices: [auto, llm, runbook]
     default: auto
+  fallback_restart:
+    description:
+      - When no remembered fix, runbook or LLM gives a plan, plan the service's restart as root
+        (C(service <name> restart), C(systemctl restart <name>) where systemctl is present).
+      - Off by default, a service nothing knows is left to a human; the result's C(msg) then says the
+        fallback restart was off.
+    type: bool
+    default: false
 attributes:
   action:
     support: full

@@ -3,8 +3,10 @@
 """The planner: from a failure to a small, policy-checked plan.  It never runs anything.
 
 Order of sources: a remembered fix for the same signature -> the best matching runbook
--> the LLM (when configured and the backend allows it) -> the safe fallback
-(``service <name> restart`` when the policy allows it) -> nothing, with a reason.
+-> the LLM (when configured and the backend allows it) -> the fallback restart
+(``service <name> restart`` as root, only when ``fallback_restart`` is on and the policy
+allows it) -> nothing, with a reason that says which sources were tried and, when the
+fallback restart was off, how to turn it on.
 With backend ``llm`` the LLM comes before the runbook; with ``runbook`` it is never
 asked.  A runbook that says ``escalate`` stops the search: no command, a human.
 Within an incident the attempt engine (``incident.py``) says which sources are spent
@@ -118,7 +120,8 @@ class Planner:
                  recalled: Sequence[Mapping] = (), books: Sequence[Mapping] | None = None,
                  docs_dirs: Sequence[str] | None = None, knowledge: Knowledge | None = None,
                  service_def: Mapping | None = None, signature: str | None = None,
-                 classify: Callable[[Sequence[str]], list[dict]] | None = None):
+                 classify: Callable[[Sequence[str]], list[dict]] | None = None,
+                 fallback_restart: bool = False):
         if backend not in BACKENDS:
             raise PlannerError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         if max_commands < 1 or max_attempts < 1:
@@ -135,6 +138,9 @@ class Planner:
         self.tools_absent = sorted({str(t) for t in tools.get("absent") or []})
         self.max_commands = int(max_commands)
         self.backend = backend
+        # Opt-in: a restart as root of a service that nothing here knows how to heal.
+        self.fallback_restart = bool(fallback_restart)
+        self.fallback_skipped = False
         self.max_attempts = int(max_attempts)
         self.passage_count = int(passages)
         self.hostnames = tuple(h for h in hostnames if h)
@@ -389,12 +395,17 @@ class Planner:
                                              "attempt(s) was refused")
         return best
 
-    def fallback(self) -> dict | None:
+    def restart_command(self) -> str | None:
+        """The fallback restart of this service on this host, or None for a name no init system takes."""
         init = INIT_NAMES.get(self.service.lower(), self.service)
         if not re.fullmatch(r"[A-Za-z0-9_.@-]+", init):
             return None
-        verb = "systemctl restart" if "systemctl" in self.tools_present else "service"
-        command = f"systemctl restart {init}" if verb == "systemctl restart" else f"service {init} restart"
+        return f"systemctl restart {init}" if "systemctl" in self.tools_present else f"service {init} restart"
+
+    def fallback(self) -> dict | None:
+        command = self.restart_command()
+        if command is None:
+            return None
         usable = self._usable_plan([command], "fallback", "the fallback restart")
         if usable is None:
             return None
@@ -411,6 +422,9 @@ class Planner:
             if self.passage_count else []
         configured = bool(self.settings is not None and self.settings.configured)
         order = engine.source_order(self.backend, configured or self.backend == "llm", self.incident)
+        if not self.fallback_restart and "fallback" in order:
+            order = [s for s in order if s != "fallback"]
+            self.fallback_skipped = True
         plan = None
         for source in order:
             if source == "memory":
@@ -444,6 +458,8 @@ class Planner:
         if plan is None:
             tried = ", ".join(order) or "none"
             parts.append(f"No plan for {self.service}: no source gave a plan that may run (tried: {tried}).")
+            if self.fallback_skipped:
+                parts.append(fallback_off_note(self.restart_command()))
         elif escalate:
             where = f"runbook {plan['runbook']['id']}" if plan.get("runbook") else "the LLM"
             parts.append(f"Escalate {self.service}: {where} says a human is needed; no command planned.")
@@ -487,6 +503,14 @@ class Planner:
             "notes": list(self.notes),
             "order": list(order),
         }
+
+
+def fallback_off_note(command: str | None) -> str:
+    """Why no restart was tried, and how to allow it."""
+    what = f"`{command}` as root" if command else "a restart as root"
+    return (f"The fallback restart ({what}) is off: set remediate_fallback_restart: true (the option "
+            "fallback_restart of sentinel.remediation.heal and sentinel.remediation.plan) to try it when no "
+            "other source plans.")
 
 
 def public_recall(item: Mapping) -> dict:

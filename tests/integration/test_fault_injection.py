@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from llm_server import LLMServer
-from sentinel_lab import Lab, LabError
+from sentinel_lab import Lab, LabError, core_services, lab_group_vars
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -119,8 +119,8 @@ def inventory(lab: Lab, names: dict[str, str], path: Path, host_vars: dict | Non
             hostvars[name] = {**data["_meta"]["hostvars"][HOSTS[0]], "ansible_host": f"{PREFIX}-{host}"}
     for name, extra in (host_vars or {}).items():
         hostvars[name] = {**hostvars[name], **extra}
-    group = {"hosts": hostvars, "vars": {**data["lab"]["vars"],
-                                         "remediation_policy": {"absent_tools": "{{ sentinel_lab_tools_absent }}"}}}
+    # The lab's variables and the four core services the role is told to watch.
+    group = {"hosts": hostvars, "vars": {**data["lab"]["vars"], **lab_group_vars(), "remediate_services": core_services()}}
     path.write_text(json.dumps({"all": {"children": {"lab": group}}}), encoding="utf-8")
     return path
 
@@ -535,6 +535,8 @@ BAD_INPUT = {
     "webhook that is not http(s)": ({"remediate_webhook_url": "ftp://alerts.invalid/x"}, [],
                                     "remediate_webhook_url=ftp://alerts.invalid/x"),
     "limit matching nothing": ({}, ["--limit", "nosuchhost"], "nosuchhost"),
+    # the role watches nothing by default: a host given no service is a mistake, said as such
+    "no service to watch": ({"remediate_services": []}, [], "remediate_services is empty: this host watches no service"),
 }
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from llm_server import LLMServer
-from sentinel_lab import Lab, LabError
+from sentinel_lab import Lab, LabError, core_services, lab_group_vars
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -103,7 +103,8 @@ def ensure_clean(lab, host: str) -> None:
 def write_inventory(lab, hosts, path: Path) -> Path:
     data = lab.inventory()
     group = {"hosts": {h: data["_meta"]["hostvars"][h] for h in hosts},
-             "vars": {**data["lab"]["vars"], "remediation_policy": {"absent_tools": "{{ sentinel_lab_tools_absent }}"}}}
+             # The lab's variables and the four core services the role is told to watch.
+             "vars": {**data["lab"]["vars"], **lab_group_vars(), "remediate_services": core_services()}}
     path.write_text(json.dumps({"all": {"children": {"lab": group}}}), encoding="utf-8")
     return path
 

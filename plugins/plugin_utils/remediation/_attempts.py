@@ -245,7 +245,8 @@ class AttemptLoop:
         # What the planner is given besides the evidence: hosts (or controllers) whose memory
         # differs plan for themselves rather than reuse a plan made without what they know.
         known_plans = sorted({json.dumps(s.get("commands"), default=str) for s in successes})
-        key = share_key(attempt.signature, history, args["backend"], sorted(failed), known_plans)
+        key = share_key(attempt.signature, history, args["backend"], sorted(failed), known_plans,
+                        args["fallback_restart"])
         recalled = memory.similar(incident.service, attempt.signature, error, evidence, definition, failed)
 
         def make() -> dict:
@@ -254,7 +255,8 @@ class AttemptLoop:
                 successful_fixes=successes, host_tools=tools, policy=self.check.host_policy(tools),
                 max_commands=args["max_commands"], backend=args["backend"], hostnames=ctx.hostnames,
                 llm_settings=ctx.settings, incident=incident, scope=scope, knowledge=ctx.knowledge,
-                service_def=definition, recalled=recalled, classify=self.check.classifier(tools, scope))
+                service_def=definition, recalled=recalled, classify=self.check.classifier(tools, scope),
+                fallback_restart=args["fallback_restart"])
             out = planner.run()
             out["host_values"] = host_values(evidence, incident.service, definition.get("ports") or [])
             out["planned_by"] = ctx.planner_id

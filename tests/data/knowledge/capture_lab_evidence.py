@@ -20,11 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
-from lab.sentinel_lab import Lab, LabError  # noqa: E402  pylint: disable=wrong-import-position
+from lab.sentinel_lab import Lab, LabError, core_services  # noqa: E402  pylint: disable=wrong-import-position
 
 ANSIBLE = str(Path(sys.executable).parent / "ansible")
 OUT = Path(__file__).with_name("lab_evidence.json")
@@ -41,8 +39,8 @@ def module(container: str, name: str, args: dict) -> dict:
 
 
 def main() -> int:
-    services = {s["name"]: s for s in yaml.safe_load((REPO / "roles/remediate/defaults/main.yml").read_text())
-                ["remediate_services"]}
+    # The lab's four core services (the role watches none by default).
+    services = {s["name"]: s for s in core_services()}
     lab = Lab()
     host = lab.up(1)[0]
     container = lab.container(host)

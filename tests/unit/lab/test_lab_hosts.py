@@ -115,16 +115,31 @@ def test_inventory_groups_hosts_by_kind(fake_docker) -> None:
     assert data["_meta"]["hostvars"]["lab01"]["sentinel_lab_tools_absent"] == ["systemctl", "lsof"]
 
 
-def test_static_inventory_can_carry_each_kinds_services(fake_docker, tmp_path: Path) -> None:
+def test_a_static_inventory_always_names_the_services_to_watch(fake_docker, tmp_path: Path) -> None:
     lab, _calls = fake_docker
-    plain = json.loads(lab.write_inventory(tmp_path / "plain.json").read_text())
-    lab_group = plain["all"]["children"]["lab"]
+    core = json.loads(lab.write_inventory(tmp_path / "core.json").read_text())
+    lab_group = core["all"]["children"]["lab"]
+    # The role watches nothing by default: the file names the four core services for every host.
+    assert [s["name"] for s in lab_group["vars"]["remediate_services"]] == ["nginx", "redis-server", "cron", "ssh"]
     assert "remediate_services" not in lab_group["children"]["lab_systemd"]["vars"]
     assert lab_group["children"]["lab_sysv"]["hosts"] == {"lab01": {}}
-    full = json.loads(lab.write_inventory(tmp_path / "full.json", services=True).read_text())
-    systemd_vars = full["all"]["children"]["lab"]["children"]["lab_systemd"]["vars"]
+    # The lab's own group variables come along (the policy's absent tools, the fallback restart on).
+    assert lab_group["vars"]["remediation_policy"] == {"absent_tools": "{{ sentinel_lab_tools_absent }}"}
+    assert lab_group["vars"]["remediate_fallback_restart"] is True
+    full = json.loads(lab.write_inventory(tmp_path / "full.json", services="kind").read_text())
+    full_group = full["all"]["children"]["lab"]
+    systemd_vars = full_group["children"]["lab_systemd"]["vars"]
     assert systemd_vars["sentinel_init"] == "systemd"
     assert "systemd-journald" in [s["name"] for s in systemd_vars["remediate_services"]]
+    assert "remediate_services" not in full_group["vars"]
+    assert json.loads(lab.write_inventory(tmp_path / "same.json", services=True).read_text()) == full
+
+
+def test_a_static_inventory_with_an_unknown_service_set_is_refused(fake_docker, tmp_path: Path) -> None:
+    lab, _calls = fake_docker
+    with pytest.raises(LabUsageError, match="services must be one of core, kind, got 'all'"):
+        lab.write_inventory(tmp_path / "x.json", services="all")
+    assert not (tmp_path / "x.json").exists()
 
 
 def test_health_of_a_service_the_kind_does_not_run_is_refused(fake_docker) -> None:

@@ -14,8 +14,10 @@ from llm_server import LLMServer, plan_content
 
 SECRET_KEY = "sk-test-NOT-A-REAL-KEY-0123456789abcdef"
 # A failure no runbook matches, so backend auto goes on to the LLM.
+# No runbook matches: the plan ends in the fallback restart, turned on here (it is opt-in).
 UNMATCHED = {"service": "nginx", "error": "GET / answers 502 Bad Gateway",
-             "evidence": {"status": "nginx is running", "listeners": "0.0.0.0:80 held by nginx (pid 10, 11)"}}
+             "evidence": {"status": "nginx is running", "listeners": "0.0.0.0:80 held by nginx (pid 10, 11)"},
+             "fallback_restart": True}
 
 
 def llm(server, **extra):
@@ -92,6 +94,16 @@ def test_backend_runbook_never_asks_the_llm(run_plan, llm_server):
     assert result["source"] == "fallback"
     assert commands_of(result) == ["service nginx restart"]
     assert llm_server.request_count == 0
+
+
+def test_without_the_fallback_restart_nothing_is_planned_and_the_msg_says_how_to_turn_it_on(run_plan):
+    unset = {key: value for key, value in UNMATCHED.items() if key != "fallback_restart"}
+    for args in (unset, {**UNMATCHED, "fallback_restart": False}):
+        result = run_plan({**args, "backend": "runbook"})
+        assert result["source"] == "none" and result["commands"] == [] and result["order"] == ["memory", "runbook"]
+        assert "no source gave a plan that may run (tried: memory, runbook)" in result["msg"]
+        assert "The fallback restart (`service nginx restart` as root) is off" in result["msg"]
+        assert "remediate_fallback_restart: true" in result["msg"]
 
 
 def test_backend_llm_asks_before_the_runbook(run_plan, llm_server):

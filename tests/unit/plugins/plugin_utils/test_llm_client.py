@@ -108,7 +108,8 @@ def test_a_retry_after_the_cut_off_gets_the_answer(llm_server):
 def test_the_planner_reports_the_deadline_and_goes_on(run_plan, llm_server):
     llm_server.default = dict(SLOW_ANSWER, drip=0.5)
     args = {"service": "nginx", "error": "GET / answers 502 Bad Gateway", "evidence": {"status": "running"},
-            "llm": {"base_url": llm_server.url, "model": "m", "timeout": 1, "deadline": 2, "max_retries": 3}}
+            "llm": {"base_url": llm_server.url, "model": "m", "timeout": 1, "deadline": 2, "max_retries": 3},
+            "fallback_restart": True}
     started = time.monotonic()
     result = run_plan(args)
     assert time.monotonic() - started < 6

@@ -67,7 +67,21 @@ def test_without_a_model_a_spent_runbook_leaves_only_the_fallback():
     incident = Incident(host="web1", service="nginx", error=case["error"],
                         attempts=[ran_without_healing(1, "runbook", *[c["command"] for c in first["commands"]])])
     second = Planner(service=case["service"], error=case["error"], evidence=case["evidence"],
-                     host_tools=case["host_tools"], incident=incident).run()
+                     host_tools=case["host_tools"], incident=incident, fallback_restart=True).run()
     assert second["source"] in ("fallback", "none")
     assert [c["command"] for c in second["commands"]] != [c["command"] for c in first["commands"]]
     assert second["order"] == ["memory", "fallback"]
+
+
+def test_the_fallback_restart_is_off_unless_asked_and_the_reason_says_so():
+    case = sample("nginx_stopped")
+    first = Planner(service=case["service"], error=case["error"], evidence=case["evidence"],
+                    host_tools=case["host_tools"]).run()
+    incident = Incident(host="web1", service="nginx", error=case["error"],
+                        attempts=[ran_without_healing(1, "runbook", *[c["command"] for c in first["commands"]])])
+    off = Planner(service=case["service"], error=case["error"], evidence=case["evidence"],
+                  host_tools=case["host_tools"], incident=incident).run()
+    assert off["source"] == "none" and off["commands"] == [] and off["order"] == ["memory"]
+    restart = "systemctl restart nginx" if "systemctl" in (case["host_tools"].get("present") or []) \
+        else "service nginx restart"
+    assert f"The fallback restart (`{restart}` as root) is off: set remediate_fallback_restart: true" in off["msg"]
