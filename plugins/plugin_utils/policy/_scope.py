@@ -177,6 +177,7 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
             raise ScopeError(f"service key 'depends_on' holds {raw!r}, which is not a service name")
         depends.append(unit)
     containers = _strings(service_def.get("containers"), "containers") or [name]
+    path_groups = _path_groups(evidence) if evidence is not None else {}
     return {
         "service": name,
         "units": units,
@@ -199,7 +200,45 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
         "process_table": table,
         "depends_on": depends,
         "containers": containers,
+        # Groups that own the service's declared paths, or the paths its own errors name, as
+        # the host reports them ({group: path}): the groups its account may need to be in.
+        "path_groups": path_groups,
     }
+
+
+# `owner nginx:ssl-cert, mode 0640` in a described path's line (host_probe.describe_path).
+_OWNER_MODE = re.compile(r"owner [^:\s]+:(?P<group>[^,\s]+), mode (?P<mode>[0-7]{3,4})")
+# Where a named path was named: the service's own output, not another program's.
+_OWN_OUTPUT = re.compile(r"^(?:error|config_test|status|journal|log /)")
+
+
+def _path_groups(evidence: Mapping[str, Any]) -> dict[str, str]:
+    """``{group: path}``: the owning groups of the service's declared paths (evidence ``paths``)
+    and of the paths its own errors, configuration test, journal or logs name (evidence
+    ``named_paths``), each only when the group's mode bits give it access. Host data, never
+    the model's: a membership of one of these groups is what the service's files need."""
+    found: dict[str, str] = {}
+
+    def add(group: str, mode: str, path: str) -> None:
+        if _NAME.match(group) and group != "root" and len(mode) >= 3 and int(mode[-2]) & 6 and group not in found:
+            found[group] = path
+
+    paths = evidence.get("paths")
+    for path, line in (paths.items() if isinstance(paths, Mapping) else ()):
+        text = str(line).split("\n", 1)[0]
+        match = _OWNER_MODE.search(text)
+        if match and not text.startswith(("missing", "not accessible")):
+            add(match.group("group"), match.group("mode"), str(path))
+    named = evidence.get("named_paths")
+    for path, facts in (named.items() if isinstance(named, Mapping) else ()):
+        if not isinstance(facts, Mapping) or facts.get("type") in (None, "missing", "inaccessible"):
+            continue
+        if not _OWN_OUTPUT.match(str(facts.get("named_in") or "")):
+            continue
+        owner, mode = str(facts.get("owner") or ""), str(facts.get("mode") or "")
+        if ":" in owner and re.fullmatch(r"[0-7]{3,4}", mode):
+            add(owner.split(":", 1)[1], mode, str(path))
+    return found
 
 
 # systemd's directory settings (systemd.exec(5)): each names directories under one root.
@@ -269,7 +308,7 @@ class Scope:
     """A compiled scope. ``explicit`` is False for the policy's default (no incident given)."""
 
     __slots__ = ("explicit", "service", "units", "unit_bases", "related", "processes", "users", "pids",
-                 "known_pids", "process_table", "containers", "regex", "lists", "ports", "declared")
+                 "known_pids", "process_table", "containers", "regex", "lists", "ports", "declared", "path_groups")
 
     def __init__(self, data: Mapping[str, Any], explicit: bool) -> None:
         self.explicit = explicit
@@ -286,6 +325,8 @@ class Scope:
             if isinstance(row, (list, tuple)) and len(row) == 3 and str(row[0]).isdigit():
                 self.process_table.append((int(row[0]), str(row[1]), str(row[2])))
         self.containers = {str(c) for c in data.get("containers") or ()}
+        groups = data.get("path_groups") if isinstance(data.get("path_groups"), Mapping) else {}
+        self.path_groups = {str(k): str(v) for k, v in groups.items()} if explicit else {}
         self.ports = {int(p) for p in data.get("ports") or () if str(p).isdigit()}
         declared = [canonical(str(p)) for p in data.get("declared_config_paths") or () if str(p).startswith("/")]
         self.declared = pattern_regex(declared, beneath=True) if explicit and declared else None
@@ -399,4 +440,6 @@ def describe_scope(scope: Mapping[str, Any] | None, access_paths: re.Pattern[str
 
 _REFUSED = ("Refused: reading or sending secrets (keys, credentials, shadow files, histories, kubeconfigs, "
             "process environments, devices), power (reboot, shutdown targets), firewall, users and "
-            "passwords, package removal, kernel settings, mount changes, recursive or mass deletion.")
+            "passwords (except, with approval, adding the service's own account to the group that owns "
+            "its files: `usermod -aG GROUP USER`), package removal, kernel settings, mount changes, "
+            "recursive or mass deletion.")
