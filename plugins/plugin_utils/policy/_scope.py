@@ -308,7 +308,8 @@ class Scope:
     """A compiled scope. ``explicit`` is False for the policy's default (no incident given)."""
 
     __slots__ = ("explicit", "service", "units", "unit_bases", "related", "processes", "users", "pids",
-                 "known_pids", "process_table", "containers", "regex", "lists", "ports", "declared", "path_groups")
+                 "known_pids", "process_table", "containers", "regex", "lists", "ports", "declared", "path_groups",
+                 "seen_pids")
 
     def __init__(self, data: Mapping[str, Any], explicit: bool) -> None:
         self.explicit = explicit
@@ -320,6 +321,9 @@ class Scope:
         self.users = {str(data["user"])} if data.get("user") else set()
         self.pids = {int(p) for p in data.get("pids") or () if str(p).isdigit()}
         self.known_pids = {str(k): str(v) for k, v in (data.get("known_pids") or {}).items()}
+        # PIDs read in the output of this incident's own reads (read_pids.py): judged as the
+        # evidence's, and checked on the host to be the service's before a signal (execute_plan).
+        self.seen_pids = {int(p) for p in data.get("seen_pids") or () if str(p).isdigit()} if explicit else set()
         self.process_table: list[tuple[int, str, str]] = []
         for row in data.get("process_table") or ():
             if isinstance(row, (list, tuple)) and len(row) == 3 and str(row[0]).isdigit():
@@ -375,6 +379,8 @@ def compile_scope(scope: Mapping[str, Any] | None, default: Mapping[str, Any],
         explicit = True
         if "service" not in scope and "name" in scope:
             merged = scope_from_service(scope, scope.get("pids") or (), scope.get("evidence"))
+            if scope.get("seen_pids"):
+                merged["seen_pids"] = list(scope["seen_pids"])
     for key, values in (additions or {}).items():
         if isinstance(values, list):
             merged[key] = list(merged.get(key) or []) + [v for v in values if v not in (merged.get(key) or [])]
