@@ -139,8 +139,8 @@ options:
       - For each PID that a command may signal, the process the evidence showed - C(start) (its
         start time in clock ticks since boot, RV(sentinel.remediation.evidence#module:evidence.processes)
         C(start)) and C(comm) (its name). Keys are PIDs.
-      - Or C(seen=true) for a PID read only in a command's output during the incident (no start
-        time is known): just before the command, the host reads the process from C(/proc) and
+      - Or C(seen=true) for a PID read only in a command's output during the incident, whose start
+        time is not known. Just before the command, the host reads the process from C(/proc) and
         signals it only if it is one of O(verify)'s processes (its name, program or executable is
         one of the service's C(processes), or it sits in one of its systemd units). Without
         O(verify) such a PID is not signalled.

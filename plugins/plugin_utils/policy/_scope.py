@@ -419,6 +419,9 @@ def describe_scope(scope: Mapping[str, Any] | None, access_paths: re.Pattern[str
         allowed.append("delete stale PID files " + ", ".join(scope["pid_files"][:6]))
     if scope.get("pids"):
         allowed.append("signal its PIDs " + ", ".join(str(p) for p in scope["pids"][:12]))
+    if scope.get("seen_pids"):
+        allowed.append("signal a PID your reads in this incident printed (the host signals it only if it is then "
+                       f"one of {scope.get('service', 'the service')}'s processes)")
     lines.append("Allowed without approval: read-only diagnostics of non-secret state; " + "; ".join(allowed) + ".")
     gated = []
     config = list(scope.get("config_paths") or [])

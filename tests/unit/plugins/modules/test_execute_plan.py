@@ -213,8 +213,8 @@ def test_a_command_whose_path_cannot_be_kept_waits_for_a_human(capsys, tmp_path:
     assert not target.exists() and result["snapshot"]["error"]
 
 
-def test_a_pid_read_in_a_commands_output_is_signalled_when_it_is_the_services_process(capsys, tmp_path: Path,
-                                                                                       sleeper, no_systemd) -> None:
+def test_a_pid_read_in_a_commands_output_is_signalled_when_it_is_the_services_process(
+        capsys, tmp_path: Path, sleeper, no_systemd) -> None:
     """No start time is known for a PID the model read in `ps` output: the host checks it is
     one of the service's processes (here `sleep`) just before the signal."""
     result = run_module(capsys, {
@@ -226,8 +226,8 @@ def test_a_pid_read_in_a_commands_output_is_signalled_when_it_is_the_services_pr
     assert sleeper.wait(timeout=5) != 0
 
 
-def test_a_pid_read_in_output_that_is_another_programs_is_not_signalled(capsys, tmp_path: Path, sleeper,
-                                                                        no_systemd) -> None:
+def test_a_pid_read_in_output_that_is_another_programs_is_not_signalled(
+        capsys, tmp_path: Path, sleeper, no_systemd) -> None:
     result = run_module(capsys, {
         "commands": [{"argv": ["kill", str(sleeper.pid)], "become": True, "pids": [sleeper.pid]}],
         "expect_pids": {str(sleeper.pid): {"seen": True}},

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import read_pids
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import classify, scope_from_service
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import classify, describe_scope
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import scope_from_service
 
 NGINX = {"name": "nginx", "units": ["nginx.service"], "processes": ["nginx"], "user": "www-data"}
 PS = "  PID COMMAND\n 4242 nginx: master process /usr/sbin/nginx\n 5151 nginx: worker process\n"
@@ -64,3 +65,9 @@ def test_without_an_incident_nothing_was_seen() -> None:
     scope = read_pids.with_seen(scope_from_service(NGINX, [4242]), None)
     assert "seen_pids" not in scope
     assert classify("kill 5151", scope=scope)["verdict"] == "approval"
+
+
+def test_the_prompts_scope_lines_say_a_pid_a_read_printed_may_be_signalled() -> None:
+    scope = read_pids.with_seen(scope_from_service(NGINX, [4242]), _incident(_read(PS)))
+    assert any("a PID your reads in this incident printed" in line for line in describe_scope(scope))
+    assert not any("reads in this incident printed" in line for line in describe_scope(scope_from_service(NGINX)))
