@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import read_pids
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import classify, scope_from_service
 
 pytestmark = pytest.mark.lab
@@ -99,16 +100,11 @@ def test_a_blocking_locks_backend_is_terminated_after_approval_and_postgresql_ke
         _sql(lab, f"DROP TABLE IF EXISTS {TABLE}")
 
 
-def _evidence(lab, definition: dict, error: str) -> dict:
-    """The host's evidence for PostgreSQL, from the real evidence module (docker connection, become)."""
-    args = dict(definition, service=definition["name"], error=error)
-    args.pop("name", None)
-    args.pop("stateful", None)
-    args.pop("confirm_attempts", None)
-    args.pop("confirm_interval", None)
+def _module(lab, name: str, args: dict) -> dict:
+    """sentinel.remediation.NAME on the host as the role runs it (docker connection, user sentinel, become)."""
     container = lab.container(HOST)
     argv = [ANSIBLE, "all", "-i", f"{container},", "-c", "community.docker.docker", "-u", "sentinel", "-b",
-            "-m", "sentinel.remediation.evidence", "-a", json.dumps(args)]
+            "-m", f"sentinel.remediation.{name}", "-a", json.dumps(args)]
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
                ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1")
     proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=180, check=False)
@@ -117,7 +113,59 @@ def _evidence(lab, definition: dict, error: str) -> dict:
     except (ValueError, KeyError, IndexError) as exc:
         raise AssertionError(f"ansible gave no result ({exc}): {proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     assert not result.get("failed"), result
-    return result["evidence"]
+    return result
+
+
+def _host_definition(definition: dict) -> dict:
+    """The definition as the host modules take it (the controller's safeguard keys left out)."""
+    return {k: v for k, v in definition.items() if k not in ("stateful", "confirm_attempts", "confirm_interval")}
+
+
+def _evidence(lab, definition: dict, error: str) -> dict:
+    """The host's evidence for PostgreSQL, from the real evidence module."""
+    args = dict(_host_definition(definition), service=definition["name"], error=error)
+    args.pop("name", None)
+    return _module(lab, "evidence", args)["evidence"]
+
+
+def test_a_backend_pid_a_read_printed_is_signalled_only_as_postgresqls_process(lab) -> None:
+    """A PID known only from a read's output: the policy judges it as the incident's, and the
+    host's execute_plan signals it only after /proc shows it is one of PostgreSQL's processes."""
+    definition = _definition()
+    lab.wait_health(HOST, ["postgres"], timeout=60)
+    postmaster = lab.exec(HOST, POSTMASTER_PID, check=True).stdout.strip()
+    try:
+        lab.exec(HOST, "nohup runuser -u postgres -- psql -X -q -c 'SELECT pg_sleep(300)' >/dev/null 2>&1 &",
+                 check=True)
+        lab.exec(HOST, "nohup sleep 4242 >/dev/null 2>&1 &", check=True)
+        _wait("the sleeping backend", lambda: _sql(lab, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE "
+                                                        "'SELECT pg_sleep(300)%'") == "1")
+        # the reads a model runs in this incident, through the policy; their output is all it knows
+        printed = []
+        for command in ("sudo -u postgres psql -tAc \"SELECT pid FROM pg_stat_activity WHERE query LIKE "
+                        "'SELECT pg_sleep(300)%'\"", "pgrep -fx 'sleep 4242'"):
+            read = classify(command, scope=scope_from_service(definition))
+            assert read["verdict"] == "allow", (command, read["reasons"])
+            printed.append(read_pids.pids_in(_as_root(lab, read)))
+        assert [len(p) for p in printed] == [1, 1], printed
+        backend, stray = str(printed[0][0]), str(printed[1][0])
+        scope = dict(scope_from_service(definition), seen_pids=[int(backend), int(stray)])
+        verdicts = [classify(f"kill {pid}", scope=scope) for pid in (backend, stray)]
+        assert [v["verdict"] for v in verdicts] == ["allow", "allow"], [v["reasons"] for v in verdicts]
+        result = _module(lab, "execute_plan", {
+            "commands": [{"argv": v["argv"], "become": v["become"], "pids": v["pids"]} for v in verdicts],
+            "expect_pids": {backend: {"seen": True}, stray: {"seen": True}},
+            "stop_on_failure": False, "verify": _host_definition(definition), "settle": 0})
+        ended, kept = result["results"]
+        assert ended["rc"] == 0, ended
+        assert kept["skipped"] and "not one of postgresql's processes now" in kept["reason"], kept
+        _wait("the backend's end", lambda: _sql(lab, f"SELECT count(*) FROM pg_stat_activity WHERE pid = {backend}")
+              == "0")
+        assert lab.exec(HOST, ["kill", "-0", stray]).ok  # another program's process is untouched
+        assert lab.exec(HOST, POSTMASTER_PID, check=True).stdout.strip() == postmaster
+        assert lab.health(HOST, ["postgres"])["postgres"].healthy
+    finally:
+        lab.exec(HOST, "pkill -f 'pg_sleep\\(300\\)'; pkill -fx 'sleep 4242'", timeout=30)
 
 
 def test_the_service_account_joins_the_group_of_its_key_after_approval_and_the_server_starts(lab) -> None:
