@@ -96,13 +96,18 @@ def invoking_identity(environ=None, unprivileged_user=None) -> Identity:
 
 
 def normalise_expectations(expect) -> dict:
-    """``expect_pids`` with int keys: ``{pid: {"start": int, "comm": str | None}}``."""
+    """``expect_pids`` with int keys: ``{pid: {"start": int, "comm": str | None}}``, or
+    ``{pid: {"seen": True}}`` for a PID read in a command's output (checked on the host to be
+    one of the service's processes, :func:`pid_problem`)."""
     result = {}
     for key, value in (expect or {}).items():
         try:
             pid = int(key)
         except (TypeError, ValueError):
             raise PlanError("expect_pids: key %r is not a PID" % (key,))
+        if isinstance(value, dict) and value.get("seen") is True and value.get("start") is None:
+            result[pid] = {"start": None, "comm": None, "seen": True}
+            continue
         if not isinstance(value, dict) or "start" not in value:
             raise PlanError("expect_pids[%s]: needs start (clock ticks since boot, from the evidence), got %r"
                             % (key, value))
@@ -147,9 +152,11 @@ def normalise_commands(commands) -> list:
     return result
 
 
-def pid_problem(pids: list, expect: dict, stat_reader=None):
+def pid_problem(pids: list, expect: dict, stat_reader=None, belongs=None):
     """Why the command must not signal ``pids`` now, or None when each PID is still the
-    process the evidence showed (same start time and, when given, same ``comm``)."""
+    process the evidence showed (same start time and, when given, same ``comm``). A PID
+    only seen in a command's output (``seen``) must be one of the service's processes now:
+    ``belongs(pid)`` says why not, or None (without it such a PID is not signalled)."""
     stat_reader = stat_reader or host_probe.read_stat
     for pid in pids:
         if pid < 2:
@@ -158,6 +165,12 @@ def pid_problem(pids: list, expect: dict, stat_reader=None):
         if expected is None:
             return ("PID %d has no expected start time in expect_pids: it is not signalled blindly"
                     " (take start and comm from the evidence)" % pid)
+        if expected.get("seen"):
+            found = belongs(pid) if belongs is not None else (
+                "PID %d was only read in a command's output and no service is given to check it against" % pid)
+            if found:
+                return found
+            continue
         seen = stat_reader(pid)
         what = expected["comm"] or "the process"
         if seen is None:
@@ -326,11 +339,11 @@ def _shown_argv(argv: list) -> list:
     return redact_value(list(argv))
 
 
-def preview(commands: list, expect: dict, invoker: Identity) -> list:
+def preview(commands: list, expect: dict, invoker: Identity, belongs=None) -> list:
     """check mode: what would run, as whom, and what would be refused; runs nothing."""
     would = []
     for command, (identity, problem) in zip(commands, plan_identities(commands, invoker)):
-        problem = problem or pid_problem(command["pids"], expect)
+        problem = problem or pid_problem(command["pids"], expect, belongs=belongs)
         item = {"argv": _shown_argv(command["argv"]), "become": command["become"],
                 "user": identity.name if identity else None, "pids": command["pids"],
                 "runnable": problem is None, "reason": problem or ""}
@@ -341,7 +354,8 @@ def preview(commands: list, expect: dict, invoker: Identity) -> list:
 
 
 def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: bool = True,
-             timeout: int = 60, output_max: int = 2000, confinement: str = "off", snapshots=None) -> dict:
+             timeout: int = 60, output_max: int = 2000, confinement: str = "off", snapshots=None,
+             belongs=None) -> dict:
     """Run the commands in order: ``{"results", "stopped_at", "ran"}``.
 
     A command fails when it exits non-zero or is refused (needs root the module lacks, a
@@ -351,7 +365,8 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
     each command's ``confine`` is enforced (``confine_run``); a confinement denial fails the
     command and its result says so (``denied``). ``snapshots`` (a ``snapshot.Session``):
     each command's ``keep`` paths are kept before it runs; a command whose paths cannot
-    all be kept runs only when a human approved it (it could not be undone).
+    all be kept runs only when a human approved it (it could not be undone). ``belongs``:
+    see :func:`pid_problem`.
     """
     results = []
     stopped_at = first_failure = None
@@ -367,7 +382,7 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
             results.append(item)
             continue
         # checked just before running, so the PID is as fresh as it can be
-        problem = problem or pid_problem(command["pids"], expect)
+        problem = problem or pid_problem(command["pids"], expect, belongs=belongs)
         ruleset = None
         if not problem:
             ruleset, record, problem = confine_run.prepare(command, confinement)

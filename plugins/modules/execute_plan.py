@@ -139,6 +139,11 @@ options:
       - For each PID that a command may signal, the process the evidence showed - C(start) (its
         start time in clock ticks since boot, RV(sentinel.remediation.evidence#module:evidence.processes)
         C(start)) and C(comm) (its name). Keys are PIDs.
+      - Or C(seen=true) for a PID read only in a command's output during the incident, whose start
+        time is not known. Just before the command, the host reads the process from C(/proc) and
+        signals it only if it is one of O(verify)'s processes (its name, program or executable is
+        one of the service's C(processes), or it sits in one of its systemd units). Without
+        O(verify) such a PID is not signalled.
     type: dict
     default: {}
   stop_on_failure:
@@ -443,6 +448,7 @@ from ansible_collections.sentinel.remediation.plugins.module_utils import (
     health_checks,
     host_lock,
     option_bounds,
+    pid_membership,
     plan_runner,
     service_spec,
     snapshot,
@@ -499,6 +505,13 @@ def _check_numbers(params: dict) -> None:
                                     "got %d, %d, %d" % (kept["max_bytes"], kept["max_age"], kept["attempt"]))
 
 
+def _belongs(definition):
+    """How a PID read in a command's output is checked: one of O(verify)'s processes now."""
+    if definition is None:
+        return None
+    return lambda pid: pid_membership.problem(pid, definition)
+
+
 def _resolve_depends(raw: list) -> list:
     resolved = []
     for index, item in enumerate(raw or []):
@@ -524,7 +537,7 @@ def main() -> None:
         module.fail_json(msg=to_native(exc), **empty)
 
     if module.check_mode:
-        would = plan_runner.preview(commands, expect, invoker)
+        would = plan_runner.preview(commands, expect, invoker, belongs=_belongs(definition))
         module.exit_json(changed=any(item["runnable"] for item in would), would_run=would, **empty)
 
     result = dict(empty)
@@ -540,7 +553,8 @@ def main() -> None:
     try:
         ran = plan_runner.run_plan(commands, expect, invoker, stop_on_failure=params["stop_on_failure"],
                                    timeout=params["command_timeout"], output_max=params["output_max"],
-                                   confinement=params["confinement"], snapshots=session)
+                                   confinement=params["confinement"], snapshots=session,
+                                   belongs=_belongs(definition))
         result.update(results=ran["results"], stopped_at=ran["stopped_at"])
         if definition is not None:
             settle = params["settle"] if ran["ran"] else 0

@@ -2,7 +2,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Look up a service CLI's subcommand in the subcommand table (``service_cli_table``)
 merged with the user's ``service_subcommands`` policy key. Pure; the tool rules decide
-what a class means for a command (``scope`` needs the service in the incident)."""
+what a class means for a command (``scope`` needs the service in the incident; a unit
+class, ``start`` ``reload`` ``restart`` ``stop``, is judged as that action on the
+service's own unit, so a stop of remote access is refused and a stateful service's
+restart carries its cost)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -10,7 +13,11 @@ from typing import Any, NamedTuple, Optional
 
 from .service_cli_table import TABLE
 
-CLASSES = ("read", "scope", "approve", "refuse")
+UNIT_CLASSES = ("start", "reload", "restart", "stop")
+CLASSES = ("read", "scope", "approve", "refuse") + UNIT_CLASSES
+
+
+_MAX_WORDS = 3
 
 
 class Entry(NamedTuple):
@@ -21,6 +28,11 @@ class Entry(NamedTuple):
 
 class TableError(ValueError):
     """A user's ``service_subcommands`` entry is malformed."""
+
+
+def _folded(words: list[str]) -> list[str]:
+    """Subcommand words compare without case; flags keep theirs (`nginx -t` is not `nginx -T`)."""
+    return [w if w.startswith("-") else w.lower() for w in words]
 
 
 def merged(user: Optional[Mapping[str, Any]] = None) -> dict[str, dict[str, tuple[str, str]]]:
@@ -35,7 +47,7 @@ def merged(user: Optional[Mapping[str, Any]] = None) -> dict[str, dict[str, tupl
                     or not isinstance(row[1], str) or not row[1].strip()):
                 raise TableError(f"service_subcommands.{tool}.{words} must be [class, what it does] with class one "
                                  f"of {', '.join(CLASSES)}; got {row!r}")
-            key = " ".join(str(words).lower().split())
+            key = " ".join(_folded(str(words).split()))
             if not key:
                 raise TableError(f"service_subcommands.{tool} has an empty subcommand")
             out.setdefault(tool, {})[key] = (row[0], row[1].strip())
@@ -43,11 +55,11 @@ def merged(user: Optional[Mapping[str, Any]] = None) -> dict[str, dict[str, tupl
 
 
 def lookup(tool: str, words: list[str], user: Optional[Mapping[str, Any]] = None) -> Optional[Entry]:
-    """The longest table entry that starts ``words`` (case-insensitive), or None when the table
+    """The longest table entry that starts ``words`` (words other than flags case-insensitive), or None when the table
     says nothing about it (the tool's own rules then decide; unknown words are never allowed)."""
     rows = merged(user).get(tool, {})
-    low = [w.lower() for w in words]
-    for n in range(min(len(low), 3), 0, -1):
+    low = _folded(words)
+    for n in range(min(len(low), _MAX_WORDS), 0, -1):
         key = " ".join(low[:n])
         if key in rows:
             cls, does = rows[key]

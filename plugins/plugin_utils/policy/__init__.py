@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .._argspec import load_yaml
-from . import _apps, _sed, _tools
+from . import _accounts, _apps, _sed, _tools
 from ._options import OptionSpec, parse_options, spec_from_table
 from ._paths import ancestor_regex, canonical, name_regex, pattern_regex
 from ._rules import ALLOW, APPROVAL, REJECT, VERDICTS, Check, q
@@ -48,7 +48,7 @@ __all__ = ["PolicyError", "ScopeError", "load_policy", "classify", "classify_man
 _DEFAULTS_FILE = Path(__file__).with_name("defaults.yml")
 _MAX_REASONS = 6
 _REJECT_DISPLAY = 1000
-RULES: dict[str, Any] = {**_tools.RULES, **_apps.RULES, **_sed.RULES}
+RULES: dict[str, Any] = {**_tools.RULES, **_apps.RULES, **_sed.RULES, **_accounts.RULES}
 _BIN_DIRS = ("/usr/local/sbin/", "/usr/local/bin/", "/usr/sbin/", "/usr/bin/", "/sbin/", "/bin/")
 _INIT_SCRIPT = re.compile(r"^/etc/init\.d/[a-z0-9][a-z0-9@._+-]{0,63}$")
 _VERSIONED = re.compile(r"[-.]?[0-9][0-9.]*$")

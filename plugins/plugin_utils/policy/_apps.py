@@ -12,6 +12,7 @@ from typing import Any
 from . import _rules as judge
 from .. import service_cli
 from ._options import spec_from_table
+from ._table import by_table
 from ._rules import Check, q, signal_name
 from ._tools import count_bounds, option_values, parse, value
 
@@ -69,16 +70,13 @@ def nginx(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     if errlog is not None and errlog != "stderr":
         judge.path(chk, errlog, "create", what="writes its error log to")
     signal = parsed.last("-s")
+    in_scope = _service_in_scope(chk, {"nginx"})
     if signal is not None:
-        if signal in ("reload", "reopen"):
-            judge.unit(chk, "nginx", "reload", shown_verb=f"nginx -s {signal}")
-        elif signal in ("stop", "quit"):
-            judge.unit(chk, "nginx", "stop", shown_verb=f"nginx -s {signal}")
-        else:
+        if by_table(chk, "nginx", ["-s", signal], in_scope, "nginx", unit="nginx") is None:
             chk.reject(f"{q(signal)} is not an `nginx -s` signal (reload, reopen, quit, stop)")
         return
     if parsed.has("-t", "-T"):
-        chk.effect("tests the nginx configuration" + (" and prints it" if parsed.has("-T") else ""))
+        by_table(chk, "nginx", ["-T" if parsed.has("-T") else "-t"], in_scope, "nginx", unit="nginx")
         return
     if parsed.has("-v", "-V", "-h"):
         chk.effect("prints the nginx version")
@@ -194,12 +192,12 @@ def sshd(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     if parsed.has("-C") and not parsed.has("-T", "-G"):
         chk.reject("`sshd -C` only goes with `-T`")
         return
-    if not parsed.has("-t", "-T", "-G", "-V"):
+    action = next((flag for flag in ("-T", "-G", "-t", "-V") if parsed.has(flag)), None)
+    chk.become = True
+    if action is None or by_table(chk, "sshd", [action], _service_in_scope(chk, {"ssh", "sshd"}), "sshd",
+                                  unit="ssh") is None:
         chk.reject("`sshd` without -t or -T starts a second SSH daemon; start the service instead "
                    "(`service ssh start`)")
-        return
-    chk.become = True
-    chk.effect("tests the sshd configuration")
 
 
 # ---------------------------------------------------------------- Redis
@@ -253,27 +251,6 @@ _REDIS_REFUSED = {"flushall", "flushdb", "debug", "module", "eval", "evalsha", "
                   "xreadgroup", "wait", "waitaof", "multi", "exec", "pfdebug", "pfselftest", "quit", "reset"}
 
 
-def _by_table(chk: Check, tool: str, words: list[str], in_scope: bool, service: str) -> bool:
-    """Judge a subcommand the subcommand table (``service_cli``) knows; False when it does not."""
-    try:
-        entry = service_cli.lookup(tool, words, chk.policy.get("service_subcommands"))
-    except service_cli.TableError as exc:
-        chk.reject(str(exc))
-        return True
-    if entry is None:
-        return False
-    shown = f"`{tool} {entry.words}`"
-    if entry.cls == "refuse":
-        chk.reject(f"{shown} {entry.does}; refused")
-        return True
-    chk.effect(entry.does)
-    if entry.cls == "approve":
-        chk.approve(f"{shown} {entry.does}; a human should confirm")
-    elif entry.cls == "scope" and not in_scope:
-        chk.approve(f"{shown} {entry.does}, and {service} is not part of this incident; a human should confirm")
-    return True
-
-
 def redis_cli(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     parsed = parse(chk, _REDIS_OPTS, args)
     if chk.rejected:
@@ -310,7 +287,7 @@ def redis_cli(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         chk.effect("disconnects every Redis client of a kind")
         chk.approve("`client kill` by type, user, age or local address disconnects many clients; a human should confirm")
         return
-    if _by_table(chk, "redis-cli", words, in_scope, "Redis"):
+    if by_table(chk, "redis-cli", words, in_scope, "Redis") is not None:
         return
     if head == "config" and pair[1] == "get":
         if len(words) < 3:
@@ -435,6 +412,40 @@ def _strip_sql(sql: str, dialect: str) -> str | None:
     return out
 
 
+# `SELECT f(12345)`: one server function on one literal backend PID (or none), alone in its query.
+_ONE_CALL = re.compile(r"^SELECT\s+(?:PG_CATALOG\.)?([A-Z_][A-Z0-9_]*)\s*\(\s*([0-9]{1,10})?\s*\)\s*"
+                       r"(?:AS\s+[A-Z_][A-Z0-9_]*\s*)?$")
+
+
+def _session_functions(chk: Check, statement: str, upper: str) -> set[str]:
+    """Judge the server functions of the psql table (``pg_cancel_backend``, ``pg_terminate_backend``,
+    ``pg_reload_conf``...) a query calls; returns their names (judged here). Called on one literal
+    PID (or with no argument), alone in the query, a function gets its table class; a query that
+    picks the PIDs itself (`... FROM pg_stat_activity WHERE ...`) acts on every session it selects
+    and needs a human at least."""
+    rows = service_cli.merged(chk.policy.get("service_subcommands")).get("psql", {})
+    names = {c.lower() for c in re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(", statement)} & set(rows)
+    if not names:
+        return set()
+    in_scope = _service_in_scope(chk, _POSTGRES_NAMES)
+    one = _ONE_CALL.match(upper)
+    for name in sorted(names):
+        if one and one.group(1).lower() == name:
+            pid = one.group(2)
+            entry = by_table(chk, "psql", [name], in_scope, "PostgreSQL", unit="postgresql")
+            if entry is not None and pid is not None:
+                chk.effect(f"{name} on backend PID {pid}")
+            continue
+        cls, does = rows[name]
+        if cls == "refuse":
+            chk.reject(f"`{name}` {does}; refused")
+            continue
+        chk.effect(f"{does}, for every session the query selects")
+        chk.approve(f"`{name}` inside a query acts on every session (or row) the query selects, not on one "
+                    "named backend; a human should confirm")
+    return names
+
+
 # Server settings whose value is a program the server runs or a library it loads.
 _CODE_SETTINGS = re.compile(r"(?i)\b[a-z_]*(?:_command|preload_libraries|library_path|plugin_dir|plugin_load(?:_add)?)\b")
 
@@ -466,6 +477,10 @@ def sql(chk: Check, text: str, dialect: str) -> None:
                 continue
             chk.reject(f"the client command {q(statement.split()[0])} runs shell commands or touches files; only "
                        "catalog listings (\\l, \\du, \\dt, \\conninfo) are allowed")
+            return
+        if dialect == "postgres" and "\\" in statement:
+            chk.reject("a backslash inside a statement starts a psql meta-command (`\\g |cmd`, `\\!`) that runs "
+                       "shell commands or writes files; send plain SQL")
             return
         upper = statement.upper()
         words = upper.split()
@@ -501,11 +516,11 @@ def sql(chk: Check, text: str, dialect: str) -> None:
                 chk.approve("that query locks rows or creates a table; a human should confirm")
                 continue
             calls = {c.lower() for c in re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(", statement)}
+            if dialect == "postgres":
+                calls -= _session_functions(chk, statement, upper)
             unknown = sorted(calls - _SAFE_FUNCTIONS)
             chk.effect("reads database state")
             if unknown:
-                if any(u in ("pg_terminate_backend", "pg_cancel_backend") for u in unknown):
-                    chk.effect("ends or cancels database sessions")
                 chk.approve(f"the query calls {', '.join(unknown[:4])}, which the policy cannot judge (functions "
                             "can change state); a human should confirm")
             elif head == "SELECT" and not re.search(r"\bFROM\b", upper) or head in ("SHOW", "DESCRIBE", "DESC") \
@@ -586,6 +601,9 @@ def pg_isready(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     chk.effect("checks whether PostgreSQL accepts connections")
 
 
+_POSTGRES_NAMES = {"postgresql", "postgres"}
+
+
 def pg_ctlcluster(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     if "--" in args:
         chk.reject("`pg_ctlcluster ... -- OPTIONS` passes options straight to pg_ctl; not allowed")
@@ -620,14 +638,8 @@ def pg_ctlcluster(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         chk.approve("an immediate shutdown skips the checkpoint (recovery on the next start); a human should confirm")
     unit = f"postgresql@{version}-{cluster}"
     chk.become = True
-    if action == "status":
-        chk.effect(f"reads the state of {unit}")
-    elif action == "promote":
-        chk.effect(f"promotes {unit} to primary")
-        chk.approve("promoting a standby changes the replication topology; a human should confirm")
-    elif action in ("start", "restart", "reload", "stop"):
-        judge.unit(chk, unit, action, shown_verb=f"pg_ctlcluster {action}")
-    else:
+    if by_table(chk, "pg_ctlcluster", [action], _service_in_scope(chk, _POSTGRES_NAMES), "PostgreSQL",
+                unit=unit) is None:
         chk.reject(f"{q(action)} is not a `pg_ctlcluster` action this policy allows")
 
 
@@ -654,14 +666,9 @@ def pg_ctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         return
     if judge.path(chk, data, "meta") is None:
         return
-    if action == "status":
-        chk.effect("reads the PostgreSQL server state")
-        return
-    if action in ("init", "initdb", "kill"):
-        chk.reject(f"`pg_ctl {action}` creates a cluster or kills the server outside the init system; refused")
-        return
-    chk.approve(f"`pg_ctl {action}` acts on PostgreSQL outside the init system; use pg_ctlcluster or systemctl, or "
-                "have a human confirm")
+    if by_table(chk, "pg_ctl", [action], _service_in_scope(chk, _POSTGRES_NAMES), "PostgreSQL") is None:
+        chk.reject(f"`pg_ctl {action}` is not an action this policy allows (status, reload, logrotate; start, "
+                   "stop, restart and promote with approval)")
 
 
 _MYSQL_COMMON = {

@@ -506,7 +506,12 @@ def signal_pid(chk: Check, signal: str, raw_pid: str) -> None:
         chk.reject(f"PID {pid} is {q(comm)}, a process the host needs (init, login, remote access, the "
                    "automation itself) or an interpreter the evidence does not tie to this incident; refused")
         return
-    judge_signal(chk, signal, in_scope=(pid in scope.pids) if scope.explicit else None, what=f"PID {pid}")
+    seen = scope.explicit and pid not in scope.pids and pid in scope.seen_pids
+    if seen:
+        # Text is not trusted: the host signals it only if /proc then shows one of the service's processes.
+        chk.effect(f"PID {pid} was read in this incident's output: the host checks it is one of "
+                   f"{scope.service}'s processes before the signal")
+    judge_signal(chk, signal, in_scope=(pid in scope.pids or seen) if scope.explicit else None, what=f"PID {pid}")
 
 
 def judge_signal(chk: Check, signal: str, *, in_scope: bool | None, what: str, many: bool = False) -> None:

@@ -179,6 +179,7 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
     containers = _strings(service_def.get("containers"), "containers") or [name]
     unit = evidence.get("unit") if isinstance(evidence, Mapping) and isinstance(evidence.get("unit"), Mapping) else {}
     programs = [canonical(p) for p in str(unit.get("Programs") or "").split() if p.startswith("/")][:16]
+    path_groups = _path_groups(evidence) if evidence is not None else {}
     return {
         "service": name,
         "units": units,
@@ -205,7 +206,45 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
         # program of the operating system's areas that one of them is may have its mode or
         # owner changed with a human's approval, never more.
         "unit_programs": programs,
+        # Groups that own the service's declared paths, or the paths its own errors name, as
+        # the host reports them ({group: path}): the groups its account may need to be in.
+        "path_groups": path_groups,
     }
+
+
+# `owner nginx:ssl-cert, mode 0640` in a described path's line (host_probe.describe_path).
+_OWNER_MODE = re.compile(r"owner [^:\s]+:(?P<group>[^,\s]+), mode (?P<mode>[0-7]{3,4})")
+# Where a named path was named: the service's own output, not another program's.
+_OWN_OUTPUT = re.compile(r"^(?:error|config_test|status|journal|log /)")
+
+
+def _path_groups(evidence: Mapping[str, Any]) -> dict[str, str]:
+    """``{group: path}``: the owning groups of the service's declared paths (evidence ``paths``)
+    and of the paths its own errors, configuration test, journal or logs name (evidence
+    ``named_paths``), each only when the group's mode bits give it access. Host data, never
+    the model's: a membership of one of these groups is what the service's files need."""
+    found: dict[str, str] = {}
+
+    def add(group: str, mode: str, path: str) -> None:
+        if _NAME.match(group) and group != "root" and len(mode) >= 3 and int(mode[-2]) & 6 and group not in found:
+            found[group] = path
+
+    paths = evidence.get("paths")
+    for path, line in (paths.items() if isinstance(paths, Mapping) else ()):
+        text = str(line).split("\n", 1)[0]
+        match = _OWNER_MODE.search(text)
+        if match and not text.startswith(("missing", "not accessible")):
+            add(match.group("group"), match.group("mode"), str(path))
+    named = evidence.get("named_paths")
+    for path, facts in (named.items() if isinstance(named, Mapping) else ()):
+        if not isinstance(facts, Mapping) or facts.get("type") in (None, "missing", "inaccessible"):
+            continue
+        if not _OWN_OUTPUT.match(str(facts.get("named_in") or "")):
+            continue
+        owner, mode = str(facts.get("owner") or ""), str(facts.get("mode") or "")
+        if ":" in owner and re.fullmatch(r"[0-7]{3,4}", mode):
+            add(owner.split(":", 1)[1], mode, str(path))
+    return found
 
 
 # systemd's directory settings (systemd.exec(5)): each names directories under one root.
@@ -275,7 +314,8 @@ class Scope:
     """A compiled scope. ``explicit`` is False for the policy's default (no incident given)."""
 
     __slots__ = ("explicit", "service", "units", "unit_bases", "related", "processes", "users", "pids",
-                 "known_pids", "process_table", "containers", "regex", "lists", "ports", "declared", "programs")
+                 "known_pids", "process_table", "containers", "regex", "lists", "ports", "declared", "path_groups",
+                 "seen_pids", "programs")
 
     def __init__(self, data: Mapping[str, Any], explicit: bool) -> None:
         self.explicit = explicit
@@ -287,11 +327,16 @@ class Scope:
         self.users = {str(data["user"])} if data.get("user") else set()
         self.pids = {int(p) for p in data.get("pids") or () if str(p).isdigit()}
         self.known_pids = {str(k): str(v) for k, v in (data.get("known_pids") or {}).items()}
+        # PIDs read in the output of this incident's own reads (read_pids.py): judged as the
+        # evidence's, and checked on the host to be the service's before a signal (execute_plan).
+        self.seen_pids = {int(p) for p in data.get("seen_pids") or () if str(p).isdigit()} if explicit else set()
         self.process_table: list[tuple[int, str, str]] = []
         for row in data.get("process_table") or ():
             if isinstance(row, (list, tuple)) and len(row) == 3 and str(row[0]).isdigit():
                 self.process_table.append((int(row[0]), str(row[1]), str(row[2])))
         self.containers = {str(c) for c in data.get("containers") or ()}
+        groups = data.get("path_groups") if isinstance(data.get("path_groups"), Mapping) else {}
+        self.path_groups = {str(k): str(v) for k, v in groups.items()} if explicit else {}
         self.ports = {int(p) for p in data.get("ports") or () if str(p).isdigit()}
         declared = [canonical(str(p)) for p in data.get("declared_config_paths") or () if str(p).startswith("/")]
         self.declared = pattern_regex(declared, beneath=True) if explicit and declared else None
@@ -342,6 +387,8 @@ def compile_scope(scope: Mapping[str, Any] | None, default: Mapping[str, Any],
         explicit = True
         if "service" not in scope and "name" in scope:
             merged = scope_from_service(scope, scope.get("pids") or (), scope.get("evidence"))
+            if scope.get("seen_pids"):
+                merged["seen_pids"] = list(scope["seen_pids"])
     for key, values in (additions or {}).items():
         if isinstance(values, list):
             merged[key] = list(merged.get(key) or []) + [v for v in values if v not in (merged.get(key) or [])]
@@ -380,6 +427,9 @@ def describe_scope(scope: Mapping[str, Any] | None, access_paths: re.Pattern[str
         allowed.append("delete stale PID files " + ", ".join(scope["pid_files"][:6]))
     if scope.get("pids"):
         allowed.append("signal its PIDs " + ", ".join(str(p) for p in scope["pids"][:12]))
+    if scope.get("seen_pids"):
+        allowed.append("signal a PID your reads in this incident printed (the host signals it only if it is then "
+                       f"one of {scope.get('service', 'the service')}'s processes)")
     lines.append("Allowed without approval: read-only diagnostics of non-secret state; " + "; ".join(allowed) + ".")
     gated = []
     config = list(scope.get("config_paths") or [])
@@ -407,4 +457,6 @@ def describe_scope(scope: Mapping[str, Any] | None, access_paths: re.Pattern[str
 
 _REFUSED = ("Refused: reading or sending secrets (keys, credentials, shadow files, histories, kubeconfigs, "
             "process environments, devices), power (reboot, shutdown targets), firewall, users and "
-            "passwords, package removal, kernel settings, mount changes, recursive or mass deletion.")
+            "passwords (except, with approval, adding the service's own account to the group that owns "
+            "its files: `usermod -aG GROUP USER`), package removal, kernel settings, mount changes, "
+            "recursive or mass deletion.")

@@ -21,6 +21,7 @@ from . import _rules as judge
 from ._options import OptionSpec, Parsed, parse_options, spec_from_table
 from ._rules import Check, q, signal_name
 from ._scope import unit_name
+from ._table import by_table
 
 Rule = Callable[[Check, list[str], Mapping[str, Any]], None]
 
@@ -197,6 +198,10 @@ def systemctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         insert_flag(chk, parsed, "--no-ask-password")
         chk.approve(f"`systemctl {verb}` changes the service manager itself; a human should confirm")
         return
+    if verb in ("service-log-level", "service-log-target") and len(units) == 1:
+        judge.unit(chk, units[0], "status")
+        chk.effect(f"reads the log {verb[12:]} of {units[0]}")
+        return
     if verb in ("set-property", "service-log-level", "service-log-target"):
         if not units:
             chk.reject(f"`systemctl {verb}` needs a unit")
@@ -208,10 +213,16 @@ def systemctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
             chk.reject(f"`systemctl set-property {unit_name(units[0])}` limits a unit the host needs (remote access, "
                        "login, messaging, networking); refused")
             return
-        judge.unit(chk, units[0], "boot", shown_verb=verb)
+        if verb == "set-property":
+            chk.effect(f"changes the resource settings of {unit_name(units[0]) or units[0]}"
+                       + ("" if parsed.has("--runtime") else " (kept across boots)"))
+            chk.approve(f"`systemctl set-property {units[0]}` changes a unit's resource limits; a human should confirm")
+            return
+        by_table(chk, "systemctl", [verb], True, "systemd", unit=units[0])
         return
     if verb not in _UNIT_VERBS:
-        chk.reject(f"{q(verb)} is not a `systemctl` verb this policy knows")
+        if by_table(chk, "systemctl", [verb], True, "systemd") is None:
+            chk.reject(f"{q(verb)} is not a `systemctl` verb this policy knows")
         return
     action = judge.VERB_CLASS[verb]
     if verb in ("cat", "show") and not (verb == "show" and parsed.values("-p", "-P")):
@@ -355,17 +366,9 @@ _JOURNALCTL = _table({
     "-F|--field": "word", "-N|--fields": None, "--list-catalog": None, "--dump-catalog": None, "--system": None,
     "--no-tail": None, "--truncate-newline": None, "--no-pager": None, "--show-cursor": None,
     "-c|--cursor": "text", "--after-cursor": "text", "--all-namespaces": None,
-    "--vacuum-size": {"type": "size", "approval": "`journalctl --vacuum-*` deletes archived journal files; "
-                                                  "a human should confirm"},
-    "--vacuum-time": {"type": "word", "approval": "`journalctl --vacuum-*` deletes archived journal files; "
-                                                  "a human should confirm"},
-    "--vacuum-files": {"type": "int", "approval": "`journalctl --vacuum-*` deletes archived journal files; "
-                                                  "a human should confirm"},
-    "--rotate": {"approval": "`journalctl --rotate` rotates the journal files; a human should confirm"},
-    "--flush": {"approval": "`journalctl --flush` moves the runtime journal to disk; a human should confirm"},
-    "--sync": None, "--relinquish-var": {"approval": "moves the journal off /var; a human should confirm"},
-    "--smart-relinquish-var": {"approval": "moves the journal off /var; a human should confirm"},
-    "--update-catalog": {"approval": "rewrites the message catalog; a human should confirm"},
+    # what changes the journal is judged from the subcommand table (service_cli_table: journalctl)
+    "--vacuum-size": "size", "--vacuum-time": "word", "--vacuum-files": "int", "--rotate": None, "--flush": None,
+    "--sync": None, "--relinquish-var": None, "--smart-relinquish-var": None, "--update-catalog": None,
     "-f|--follow": {"deny": "`journalctl --follow` never ends; use `journalctl -u UNIT -n 100`"},
     "--setup-keys": {"deny": "`journalctl --setup-keys` creates sealing keys; not a remediation"},
     "--verify-key": {"deny": "`journalctl --verify-key` takes a secret key on the command line"},
@@ -404,8 +407,17 @@ def journalctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
             judge.path(chk, item, "meta")
         elif not _JOURNAL_MATCH.match(item):
             chk.reject(f"{q(item)} is not a journal match (FIELD=value) or a path")
+    changes = [name for name, _text in parsed.options if name.startswith("--")]
+    judged = [name for name in dict.fromkeys(changes)
+              if by_table(chk, "journalctl", [name], _journald_in_scope(chk), "systemd-journald") is not None]
     units = parsed.values("-u")
-    chk.effect("reads the journal" + (f" of {', '.join(units[:4])}" if units else ""))
+    if not judged or parsed.operands or units:
+        chk.effect("reads the journal" + (f" of {', '.join(units[:4])}" if units else ""))
+
+
+def _journald_in_scope(chk: Check) -> bool:
+    scope = chk.scope
+    return not scope.explicit or "systemd-journald" in scope.unit_bases or scope.service == "systemd-journald"
 
 
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50, "E": 1 << 60}

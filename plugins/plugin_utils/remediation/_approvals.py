@@ -167,7 +167,7 @@ class Approvals:
         commands = list(record.get("commands") or [])
         # The recorded argv judged by today's policy (the one classification path, without the
         # engine's additions: what runs is exactly what was approved).
-        verdicts = self.check.verdicts(commands, tools, self.check.scope(definition, evidence))
+        verdicts = self.check.verdicts(commands, tools, self.check.scope(definition, evidence, incident))
         changed = approval_mod.policy_change(record, verdicts)
         if changed:
             return stop("escalated", f"plan {approval_id} approved by {by} and not run: {changed}")

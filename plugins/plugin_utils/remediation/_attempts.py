@@ -25,6 +25,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.canary import
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import host_values, localize_values
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import share_key
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import read_pids
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import undo as undo_mod
 
 from . import vocabulary as words
@@ -215,7 +216,7 @@ class AttemptLoop:
         return Planned(list(approved.commands), {"processes": list(approved.record.get("processes") or [])})
 
     def _take_planned(self, incident, attempt, definition, evidence, tools) -> Planned:
-        scope = self.check.scope(definition, evidence)
+        scope = self.check.scope(definition, evidence, incident)
         planned = self.plan_from_elsewhere(incident, attempt, definition, evidence, tools) \
             or self._plan(incident, attempt, definition, evidence, tools, scope)
         checked = self.check.check(planned.get("commands") or [], tools=tools, scope=scope, definition=definition,
@@ -330,6 +331,8 @@ class AttemptLoop:
         for proc in processes or []:
             if isinstance(proc, Mapping) and proc.get("pid") is not None:
                 expect[str(proc["pid"])] = {"start": proc.get("start"), "comm": proc.get("comm")}
+        # PIDs this incident's reads showed: the host checks each is the service's before a signal
+        expect.update(read_pids.expectations(runnable, expect, read_pids.seen_pids(incident)))
         module_args = {
             "commands": [dict(host_command(c), pids=[int(p) for p in c.get("pids") or []],
                               approved=attempt.source == "approved" or incident.approval == "approved"

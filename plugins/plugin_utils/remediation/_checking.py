@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import read_pids
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import safeguards
 
 from .contracts import Definition, Evidence, Verdict
@@ -38,9 +39,10 @@ class PlanCheck:
         policy["absent_tools"] = sorted(set(absent))
         return policy
 
-    def scope(self, definition: Definition, evidence: Evidence) -> dict:
+    def scope(self, definition: Definition, evidence: Evidence, incident=None) -> dict:
         """The incident's scope for the policy: the service definition and the PIDs the
-        evidence ties to it. A dependency that is itself a watched service stands for its
+        evidence ties to it (and, given the incident, the PIDs its own reads showed:
+        ``read_pids``). A dependency that is itself a watched service stands for its
         units (the Debian ``postgresql`` umbrella stands for ``postgresql@15-main``)."""
         pids = evidence.get("service_pids") if isinstance(evidence, Mapping) else None
         depends = []
@@ -51,7 +53,7 @@ class PlanCheck:
                     depends.append(unit)
         if depends != list(definition.get("depends_on") or []):
             definition = dict(definition, depends_on=depends)
-        return policy_mod.scope_from_service(definition, pids or (), evidence)
+        return read_pids.with_seen(policy_mod.scope_from_service(definition, pids or (), evidence), incident)
 
     def verdicts(self, commands: Sequence[Mapping], tools: Mapping, scope: Mapping) -> list[Verdict]:
         """The policy's verdict (C2) on each command's text in ``scope``, with this host's tools."""

@@ -264,3 +264,11 @@ def test_long_output_keeps_its_first_and_last_lines():
     out, _err, _t = plan_runner._read_tails(proc, 10, 2000)  # pylint: disable=protected-access
     proc.wait()
     assert out == b"short\n"
+
+
+def test_a_seen_pid_needs_no_start_time_and_is_checked_by_the_service_membership() -> None:
+    expect = plan_runner.normalise_expectations({"5151": {"seen": True}})
+    assert expect == {5151: {"start": None, "comm": None, "seen": True}}
+    assert plan_runner.pid_problem([5151], expect, belongs=lambda pid: None) is None
+    assert plan_runner.pid_problem([5151], expect, belongs=lambda pid: "PID 5151 runs sleep") == "PID 5151 runs sleep"
+    assert "no service is given" in plan_runner.pid_problem([5151], expect)

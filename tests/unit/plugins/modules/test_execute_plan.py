@@ -211,3 +211,33 @@ def test_a_command_whose_path_cannot_be_kept_waits_for_a_human(capsys, tmp_path:
     })
     assert result["results"][0]["skipped"] is True and "could not be undone" in result["results"][0]["reason"]
     assert not target.exists() and result["snapshot"]["error"]
+
+
+def test_a_pid_read_in_a_commands_output_is_signalled_when_it_is_the_services_process(
+        capsys, tmp_path: Path, sleeper, no_systemd) -> None:
+    """No start time is known for a PID the model read in `ps` output: the host checks it is
+    one of the service's processes (here `sleep`) just before the signal."""
+    result = run_module(capsys, {
+        "commands": [{"argv": ["kill", str(sleeper.pid)], "become": True, "pids": [sleeper.pid]}],
+        "expect_pids": {str(sleeper.pid): {"seen": True}},
+        "verify": {"name": "sleepy", "processes": ["sleep"], "checks": [flag_check(tmp_path / "up")]}, "settle": 0,
+    })
+    assert result["results"][0]["rc"] == 0, result["results"][0]
+    assert sleeper.wait(timeout=5) != 0
+
+
+def test_a_pid_read_in_output_that_is_another_programs_is_not_signalled(
+        capsys, tmp_path: Path, sleeper, no_systemd) -> None:
+    result = run_module(capsys, {
+        "commands": [{"argv": ["kill", str(sleeper.pid)], "become": True, "pids": [sleeper.pid]}],
+        "expect_pids": {str(sleeper.pid): {"seen": True}},
+        "verify": {"name": "nginx", "processes": ["nginx"], "checks": [flag_check(tmp_path / "up")]}, "settle": 0,
+    })
+    skipped = result["results"][0]
+    assert skipped["skipped"] is True and "not one of nginx's processes now" in skipped["reason"], skipped
+    assert sleeper.poll() is None
+    # without a service to check it against, a PID from text is never signalled
+    bare = run_module(capsys, {"commands": [{"argv": ["kill", str(sleeper.pid)], "pids": [sleeper.pid]}],
+                               "expect_pids": {str(sleeper.pid): {"seen": True}}})
+    assert bare["results"][0]["skipped"] is True and "no service is given" in bare["results"][0]["reason"]
+    assert sleeper.poll() is None

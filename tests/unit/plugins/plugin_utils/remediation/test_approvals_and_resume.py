@@ -8,7 +8,7 @@ import pytest
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.remediation.context import RemediationError
 
 from .conftest import FakeHost
-from .test_attempt_loop import ScriptedPlans
+from .test_attempt_loop import ReadsProcesses, ScriptedPlans
 
 
 def waiting(make_run):
@@ -78,3 +78,17 @@ def test_a_tampered_pending_file_is_refused_and_nothing_runs(make_run, tmp_path)
         {"id": approval_id, "decision": "approve"}, approver="alice")
     assert done.outcomes[0]["state"] == "escalated" and "refused" in done.outcomes[0]["reason"]
     assert host.ran() == []
+
+
+def test_an_approved_signal_to_a_pid_the_incidents_read_showed_runs_with_the_hosts_check(make_run):
+    loop = type("ReadThenCore", (ScriptedPlans,), {"plans": [["pgrep -a nginx"], ["kill -ABRT 5151"]]})
+    first = make_run(ReadsProcesses(verify=(False,)), loop=loop, max_attempts=3).run()
+    outcome = first.outcomes[0]
+    assert outcome["state"] == "waiting_approval", outcome
+    host = ReadsProcesses(verify=(True,))
+    done = make_run(host, facts=first.facts, loop=loop).run(
+        {"id": outcome["approval_id"], "decision": "approve"}, approver="alice")
+    assert done.outcomes[0]["state"] == "healed", done.outcomes[0]
+    assert host.ran() == ["kill -ABRT 5151"]
+    sent = [args for name, args in host.calls if name == "sentinel.remediation.execute_plan"][-1]
+    assert sent["expect_pids"]["5151"] == {"seen": True, "start": None}

@@ -149,3 +149,36 @@ def test_the_after_execute_seam_sees_the_hosts_report_of_each_attempt(make_run):
                                            seen.append((attempt.number, result["verify"]["healthy"]))})
     make_run(FakeHost(verify=(True,)), loop=loop).run()
     assert seen == [(1, True)]
+
+
+class ReadsProcesses(FakeHost):
+    """A host whose `pgrep -a nginx` prints a worker the first evidence did not list."""
+
+    def run_module(self, name, args):
+        answer = super().run_module(name, args)
+        if name == "sentinel.remediation.execute_plan":
+            for result in answer["results"]:
+                if result["label"].startswith("pgrep"):
+                    result["stdout"] = "4242 nginx: master process /usr/sbin/nginx\n5151 nginx: worker process\n"
+        return answer
+
+
+def test_a_pid_the_incidents_own_read_showed_is_signalled_with_the_hosts_check(make_run):
+    host = ReadsProcesses(verify=(False, True))
+    loop = type("ReadThenSignal", (ScriptedPlans,), {"plans": [["pgrep -a nginx"], ["kill 5151"]]})
+    done = make_run(host, loop=loop, max_attempts=3).run()
+    assert done.outcomes[0]["state"] == "healed"
+    assert host.ran() == ["pgrep -a nginx", "kill 5151"]
+    sent = [args for name, args in host.calls if name == "sentinel.remediation.execute_plan"][-1]
+    assert sent["commands"][0]["pids"] == [5151]
+    # no start time from text: the host is told to check the process is nginx's before the signal
+    assert sent["expect_pids"]["5151"] == {"seen": True, "start": None}
+    assert "4242" not in sent["expect_pids"]  # only the PIDs the plan signals
+
+
+def test_a_pid_no_read_showed_still_needs_a_human(make_run):
+    host = ReadsProcesses(verify=(False, True))
+    loop = type("SignalUnseen", (ScriptedPlans,), {"plans": [["pgrep -a nginx"], ["kill 6161"]]})
+    done = make_run(host, loop=loop, max_attempts=3).run()
+    assert done.outcomes[0]["state"] == "waiting_approval"
+    assert host.ran() == ["pgrep -a nginx"]
