@@ -1,0 +1,93 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Incidents of one host linked through their dependencies: a dependent waits on a failing
+dependency, and a dependency its errors name joins its evidence (a fake host port)."""
+from __future__ import annotations
+
+import copy
+
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.remediation._attempts import AttemptLoop
+
+DB = {"name": "db", "units": ["db"], "processes": ["postgres"], "ports": [5432], "checks": [{"type": "service"}]}
+APP = {"name": "app", "units": ["app"], "processes": ["app"], "ports": [8080], "depends_on": ["db"],
+       "checks": [{"type": "service"}]}
+AUTH = 'GET /health answered 503: port 5432 failed: FATAL: password authentication failed for user "appuser"'
+DB_LOG = ('2026-01-01 10:00:01 UTC [90] appuser@app FATAL:  password authentication failed for user "appuser"\n'
+          '2026-01-01 10:00:02 UTC [81] LOG:  checkpoint complete')
+
+
+class Host:
+    """Per service: (healthy, error); ``verify``: what each execute_plan's check says."""
+
+    def __init__(self, state: dict, verify=False):
+        self.state = state
+        self.verify = verify
+        self.calls: list = []
+
+    def run_module(self, name, args):
+        self.calls.append((name, copy.deepcopy(dict(args))))
+        if name == "sentinel.remediation.service_health":
+            rows = []
+            for d in args["services"]:
+                healthy, error = self.state[d["name"]]
+                row = {"name": d["name"], "healthy": healthy, "error": error, "checks": []}
+                if not healthy:
+                    row["evidence"] = {"init": "systemd", "journal": error}
+                    blocked = [x for x in d.get("depends_on") or [] if not self.state[x][0]]
+                    if blocked:
+                        row["blocked_by"] = blocked
+                rows.append(row)
+            return {"services": rows, "healthy": all(r["healthy"] for r in rows), "tools": {"present": ["systemctl"]}}
+        if name == "sentinel.remediation.evidence":
+            return {"changed": False, "evidence": {"logs": {"/var/log/db.log": DB_LOG}}, "tools": {}}
+        if name == "sentinel.remediation.execute_plan":
+            return {"changed": True, "results": [{"rc": 0, "label": c["label"]} for c in args["commands"]],
+                    "verify": {"healthy": self.verify, "error": "" if self.verify else "still down"}}
+        raise AssertionError(name)
+
+    def ran(self, service=None):
+        return [c["label"] for n, a in self.calls if n == "sentinel.remediation.execute_plan"
+                and (service is None or a["verify"]["name"] == service) for c in a["commands"]]
+
+
+class Start(AttemptLoop):
+    seen: dict = {}
+
+    def plan_from_elsewhere(self, incident, attempt, definition, evidence, tools):
+        type(self).seen[incident.service] = evidence
+        return {"source": "runbook", "commands": [{"command": f"systemctl start {incident.service}"}],
+                "diagnosis": "down"}
+
+
+def test_a_dependent_waits_on_a_dependency_that_did_not_heal_and_spends_no_attempt(make_run):
+    host = Host({"db": (False, "db is not running"), "app": (False, "port 5432 failed: Connection refused")})
+    done = make_run(host, loop=Start, services=[APP, DB], max_attempts=1).run()
+    outcomes = {o["service"]: o for o in done.outcomes}
+    assert outcomes["db"]["state"] == "escalated"
+    assert outcomes["app"]["state"] == "waiting" and outcomes["app"]["waits_on"] == ["db"]
+    assert "waits on db (escalated)" in outcomes["app"]["reason"]
+    assert host.ran("app") == [] and host.ran("db") == ["systemctl start db"]
+
+
+def test_a_dependency_whose_checks_pass_is_a_suspect_with_its_own_lines_in_the_evidence(make_run):
+    Start.seen = {}
+    host = Host({"db": (True, ""), "app": (False, AUTH)}, verify=True)
+    done = make_run(host, loop=Start, services=[APP, DB]).run()
+    assert {o["service"]: o["state"] for o in done.outcomes}["app"] == "healed"
+    evidence = Start.seen["app"]
+    assert "SUSPECT although its own checks pass" in evidence["dependencies"]["db"]
+    section = evidence["dependency_evidence"]["db"]
+    assert 'password authentication failed for user "appuser"' in section.split("own lines", 1)[1]
+    assert "checkpoint complete" not in section
+    # the dependency's evidence was read on the host, read only
+    asked = [a for n, a in host.calls if n == "sentinel.remediation.evidence"]
+    assert len(asked) == 1 and asked[0]["service"] == "db" and "5432" in asked[0]["error"]
+
+
+def test_a_dependent_whose_errors_do_not_name_its_dependency_reads_nothing_more(make_run):
+    Start.seen = {}
+    host = Host({"db": (True, ""), "app": (False, "cannot write in /var/lib/app: No space left on device")},
+                verify=True)
+    make_run(host, loop=Start, services=[APP, DB]).run()
+    assert "dependency_evidence" not in Start.seen["app"]
+    assert not [n for n, _a in host.calls if n == "sentinel.remediation.evidence"]
