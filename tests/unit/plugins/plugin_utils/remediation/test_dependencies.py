@@ -91,3 +91,72 @@ def test_a_dependent_whose_errors_do_not_name_its_dependency_reads_nothing_more(
     make_run(host, loop=Start, services=[APP, DB]).run()
     assert "dependency_evidence" not in Start.seen["app"]
     assert not [n for n, _a in host.calls if n == "sentinel.remediation.evidence"]
+
+
+class Planned:
+    """The planner as the loop calls it: a plan from the evidence it was given, counted."""
+    made: list = []
+
+    def __init__(self, **kwargs):
+        self.evidence = kwargs["evidence"]
+        self.service = kwargs["service"]
+
+    def run(self):
+        type(self).made.append(self.service)
+        environment = self.evidence.get("environment") or {}
+        if "/srv/stash" in environment:
+            commands = ["mv /srv/stash /srv/data", "systemctl start nginx"]
+        else:
+            commands = ["systemctl start nginx"]
+        return {"source": "llm", "commands": [{"command": c} for c in commands], "diagnosis": "data moved away"}
+
+
+class NginxHost(Host):
+    def __init__(self, environment):
+        super().__init__({"nginx": (False, "nginx is not running")}, verify=True)
+        self.environment = environment
+
+    def run_module(self, name, args):
+        result = super().run_module(name, args)
+        if name == "sentinel.remediation.service_health":
+            for row in result["services"]:
+                row["evidence"] = {"init": "systemd", "processes": [], "environment": dict(self.environment)}
+        return result
+
+
+def test_a_shared_plan_acting_on_what_this_host_does_not_have_is_not_used_here(make_run, monkeypatch):
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils.remediation import _attempts
+
+    monkeypatch.setattr(_attempts, "Planner", Planned)
+    Planned.made = []
+    first = NginxHost({"/srv/stash": "DATA_DIR=/srv/stash"})
+    done = make_run(first, name="web1", auto_approve=True).run()
+    assert first.ran() == ["mv /srv/stash /srv/data", "systemctl start nginx"]
+    second = NginxHost({"/etc/default/nginx": "DAEMON_OPTS="})
+    other = make_run(second, name="web2", auto_approve=True).run()
+    # one signature for both, yet the second host planned for itself and ran only its own plan
+    assert other.incidents[0].signature == done.incidents[0].signature
+    assert Planned.made == ["nginx", "nginx"]
+    assert second.ran() == ["systemctl start nginx"]
+    notes = " ".join(other.incidents[0].attempts[0].notes)
+    assert "does not fit this host" in notes and "/srv/stash" in notes
+
+
+def test_a_host_receiving_a_fitting_plan_does_not_plan_again_and_its_approver_sees_its_own_evidence(
+        make_run, monkeypatch, tmp_path):
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils import approval
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils.remediation import _attempts
+
+    monkeypatch.setattr(_attempts, "Planner", Planned)
+    Planned.made = []
+    make_run(NginxHost({"/srv/stash": "x"}), name="web1").run()
+    second = NginxHost({"/srv/stash": "y"})
+    other = make_run(second, name="web2").run()
+    assert Planned.made == ["nginx"] and second.ran() == []
+    (outcome,) = other.outcomes
+    assert outcome["state"] == "waiting_approval"
+    pending = tmp_path / "state" / "pending"
+    record = approval.parse(approval.read_pending(str(pending), outcome["approval_id"]), approval.controller_key(),
+                            outcome["approval_id"])
+    assert record["host"] == "web2" and record["planned_on"].startswith("web1 (")
+    assert isinstance(record["host_diagnosis"], list)
