@@ -42,7 +42,9 @@ _COMMON_PHRASES = frozenset(("health check failed", "connection to server at", "
 # Quoted words that are the names of a message's fields, not values of this failure.
 _KEYS_NOT_VALUES = frozenset(w for _stems, words in KIND_WORDS for w in words) | {"status", "error", "storage", "ok",
                                                                                   "unavailable", "message", "detail"}
-SECTION_BUDGET = 1400   # characters of one dependency's evidence in the dependent's request
+# A log line's time and process id, which change between repeats of one line.
+_VOLATILE = re.compile(r"\d+")
+SECTION_BUDGET = 1000   # characters of one dependency's evidence in the dependent's request
 LINES_MAX = 12          # lines of one dependency's logs kept
 
 
@@ -93,15 +95,29 @@ def dependency_terms(definition: Mapping) -> tuple[list[re.Pattern], list[str]]:
     return patterns, words
 
 
+def _named_by(line: str, patterns: Sequence[re.Pattern], kind: re.Pattern | None) -> str:
+    for pattern in list(patterns) + ([kind] if kind is not None else []):
+        found = pattern.search(line)
+        if found:
+            return found.group(0).strip(":. ")
+    return ""
+
+
 def naming_lines(error: str, evidence: Mapping | None, definition: Mapping) -> list[str]:
     """The dependent's error lines that name the dependency ``definition`` (its endpoint,
     its name, or its kind); empty when none does."""
+    return [line for line, _by in naming(error, evidence, definition)]
+
+
+def naming(error: str, evidence: Mapping | None, definition: Mapping) -> list[tuple[str, str]]:
+    """``(line, what of the dependency it names)`` for each of the dependent's error lines that name it."""
     patterns, words = dependency_terms(definition)
     kind = re.compile(r"\b(?:%s)\b" % "|".join(re.escape(w) for w in words), re.IGNORECASE) if words else None
     found = []
     for line in _dependent_lines(error, evidence):
-        if any(p.search(line) for p in patterns) or (kind is not None and kind.search(line)):
-            found.append(line[:600])
+        by = _named_by(line, patterns, kind)
+        if by:
+            found.append((line[:600], by))
     return found
 
 
@@ -130,41 +146,46 @@ def _matches(line: str, terms: Sequence[str]) -> bool:
     return any(t in line or (" " in t and t in flat) for t in terms)
 
 
-def relevant_lines(dependency_evidence: Mapping | None, terms: Sequence[str]) -> list[tuple[str, str]]:
+def relevant_lines(dependency_evidence: Mapping | None, terms: Sequence[str]) -> list[tuple[str, str, int]]:
     """The dependency's log, journal and status lines that speak of the dependent's failure
-    (name one of ``terms``), as ``(source, line)``, newest last, at most ``LINES_MAX``."""
-    found: list[tuple[str, str]] = []
+    (name one of ``terms``), as ``(source, line, times)``: a line repeated with only its
+    time and process changed is kept once (its newest), with how many times it came;
+    newest last, at most ``LINES_MAX``."""
     if not terms:
-        return found
+        return []
+    found: dict[str, list] = {}
     for key, text in evidence_texts(dependency_evidence if isinstance(dependency_evidence, Mapping) else None).items():
         head = key.split(".", 1)[0].split("[", 1)[0]
         if head not in ("journal", "logs", "log", "status", "config_test", "recent_changes", "named_paths"):
             continue
+        source = key.rsplit("/", 1)[-1] if "/" in key else key
         for line in text.splitlines():
             line = line.strip()
-            if line and _matches(line, terms) and (key, line) not in found:
-                found.append((key, line))
-    return found[-LINES_MAX:]
+            if not line or not _matches(line, terms):
+                continue
+            same = _VOLATILE.sub("#", line)
+            if same in found:
+                entry = found.pop(same)
+                entry[1], entry[2] = line, entry[2] + 1
+                found[same] = entry  # moved to the end: its newest time
+            else:
+                found[same] = [source, line, 1]
+    return [(source, line, times) for source, line, times in found.values()][-LINES_MAX:]
 
 
-def suspect_note(dependent: str, lines: Sequence[str]) -> str:
+def suspect_note(dependent: str, named_by: Sequence[str]) -> str:
     """What the dependent's ``dependencies`` entry says of a suspect whose checks pass."""
-    said = lines[0] if lines else ""
-    return (f"a SUSPECT although its own checks pass: {dependent}'s errors name it"
-            + (f" ({said[:240]})" if said else ""))
+    said = ", ".join(dict.fromkeys(b for b in named_by if b))[:120]
+    return f"SUSPECT all the same, {dependent}'s errors name it" + (f" ({said})" if said else "")
 
 
-def section(dependent: str, name: str, lines: Sequence[str], relevant: Sequence[tuple[str, str]],
-            budget: int = SECTION_BUDGET) -> str:
-    """The dependency's evidence for the dependent's request, within ``budget`` characters,
-    cut at line ends only: what of the dependent names it, then its own matching lines."""
-    out = [f"{dependent}'s error names {name}:"]
-    out += [f"  {line[:300]}" for line in lines[:3]]
-    if relevant:
-        out.append(f"{name}'s own lines on the same failure (its logs, newest last):")
-        out += [f"  [{source}] {line[:300]}" for source, line in relevant]
-    else:
-        out.append(f"{name}'s logs hold no line on it (read its logs or server views for more)")
+def section(dependent: str, name: str, relevant: Sequence[tuple[str, str, int]], budget: int = SECTION_BUDGET) -> str:
+    """The dependency's own lines on the dependent's failure, for the dependent's request,
+    within ``budget`` characters and cut at line ends only."""
+    if not relevant:
+        return f"{name}'s logs hold no line on {dependent}'s error (read its logs or its server's views for more)"
+    out = [f"{name}'s own lines on {dependent}'s failure (newest last):"]
+    out += [f"[{source}] {line[:300]}" + (f" (x{times})" if times > 1 else "") for source, line, times in relevant]
     text = ""
     for line in out:
         if len(text) + len(line) + 1 > budget:

@@ -23,7 +23,9 @@ ESCALATE = {"plan": {"diagnosis": "a human must decide", "commands": [], "ration
 
 
 def _text(request: dict) -> str:
-    return "\n".join(str(m.get("content") or "") for m in request.get("messages") or [])
+    """The chat request's messages as one text (the server records the HTTP body)."""
+    body = request.get("body") if isinstance(request.get("body"), dict) else {}
+    return "\n".join(str(m.get("content") or "") for m in body.get("messages") or [] if isinstance(m, dict))
 
 
 def _requests_for(server: LLMServer, service: str) -> list[str]:
@@ -48,7 +50,8 @@ def deps(lab, tmp_path_factory):
 def _run(work: Workspace, hosts: str, backend: str = "llm"):
     run = work.run(extravars={"remediate_backend": backend, "remediate_hosts": hosts,
                               "remediate_fleet_stop_share": 1})
-    assert run.status == "successful", run.stdout[-3000:]
+    # an escalation fails the play (the role hands over to a human); the report says what happened
+    assert run.report.get("outcomes"), run.stdout[-3000:]
     return run
 
 
@@ -62,11 +65,11 @@ def test_the_apps_request_carries_the_databases_own_error_when_the_databases_che
         outcomes = {s: o for (h, s), o in run.outcomes().items() if h == "lab01"}
         assert outcomes["postgresql"]["state"] == "healthy", outcomes["postgresql"]
         (request,) = _requests_for(server, "sentinel-app")
-        assert "a SUSPECT although its own checks pass" in request
+        assert "SUSPECT all the same, sentinel-app's errors name it" in request
         # PostgreSQL's own log line (its prefix user@database), under the dependency's section
-        own = request.split("postgresql's own lines on the same failure", 1)
+        own = request.split("postgresql's own lines on sentinel-app's failure", 1)
         assert len(own) == 2, request[-4000:]
-        assert re.search(r"\[logs[^\]]*postgresql[^\]]*\].*sentinelapp@sentinelapp FATAL: +pg_hba\.conf rejects "
+        assert re.search(r"\[postgresql-15-main\.log\] .*sentinelapp@sentinelapp FATAL: +pg_hba\.conf rejects "
                          r"connection for host \"127\.0\.0\.1\", user \"sentinelapp\"", own[1]), own[1][:2000]
         assert not _requests_for(server, "postgresql")  # its checks passed: no incident of its own
     finally:

@@ -49,17 +49,17 @@ def with_dependencies(ctx: RunContext, port: HostPort, name: str, definition: Ma
         dep_definition = ctx.definitions.get(dep)
         if dep == name or not isinstance(dep_definition, Mapping):
             continue
-        lines = rules.naming_lines(error, evidence, dep_definition)
-        if not lines:
+        named = rules.naming(error, evidence, dep_definition)
+        if not named:
             continue
+        lines = [line for line, _by in named]
         row = rows.get(dep) or {}
         if row.get("healthy") is not False:
-            states[dep] = f"{states.get(dep) or 'healthy'}; " + rules.suspect_note(name, lines)
+            states[dep] = f"{states.get(dep) or 'healthy'}; " + rules.suspect_note(name, [by for _l, by in named])
         dep_evidence = row.get("evidence") if isinstance(row.get("evidence"), Mapping) else None
         if dep_evidence is None:
             dep_evidence = _dependency_evidence(ctx, port, dep, dep_definition, "\n".join(lines))
-        relevant = rules.relevant_lines(dep_evidence, rules.search_terms(lines))
-        sections[dep] = rules.section(name, dep, lines, relevant)
+        sections[dep] = rules.section(name, dep, rules.relevant_lines(dep_evidence, rules.search_terms(lines)))
     if states:
         evidence["dependencies"] = states
     if sections:

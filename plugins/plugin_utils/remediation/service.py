@@ -255,6 +255,8 @@ class Remediation:
                     continue
             outcome, incident = self.heal_one(name, definition, row, tools)
             outcomes.append(outcome)
+            if outcome["state"] in words.WORKING_STATES:  # its evidence of this pass is stale for its dependants
+                rows[name] = {"name": name, "healthy": True}
             if incident is not None:
                 incidents.append(incident)
                 states[name] = incident.state

@@ -13,7 +13,7 @@ AUTH = ('GET http://127.0.0.1:8080/health answered 503: {"database": "connection
 
 
 def test_an_error_naming_the_dependencys_port_makes_it_a_suspect():
-    assert rules.naming_lines(AUTH, {}, POSTGRES) == [AUTH]
+    assert rules.naming(AUTH, {}, POSTGRES) == [(AUTH, "port 5432")]
 
 
 def test_an_error_naming_only_the_dependencys_kind_makes_it_a_suspect():
@@ -45,15 +45,32 @@ def test_the_dependencys_lines_on_the_same_failure_are_found_by_the_dependents_w
         '"sentinelapp"',
         '2026-01-01 10:00:01 UTC [90] sentinelapp@sentinelapp DETAIL:  User "sentinelapp" has no password assigned.',
         "2026-01-01 10:00:02 UTC [81] LOG:  checkpoint complete"])}}
-    found = [line for _key, line in rules.relevant_lines(dep_evidence, terms)]
-    assert len(found) == 2 and "FATAL:  password authentication failed" in found[0] and "no password" in found[1]
+    found = rules.relevant_lines(dep_evidence, terms)
+    assert [(source, times) for source, _line, times in found] == [("postgresql-15-main.log", 1)] * 2
+    assert "FATAL:  password authentication failed" in found[0][1] and "no password" in found[1][1]
+
+
+def test_a_line_repeated_with_only_its_time_and_pid_changed_is_kept_once_with_its_count():
+    log = "\n".join(f'2026-01-01 10:00:0{n} UTC [{500 + n}] FATAL:  could not open file "base/16384/2619"'
+                    for n in range(5))
+    found = rules.relevant_lines({"journal": log + "\n2026-01-01 10:00:09 UTC [1] LOG:  checkpoint"},
+                                 rules.search_terms(['database: could not open file "base/16384/2619"']))
+    assert found == [("journal", '2026-01-01 10:00:04 UTC [504] FATAL:  could not open file "base/16384/2619"', 5)]
+    assert rules.section("app", "db", found).endswith("(x5)")
+
+
+def test_the_suspect_note_says_what_named_it_and_nothing_a_redactor_reads_as_a_secret():
+    note = rules.suspect_note("sentinel-app", ["5432", "database", "5432"])
+    assert note == "SUSPECT all the same, sentinel-app's errors name it (5432, database)"
+    assert "pass:" not in note
 
 
 def test_a_section_is_bounded_and_cut_at_line_ends():
-    relevant = [("logs", "x" * 250 + f" line {n}") for n in range(12)]
-    text = rules.section("sentinel-app", "postgresql", [AUTH], relevant, budget=900)
-    assert len(text) <= 900 and text.startswith("sentinel-app's error names postgresql:")
-    assert all(line.endswith(tuple(f"line {n}" for n in range(12))) for line in text.splitlines()[3:])
+    relevant = [("postgresql.log", "x" * 250 + f" line {n}", 1) for n in range(12)]
+    text = rules.section("sentinel-app", "postgresql", relevant, budget=900)
+    assert len(text) <= 900 and text.startswith("postgresql's own lines on sentinel-app's failure")
+    assert all(line.endswith(tuple(f"line {n}" for n in range(12))) for line in text.splitlines()[1:])
+    assert "hold no line" in rules.section("sentinel-app", "postgresql", [])
 
 
 def test_no_term_finds_nothing_rather_than_everything():
