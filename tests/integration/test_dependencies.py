@@ -124,20 +124,31 @@ def test_two_hosts_with_one_symptom_and_different_causes_do_not_share_a_plan(dep
     ]
     lab.inject("lab01", "postgres_hba_typo")
     lab.inject("lab03", "postgres_preload_library_missing")
+    work = Workspace(tmp_path, inventory, llm_url=server.url)
     try:
-        outcomes = _run(Workspace(tmp_path, inventory, llm_url=server.url), "lab01,lab03").outcomes()
+        outcomes = _run(work, "lab01,lab03").outcomes()
         hba, preload = outcomes[("lab01", "postgresql")], outcomes[("lab03", "postgresql")]
         # the same symptom (nothing listens on 5432), two causes: two signatures, two requests
         assert hba["signature"] != preload["signature"]
-        assert len(_requests_for(server, "postgresql")) == 2
-        assert [c["command"] for c in preload["commands"]][0].endswith("postgresql.auto.conf"), preload
-        assert not any("pg_hba" in c["command"] for c in preload["commands"]), preload
-        assert hba["state"] == preload["state"] == "healed", (hba, preload)
-        # judged inside the containers: each host's own file fixed, the other's untouched
-        assert lab.exec("lab03", "grep -c scram-sha256 /etc/postgresql/15/main/pg_hba.conf").stdout.strip() == "0"
-        assert "pg_cron" not in lab.exec("lab03", "cat /var/lib/postgresql/15/main/postgresql.auto.conf").stdout
-        for host in ("lab01", "lab03"):
-            assert all(h.healthy for h in lab.health(host, ["postgres", "app"]).values()), host
+        asked = _requests_for(server, "postgresql")
+        assert len(asked) == 2 and sum("scram-sha256" in t for t in asked) == 1
+        assert sum('"pg_cron"' in t for t in asked) == 1
+        # lab03 got the plan made for its own cause, never lab01's
+        planned = [c["command"] for c in preload["planned"]]
+        assert planned and planned[0].endswith("postgresql.auto.conf"), preload
+        assert not any("pg_hba" in c for c in planned), preload
+        assert preload["state"] in ("healed", "waiting_approval"), preload
+        if preload["state"] == "waiting_approval":
+            # the approver is shown this host's own causes
+            record = json.loads((work.artifacts_dir / "pending" / f"{preload['approval_id']}.json").read_text())
+            assert any("pg_cron" in cause for cause in record["host_diagnosis"]), record["host_diagnosis"]
+            assert not any("scram" in cause for cause in record["host_diagnosis"]), record["host_diagnosis"]
+            assert record["planned_on"] == ""  # made for lab03 itself
+        # inside the containers: neither host's fix touched the other's file
+        assert lab.exec("lab03", "grep -c scram-sha256 /etc/postgresql/15/main/pg_hba.conf",
+                        check=False).stdout.strip() == "0"
+        assert "shared_preload_libraries" not in lab.exec(
+            "lab01", "cat /var/lib/postgresql/15/main/postgresql.auto.conf").stdout
     finally:
         for host, fault in (("lab01", "postgres_hba_typo"), ("lab03", "postgres_preload_library_missing")):
             if not lab.health(host, ["postgres"])["postgres"].healthy:
