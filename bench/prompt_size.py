@@ -94,8 +94,8 @@ def dependency_case(with_dependency: bool) -> dict:
                                                       dependency_evidence.search_terms([line for line, _by in named]))
         evidence["dependencies"] = {"postgresql": evidence["dependencies"]["postgresql"] + "; "
                                     + dependency_evidence.suspect_note("sentinel-app", [by for _l, by in named])}
-        evidence["dependency_evidence"] = {"postgresql": dependency_evidence.section("sentinel-app", "postgresql",
-                                                                                   relevant)}
+        part = dependency_evidence.section("sentinel-app", "postgresql", relevant)
+        evidence["dependency_evidence"] = {"postgresql": part}
     return {"service": "sentinel-app", "error": _APP_ERROR, "evidence": evidence,
             "host_tools": {"present": ["service", "psql", "pg_ctlcluster", "sed", "kill"], "absent": []}}
 

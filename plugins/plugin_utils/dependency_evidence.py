@@ -170,7 +170,7 @@ def relevant_lines(dependency_evidence: Mapping | None, terms: Sequence[str]) ->
                 found[same] = entry  # moved to the end: its newest time
             else:
                 found[same] = [source, line, 1]
-    return [(source, line, times) for source, line, times in found.values()][-LINES_MAX:]
+    return [tuple(entry) for entry in found.values()][-LINES_MAX:]
 
 
 def suspect_note(dependent: str, named_by: Sequence[str]) -> str:

@@ -161,3 +161,24 @@ def test_a_host_receiving_a_fitting_plan_does_not_plan_again_and_its_approver_se
                             outcome["approval_id"])
     assert record["host"] == "web2" and record["planned_on"].startswith("web1 (")
     assert isinstance(record["host_diagnosis"], list)
+
+
+class Healing(Host):
+    """A host where running the database's plan brings the database back."""
+
+    def run_module(self, name, args):
+        if name == "sentinel.remediation.execute_plan" and args["verify"]["name"] == "db":
+            self.state["db"] = (True, "")
+        return super().run_module(name, args)
+
+
+def test_a_dependency_healed_in_this_pass_is_read_afresh_for_its_dependant(make_run):
+    Start.seen = {}
+    host = Healing({"db": (False, "db is not running"), "app": (False, AUTH)}, verify=True)
+    done = make_run(host, loop=Start, services=[APP, DB]).run()
+    states = {o["service"]: o["state"] for o in done.outcomes}
+    assert states["db"] == "healed" and states["app"] == "healed"
+    # the app's incident read the database as it is now, not its evidence from before it healed
+    asked = [a for n, a in host.calls if n == "sentinel.remediation.evidence"]
+    assert len(asked) == 1 and asked[0]["service"] == "db"
+    assert "[db.log]" in Start.seen["app"]["dependency_evidence"]["db"]
