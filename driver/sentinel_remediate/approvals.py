@@ -116,6 +116,9 @@ def render_show(plan: Mapping[str, Any]) -> str:
         f"signature  {printable(plan.get('signature', ''))}",
         f"error      {printable(plan.get('error', ''))}",
         f"diagnosis  {printable(plan.get('diagnosis', ''))}",
+        *([f"planned on {printable(plan['planned_on'])} (the same failure signature); this host's own evidence:"]
+          if plan.get("planned_on") else ["this host's own evidence:"] if plan.get("host_diagnosis") else []),
+        *[f"  cause    {printable(cause)}" for cause in plan.get("host_diagnosis") or []],
         f"for        {printable(plan.get('target', '?'))}, evidence of {printable(plan.get('evidence_time', '?'))}",
         f"file hash  {printable(plan.get('_digest', ''))} (approving runs this file only if it is unchanged)",
     ]

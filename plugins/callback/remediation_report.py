@@ -244,7 +244,7 @@ class CallbackModule(CallbackBase):
                                       color="yellow")
             for outcome in report["outcomes"]:
                 color = "green" if outcome["state"] in ("healthy", "healed") else (
-                    "yellow" if outcome["state"] in ("waiting_approval", "dry_run", "busy") else "red")
+                    "yellow" if outcome["state"] in ("waiting_approval", "dry_run", "busy", "waiting") else "red")
                 self._display.display(outcome_line(outcome), color=color)
             for error in report["errors"]:
                 self._display.display(f"ERROR {error['host']}: {error['error']}", color="red")

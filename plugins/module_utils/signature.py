@@ -164,6 +164,13 @@ def _structured_facts(evidence: Mapping, hostnames: tuple) -> set[str]:
                     "not a pid" if "not a pid" in text else
                     "running" if "running" in text else "unreadable")
             facts.add(f"pid file {path} {kind}")
+    # A dependent's failure is told apart by what its dependencies' own checks say (the same 503
+    # of an app is another fault when its database is down than when it refuses the app's login).
+    dependencies = evidence.get("dependencies")
+    if isinstance(dependencies, Mapping):
+        for name, state in dependencies.items():
+            said = _NUMBER.sub("#", normalise_error(str(state), hostnames))
+            facts.add(f"dependency {name}: " + said[:200])
     paths = evidence.get("paths")
     if isinstance(paths, Mapping):
         for path, state in paths.items():

@@ -378,7 +378,8 @@ RETURN = r"""
 outcomes:
   description:
     - One outcome per watched service (docs/contracts.md) with C(state) in V(healthy), V(healed),
-      V(waiting_approval), V(escalated), V(failed), V(dry_run); the commands that ran with their
+      V(waiting_approval), V(escalated), V(failed), V(dry_run), V(waiting) (a service whose failing
+      dependencies, listed in C(waits_on), were not healed, so nothing ran for it); the commands that ran with their
       verdict and rc, the refused ones with the reasons, the LLM usage and errors, and a timeline
       of the attempts.
     - C(recall) says how memory served the plan, V(exact) (a remembered fix of this very failure),

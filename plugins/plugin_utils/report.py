@@ -94,6 +94,8 @@ def normalise_outcome(host: str, outcome: Any) -> dict:
         "finished": str(outcome.get("finished") or ""),
         "timeline": _dicts(outcome.get("timeline")),
         "undo_id": str(outcome.get("undo_id") or ""),
+        # the failing dependencies this service's incident waits on (linked incidents of one host)
+        "waits_on": [str(d) for d in outcome.get("waits_on") or []] if isinstance(outcome.get("waits_on"), list) else [],
         "recall": str(outcome.get("recall") or ""),
         "recalled": _recalled(outcome.get("recalled")),
         "safeguards": [str(g) for g in outcome.get("safeguards") or [] if str(g) in SAFEGUARDS]
@@ -245,6 +247,8 @@ def outcome_line(o: Mapping) -> str:  # noqa: C901 pylint: disable=too-many-bran
         what = "DRY RUN (nothing ran)"
     elif state == "busy":
         what = "BUSY (another run holds this host)"
+    elif state == "waiting":
+        what = "WAITING on " + ", ".join(o.get("waits_on") or ["its dependencies"])
     elif state in FAILING_STATES:
         what = state.upper()
     else:

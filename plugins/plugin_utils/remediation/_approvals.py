@@ -14,6 +14,7 @@ from ansible_collections.sentinel.remediation.plugins.module_utils.signature imp
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import approval as approval_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.file_ownership import plan_ownership
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.shared_plan_check import host_diagnosis
 
 from .context import RemediationError, RunContext
 from ._attempts import Approved, AttemptLoop
@@ -65,6 +66,9 @@ class Approvals:
                           for p in (evidence or {}).get("processes") or [] if isinstance(p, Mapping)],
             # who the host says manages the files the plan touches, for the approver
             "ownership": plan_ownership(evidence, runnable),
+            # what this host's own evidence says, and who made the plan when another host did
+            "host_diagnosis": host_diagnosis(incident.service, incident.current_error, evidence),
+            "planned_on": self.loop.shared_from.get(incident.service, ""),
         }
         try:
             sealed = approval_mod.seal(record, approval_mod.controller_key())

@@ -26,6 +26,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import share_key
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import read_pids
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import shared_plan_check
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import undo as undo_mod
 
 from . import vocabulary as words
@@ -89,6 +90,8 @@ class AttemptLoop:
         self.landlock_abi = (ctx.args.get("health") or {}).get("landlock_abi")
         # Set by the pass: what to do when a plan waits for a human (approvals.wait).
         self.wait_for_approval = None
+        # service -> the host that made the plan it goes on with, when another did (for the approver)
+        self.shared_from: dict = {}
 
     # ------------------------------------------------------------------ seams
     def plan_from_elsewhere(self, incident, attempt, definition: Definition, evidence: Evidence, tools) -> Plan | None:
@@ -261,6 +264,8 @@ class AttemptLoop:
             out = planner.run()
             out["host_values"] = host_values(evidence, incident.service, definition.get("ports") or [])
             out["planned_by"] = ctx.planner_id
+            # what it was made for: a host that receives it checks it against its own evidence
+            out["causes"] = shared_plan_check.causes(incident.service, error, evidence, ctx.hostnames)
             return out
 
         plan, how = ctx.stores.plans.per_signature(key, make)
@@ -271,9 +276,21 @@ class AttemptLoop:
         if how == "alone":
             plan["msg"] = (plan.get("msg") or "") + (" (planned alone: the host planning this failure did not share "
                                                      f"its plan within plan_wait={args['plan_wait']} s)")
+        self.shared_from.pop(incident.service, None)
         if plan.get("planned_by") != ctx.planner_id:
             plan["commands"] = localize_values(plan.get("commands") or [], plan.get("host_values") or {},
                                                evidence, incident.service, definition.get("ports") or [])
+            misfit = shared_plan_check.recheck(plan, service=incident.service, error=error, evidence=evidence,
+                                               definition=definition, hostnames=ctx.hostnames)
+            if misfit:  # the same signature, another fault: this host plans for itself
+                shared_by = plan.get("planned_by")
+                plan = dict(make(), rollout_key=None, msg="")
+                plan["llm_used"] = plan.get("llm")
+                plan["msg"] = (f"planned here: the plan {shared_by} made for this signature does not fit this "
+                               f"host ({'; '.join(misfit)})")
+                how = "made"
+            else:
+                self.shared_from[incident.service] = str(plan.get("planned_by") or "another host")
         return self.after_plan(incident, attempt, plan, how)
 
     # ------------------------------------------------------------------ running it

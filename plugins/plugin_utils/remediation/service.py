@@ -31,6 +31,8 @@ from ._ahead import AheadFixes
 from ._approvals import Approvals
 from ._attempts import AttemptLoop, unreachable
 from ._checking import PlanCheck
+from ._dependencies import waiting_on, with_dependencies
+from ..dependency_evidence import waiting_reason
 from .contracts import Definition, HealthRow, Outcome
 from ._stores import (
     JournalStore,
@@ -161,6 +163,7 @@ class Remediation:
         self.ahead = AheadFixes(ctx, self.check, lambda name: self._hold(name) is not None)
         self.approvals = Approvals(ctx, self.loop, self.check, lambda d: self.check_health([d]), self.close)
         self.loop.wait_for_approval = self.approvals.wait
+        self.rows: dict = {}  # this pass's health rows: a dependent reads its dependencies' there
 
     # ------------------------------------------------------------------ seams
     def after_healthy(self, name: str, row: HealthRow, outcome: Outcome) -> None:
@@ -230,6 +233,7 @@ class Remediation:
         incidents, outcomes = [], []
         states: dict[str, str] = {}
         self.ahead.resolve(rows)
+        self.rows = rows
         for name in dependencies_first(definitions, rows):
             definition = definitions[name]
             row = rows.get(name)
@@ -246,6 +250,8 @@ class Remediation:
                     continue
             outcome, incident = self.heal_one(name, definition, row, tools)
             outcomes.append(outcome)
+            if outcome["state"] in words.WORKING_STATES:  # its evidence of this pass is stale for its dependants
+                rows[name] = {"name": name, "healthy": True}
             if incident is not None:
                 incidents.append(incident)
                 states[name] = incident.state
@@ -299,7 +305,11 @@ class Remediation:
                                    started=(ahead or {}).get("started") or ctx.now())
         if interrupted:
             incident.attempts.append(interrupted_attempt(interrupted, error))
-        self.loop.run(incident, definition, row.get("evidence") or {}, row.get("tools") or tools, ahead=ahead)
+        evidence = row.get("evidence") or {}
+        if definition.get("depends_on"):  # its dependencies judged by what it reports (dependency_evidence)
+            evidence = with_dependencies(ctx, self.port, name, definition, error, evidence, self.rows)
+        self.loop.run(incident, definition, evidence, row.get("tools") or tools,
+                      ahead=ahead)
         self.close(name, incident.state, incident.reason)
         outcome = engine.outcome(incident)
         outcome["safeguards"] = safeguards.guards(
@@ -315,10 +325,16 @@ class Remediation:
         on with, and the outcome when it stops here."""
         waiting = {dep: states.get(dep, "failed") for dep in row["blocked_by"]}
         error = str(row.get("error") or "health check failed")
-        if self.ctx.check_mode or any(state not in words.WORKING_STATES for state in waiting.values()):
-            # Its own incident goes on with the evidence it has (its dependencies FAILING in it):
-            # starting a dependency is in its scope, a deeper fix of one waits in that one's incident.
+        if self.ctx.check_mode:
             return row, None
+        failing = waiting_on(waiting)
+        if failing:
+            # It waits on them: no attempt is spent starting a server that could not be healed;
+            # the next pass (or this one, once they heal) looks at it again.
+            outcome = engine.service_outcome(name, "waiting", waiting_reason(name, failing, error))
+            outcome["waits_on"] = sorted(failing)
+            self.close(name, "waiting", outcome["reason"])
+            return row, outcome
         fresh = self.check_health([definition])
         if fresh.get("unreachable"):
             return row, engine.service_outcome(name, "unreachable", str(fresh.get("msg") or "host unreachable"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 # The state of a service after a pass (an incident's final state, or a service's outcome).
 STATES = ("healthy", "healed", "waiting_approval", "dry_run", "busy", "escalated", "degraded", "held", "failed",
-          "unreachable")
+          "unreachable", "waiting")
 # The states a human is told about (the report is not ok with any of them).
 FAILING_STATES = ("escalated", "degraded", "held", "failed", "unreachable")
 # What a notification is sent for (a repeat of the same within notify_remind is not).

@@ -1,0 +1,203 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A dependency judged by what its dependent reports, and its evidence in the dependent's request.
+
+A database whose port answers can still refuse its app's logins, fail its queries on a
+missing file or hold them on a lock: its own checks pass, the app's errors say otherwise.
+A dependency is a *suspect* of a dependent's failure when the dependent's own error or
+error lines (its health error, config test, journal and log lines that read as errors)
+name it: its endpoint (a port it listens on, a socket or runtime path of it), its name
+(the service, its units, its processes), or the word a client uses for what it is (a
+database, a cache; ``KIND_WORDS``). The terms of those lines (their quoted words and
+their message phrases) then pick the dependency's own log and journal lines that speak
+of the same failure, which go, bounded and cut at line ends, into the dependent's request.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+from ansible_collections.sentinel.remediation.plugins.module_utils.evidence_text import evidence_texts
+
+# What clients call a server of a kind, found by the stem of its name or processes: an app
+# logs "database: ..." about its PostgreSQL, "cache ..." about its Redis.
+KIND_WORDS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("postgres", "mysql", "mariadb", "mongo", "pgbouncer", "cockroach"), ("database", "sql", "psycopg", "jdbc")),
+    (("redis", "memcache", "valkey", "keydb"), ("cache", "redis")),
+    (("rabbitmq", "kafka", "nats", "mosquitto", "activemq"), ("broker", "queue", "amqp")),
+    (("nginx", "apache", "httpd", "haproxy", "envoy"), ("upstream", "proxy")),
+    (("slapd", "ldap"), ("ldap", "directory")),
+)
+# A line that reads as an error (what a client logs when its server fails it).
+_ERROR_LINE = re.compile(r"\b(?:error|fatal|fail(?:ed|ure)?|refused|denied|reject\w*|timeout|timed out|could not"
+                         r"|cannot|can't|unable|certificate|unreachable|reset|too many|exhausted)\b", re.IGNORECASE)
+# A quoted value (a user, a database, a file): overlapping matches, so one closing quote can
+# open the next.
+_QUOTED = re.compile(r"""(?<=["'`])([^"'`\s]{3,120})(?=["'`])""")
+_PHRASE_SPLIT = re.compile(r"""["'`:;,()\[\]{}]|\\"|\s-\s""")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+# Phrases too common to tell one failure from another.
+_COMMON_PHRASES = frozenset(("health check failed", "connection to server at", "no such file or directory",
+                             "status unavailable", "storage ok"))
+# Quoted words that are the names of a message's fields, not values of this failure.
+_KEYS_NOT_VALUES = frozenset(w for _stems, words in KIND_WORDS for w in words) | {"status", "error", "storage", "ok",
+                                                                                  "unavailable", "message", "detail"}
+# A log line's time and process id, which change between repeats of one line.
+_VOLATILE = re.compile(r"\d+")
+SECTION_BUDGET = 1000   # characters of one dependency's evidence in the dependent's request
+LINES_MAX = 12          # lines of one dependency's logs kept
+
+
+def _dependent_lines(error: str, evidence: Mapping | None) -> list[str]:
+    """The dependent's own error lines: its health error (every line), and the lines of its
+    config test, journal and logs that read as errors, newest last."""
+    lines = [line.strip() for line in str(error or "").splitlines() if line.strip()]
+    for key, text in evidence_texts(evidence if isinstance(evidence, Mapping) else None).items():
+        head = key.split(".", 1)[0].split("[", 1)[0]
+        if head not in ("config_test", "journal", "logs", "log", "status"):
+            continue
+        for line in text.splitlines():
+            line = line.strip()
+            if line and _ERROR_LINE.search(line) and line not in lines:
+                lines.append(line)
+    return lines
+
+
+def _stems(definition: Mapping) -> set[str]:
+    names = [str(definition.get("name") or "")] + [str(u) for u in definition.get("units") or []] \
+        + [str(p) for p in definition.get("processes") or []]
+    stems = set()
+    for name in names:
+        stem = re.split(r"[@.]", name, maxsplit=1)[0].lower()
+        stem = re.sub(r"-server$|d$", "", stem) if len(stem) > 5 else stem
+        if len(stem) >= 4:
+            stems.add(stem)
+    return stems
+
+
+def dependency_terms(definition: Mapping) -> tuple[list[re.Pattern], list[str]]:
+    """How a dependent's line names ``definition``: patterns of its endpoint and name, and
+    the words of its kind."""
+    patterns = []
+    for port in definition.get("ports") or []:
+        patterns.append(re.compile(r"(?:[:.]|\bport\s+)%d\b" % int(port), re.IGNORECASE))
+    for path in definition.get("runtime_paths") or []:
+        path = str(path).rstrip("/")
+        if len(path) > 5:
+            patterns.append(re.compile(re.escape(path) + r"(?![\w-])"))
+    stems = _stems(definition)
+    for stem in stems:
+        patterns.append(re.compile(r"\b" + re.escape(stem), re.IGNORECASE))
+    words: list[str] = []
+    for kind_stems, kind_words in KIND_WORDS:
+        if any(stem.startswith(k) or k.startswith(stem) for stem in stems for k in kind_stems):
+            words.extend(kind_words)
+    return patterns, words
+
+
+def _named_by(line: str, patterns: Sequence[re.Pattern], kind: re.Pattern | None) -> str:
+    for pattern in list(patterns) + ([kind] if kind is not None else []):
+        found = pattern.search(line)
+        if found:
+            return found.group(0).strip(":. ")
+    return ""
+
+
+def naming_lines(error: str, evidence: Mapping | None, definition: Mapping) -> list[str]:
+    """The dependent's error lines that name the dependency ``definition`` (its endpoint,
+    its name, or its kind); empty when none does."""
+    return [line for line, _by in naming(error, evidence, definition)]
+
+
+def naming(error: str, evidence: Mapping | None, definition: Mapping) -> list[tuple[str, str]]:
+    """``(line, what of the dependency it names)`` for each of the dependent's error lines that name it."""
+    patterns, words = dependency_terms(definition)
+    kind = re.compile(r"\b(?:%s)\b" % "|".join(re.escape(w) for w in words), re.IGNORECASE) if words else None
+    found = []
+    for line in _dependent_lines(error, evidence):
+        by = _named_by(line, patterns, kind)
+        if by:
+            found.append((line[:600], by))
+    return found
+
+
+def search_terms(lines: Iterable[str]) -> list[str]:
+    """What to look for in the dependency's own logs: the quoted words of the dependent's
+    lines (a user, a database, a file the server named) and their message phrases (three
+    words or more: "password authentication failed for user"), longest first."""
+    terms: list[str] = []
+    for line in lines:
+        line = line.replace('\\"', '"')  # JSON inside a message: its escaped quotes are quotes
+        for quoted in _QUOTED.findall(line):
+            quoted = quoted.strip()
+            if len(quoted) >= 3 and any(c.isalpha() for c in quoted) and ": " not in quoted \
+                    and quoted.lower() not in _KEYS_NOT_VALUES and quoted not in terms:
+                terms.append(quoted)
+        for chunk in _PHRASE_SPLIT.split(line):
+            words = _WORD.findall(chunk)
+            phrase = " ".join(words).lower()
+            if len(words) >= 3 and phrase not in _COMMON_PHRASES and phrase not in terms:
+                terms.append(phrase)
+    return sorted(terms, key=len, reverse=True)[:16]
+
+
+def _matches(line: str, terms: Sequence[str]) -> bool:
+    flat = " ".join(_WORD.findall(line)).lower()
+    return any(t in line or (" " in t and t in flat) for t in terms)
+
+
+def relevant_lines(dependency_evidence: Mapping | None, terms: Sequence[str]) -> list[tuple[str, str, int]]:
+    """The dependency's log, journal and status lines that speak of the dependent's failure
+    (name one of ``terms``), as ``(source, line, times)``: a line repeated with only its
+    time and process changed is kept once (its newest), with how many times it came;
+    newest last, at most ``LINES_MAX``."""
+    if not terms:
+        return []
+    found: dict[str, list] = {}
+    for key, text in evidence_texts(dependency_evidence if isinstance(dependency_evidence, Mapping) else None).items():
+        head = key.split(".", 1)[0].split("[", 1)[0]
+        if head not in ("journal", "logs", "log", "status", "config_test", "recent_changes", "named_paths"):
+            continue
+        source = key.rsplit("/", 1)[-1] if "/" in key else key
+        for line in text.splitlines():
+            line = line.strip()
+            if not line or not _matches(line, terms):
+                continue
+            same = _VOLATILE.sub("#", line)
+            if same in found:
+                entry = found.pop(same)
+                entry[1], entry[2] = line, entry[2] + 1
+                found[same] = entry  # moved to the end: its newest time
+            else:
+                found[same] = [source, line, 1]
+    return [tuple(entry) for entry in found.values()][-LINES_MAX:]
+
+
+def suspect_note(dependent: str, named_by: Sequence[str]) -> str:
+    """What the dependent's ``dependencies`` entry says of a suspect whose checks pass."""
+    said = ", ".join(dict.fromkeys(b for b in named_by if b))[:120]
+    return f"SUSPECT all the same, {dependent}'s errors name it" + (f" ({said})" if said else "")
+
+
+def section(dependent: str, name: str, relevant: Sequence[tuple[str, str, int]], budget: int = SECTION_BUDGET) -> str:
+    """The dependency's own lines on the dependent's failure, for the dependent's request,
+    within ``budget`` characters and cut at line ends only."""
+    if not relevant:
+        return f"{name}'s logs hold no line on {dependent}'s error (read its logs or its server's views for more)"
+    out = [f"{name}'s own lines on {dependent}'s failure (newest last):"]
+    out += [f"[{source}] {line[:300]}" + (f" (x{times})" if times > 1 else "") for source, line, times in relevant]
+    text = ""
+    for line in out:
+        if len(text) + len(line) + 1 > budget:
+            break
+        text += line + "\n"
+    return text.rstrip("\n")
+
+
+def waiting_reason(name: str, dependencies: Mapping[str, str], error: str) -> str:
+    """Why a dependent's incident waits instead of acting: the dependencies it needs are
+    failing and were not healed in this pass (``dependencies``: name -> state)."""
+    listed = ", ".join(f"{dep} ({state})" for dep, state in dependencies.items())
+    return (f"waits on {listed}: {name} needs {'them' if len(dependencies) > 1 else 'it'} and is looked at again once "
+            f"{'they heal' if len(dependencies) > 1 else 'it heals'}; nothing was run for {name} "
+            f"(it failed with: {error[:300]})")

@@ -1,0 +1,73 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A dependent's incident and the services it depends on (``dependency_evidence``).
+
+``with_dependencies``: the evidence a dependent's incident plans with, its dependencies
+judged by what it reports: a dependency its errors name is a suspect even when its own
+checks pass, and that dependency's lines on the same failure join the evidence (read on
+the host with the evidence module when the health check did not already bring them).
+``waiting_on``: the failing dependencies a dependent waits on instead of acting.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ansible_collections.sentinel.remediation.plugins.module_utils import service_spec
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import dependency_evidence as rules
+
+from . import vocabulary as words
+from .context import HostPort, RunContext
+
+EVIDENCE_MODULE = "sentinel.remediation.evidence"
+# The evidence module's definition options (a resolved definition may hold more keys).
+_DEFINITION_KEYS = frozenset(service_spec.definition_spec()) - {"name"}
+
+
+def _dependency_evidence(ctx: RunContext, port: HostPort, name: str, definition: Mapping, said: str) -> Mapping:
+    """The dependency's own evidence, read on the host (read only); {} when it could not be read."""
+    args = {k: v for k, v in definition.items() if k in _DEFINITION_KEYS and v not in (None, [], "")}
+    args.update(service=name, error=said[:2000], log_lines=ctx.args["evidence_log_lines"],
+                max_bytes=ctx.args["evidence_max_bytes"], tools=[])
+    result = port.run_module(EVIDENCE_MODULE, args)
+    if result.get("failed") or result.get("unreachable"):
+        ctx.log(f"sentinel.remediation.heal: the evidence of {name} (a suspect of {ctx.host}'s failure) could not "
+                f"be read: {result.get('msg') or 'no reason given'}")
+        return {}
+    evidence = result.get("evidence")
+    return evidence if isinstance(evidence, Mapping) else {}
+
+
+def with_dependencies(ctx: RunContext, port: HostPort, name: str, definition: Mapping, error: str,
+                      evidence: Mapping, rows: Mapping[str, Mapping]) -> dict:
+    """``evidence`` with what its dependencies' part is: each dependency the dependent's own
+    errors name is marked a suspect in ``dependencies`` (when its checks pass), and its
+    lines on the same failure are added under ``dependency_evidence`` (bounded)."""
+    evidence = dict(evidence or {})
+    states = dict(evidence.get("dependencies") or {}) if isinstance(evidence.get("dependencies"), Mapping) else {}
+    sections = {}
+    for dep in dict.fromkeys(definition.get("depends_on") or []):
+        dep_definition = ctx.definitions.get(dep)
+        if dep == name or not isinstance(dep_definition, Mapping):
+            continue
+        named = rules.naming(error, evidence, dep_definition)
+        if not named:
+            continue
+        lines = [line for line, _by in named]
+        row = rows.get(dep) or {}
+        if row.get("healthy") is not False:
+            states[dep] = f"{states.get(dep) or 'healthy'}; " + rules.suspect_note(name, [by for _l, by in named])
+        dep_evidence = row.get("evidence") if isinstance(row.get("evidence"), Mapping) else None
+        if dep_evidence is None:
+            dep_evidence = _dependency_evidence(ctx, port, dep, dep_definition, "\n".join(lines))
+        sections[dep] = rules.section(name, dep, rules.relevant_lines(dep_evidence, rules.search_terms(lines)))
+    if states:
+        evidence["dependencies"] = states
+    if sections:
+        evidence["dependency_evidence"] = sections
+    return evidence
+
+
+def waiting_on(depends: Mapping[str, str]) -> dict:
+    """The dependencies (name -> state in this pass) still not working, which a dependent
+    waits on instead of acting (it cannot be healed against a server that is down)."""
+    return {dep: state for dep, state in depends.items() if state not in words.WORKING_STATES}
