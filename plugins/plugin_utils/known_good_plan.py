@@ -46,15 +46,18 @@ def explained(error: str, evidence: Mapping) -> list[dict]:
     drift = [d for d in (known or {}).get("drift") or [] if isinstance(d, Mapping)] if isinstance(known, Mapping) else []
     texts = _texts(error, evidence)
     failed_test = config_test_failed(evidence)
-    out = []
+    named, unnamed = [], []
     for item in drift:
         path = str(item.get("path") or "")
         if item.get("change") not in ("modified", "missing") or not item.get("restore") or not path.startswith("/"):
             continue
-        named = path in texts or re.search(r"(?<![\w.-])" + re.escape(os.path.basename(path)) + r"(?![\w-])", texts)
-        if named or failed_test:
-            out.append(dict(item))
-    return out
+        if path in texts or re.search(r"(?<![\w.-])" + re.escape(os.path.basename(path)) + r"(?![\w-])", texts):
+            named.append(dict(item))
+        else:
+            unnamed.append(dict(item))
+    # The files the failure names; only when it names none does a failed config test stand for
+    # every drifted file of the configuration.
+    return named or (unnamed if failed_test else [])
 
 
 def restart_command(service: str, definition: Mapping, evidence: Mapping) -> str:
