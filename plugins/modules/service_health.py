@@ -218,8 +218,8 @@ options:
         unit file, drop-ins, environment files and the C(/etc) files its start command names under systemd,
         its init script and C(/etc/default) file under SysV) are hashed; the baseline is rewritten, and a
         file's content stored, only when something changed. An unhealthy service's baseline is never touched.
-      - For a failing service with evidence, RV(services[].evidence.known_good) says what drifted from the
-        baseline, with a redacted diff, whether each file is still the package's default (dpkg), the digest
+      - For a failing service with evidence, the C(known_good) section of RV(services[].evidence) says what
+        drifted from the baseline, with a redacted diff, whether each file is still the package's default (dpkg), the digest
         under which the bad version is kept aside in the host's content store, and where the known-good version
         is staged for a restore. The file contents never leave the host; only the redacted diff does.
       - Nothing is recorded in check mode (the comparison still runs).
