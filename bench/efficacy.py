@@ -404,6 +404,7 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="sentinel-efficacy-"))
     log(f"{len(rows)} hosts for {len(names)} faults; work dir {work}")
     lab.down()
+
     def healthy_pass() -> None:
         # As a watch would have: one pass while every host is healthy records the known-good baselines.
         inventory = lab.write_inventory(work / "inventory.json", services=True)

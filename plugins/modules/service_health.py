@@ -143,7 +143,7 @@ options:
                 default: true
       incident:
         description:
-          - The incident the fix would be attempt 1 of (letters, digits, C(_ . @ -)): with O(snapshot), what
+          - The incident the fix would be attempt 1 of (letters, digits, C(_ . @ -)); with O(snapshot), what
             it changes is kept under it, put back if the service is still failing, and can be undone
             later (M(sentinel.remediation.undo)). Without it, nothing is kept.
         type: str

@@ -106,9 +106,9 @@ def test_dpkg_says_whether_a_conffile_is_the_package_default(tmp_path):
     conf = tmp_path / "nginx.conf"
     conf.write_bytes(b"user www-data;\n")
     status = tmp_path / "status"
+    digest = hashlib.md5(b"user www-data;\n").hexdigest()
     status.write_text("Package: nginx-common\nStatus: install ok installed\nConffiles:\n %s %s\n %s 0123 obsolete\n\n"
-                      "Package: other\nVersion: 1\n" % (conf, hashlib.md5(b"user www-data;\n").hexdigest(),
-                                                         tmp_path / "old"))
+                      "Package: other\nVersion: 1\n" % (conf, digest, tmp_path / "old"))
     files = known_good.dpkg_conffiles(str(status))
     assert set(files) == {str(conf)}
     assert "the package's default (nginx-common" in known_good.package_default_line(str(conf), files)

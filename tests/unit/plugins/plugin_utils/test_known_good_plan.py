@@ -42,9 +42,8 @@ def test_a_new_file_or_one_without_a_staged_copy_is_never_restored():
 
 
 def test_the_human_is_told_each_file_where_its_bad_version_is_and_the_diff():
-    evidence = _evidence("rc 1\nin /etc/nginx/nginx.conf", dict(_item("/etc/nginx/nginx.conf"),
-                                                                 package="/etc/nginx/nginx.conf: differs from the "
-                                                                         "package's default (nginx-common)"))
+    package = "/etc/nginx/nginx.conf: differs from the package's default (nginx-common)"
+    evidence = _evidence("rc 1\nin /etc/nginx/nginx.conf", dict(_item("/etc/nginx/nginx.conf"), package=package))
     text = known_good_plan.plan("nginx", "down", evidence, NGINX, tried=False)["diagnosis"]
     assert "/etc/nginx/nginx.conf drifted from its last known-good version" in text
     assert "sha256 " + "cd" * 32 in text and "-good\n+bad" in text and "nginx-common" in text
