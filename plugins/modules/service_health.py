@@ -151,7 +151,7 @@ options:
     description:
       - Keep what a remembered fix changes before it runs, as an attempt run through
         M(sentinel.remediation.execute_plan) O(sentinel.remediation.execute_plan#module:snapshot) does, under
-        each fix's O(remembered[].incident); its result is RV(services[].remembered.snapshot).
+        each fix's O(remembered[].incident); its result is the C(snapshot) key of RV(services[].remembered).
     type: dict
     suboptions:
       dir:

@@ -20,7 +20,9 @@ EVIDENCE = {"init": "sysv", "config_test": "$ nginx -t\nrc 1\nnginx: [emerg] unk
                  "diff": "--- known-good\n+++ now\n@@ -22 +22 @@\n-\tlisten 80 default_server;\n+\tlistn 80;"}]}}
 
 
-def _decide(command, table=None, evidence=EVIDENCE, definition=NGINX):
+def _decide(command, table=None, evidence=None, definition=None):
+    evidence = EVIDENCE if evidence is None else evidence
+    definition = NGINX if definition is None else definition
     loaded = policy.load_policy(None)
     scope = policy.scope_from_service(definition, [], {})
     [verdict] = policy.classify_many([command], loaded, scope=scope)
