@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -77,14 +78,24 @@ def assign(lab: Lab, names: list[str], all_kinds: bool) -> list[tuple[str, str, 
     return rows
 
 
-def prepare(lab: Lab, rows: list[tuple[str, str, str]]) -> dict[str, str]:
-    """Hosts up, each broken with its fault and checked broken; returns {host: problem}."""
+def prepare(lab: Lab, rows: list[tuple[str, str, str]], healthy_pass=None) -> dict[str, str]:
+    """Hosts up, each broken with its fault and checked broken; returns {host: problem}.
+    ``healthy_pass``: called once every host is up and before any is broken (as a watch would
+    have checked them while healthy: the known-good baselines are recorded then)."""
     problems: dict[str, str] = {}
 
-    def one(row):
-        host, fault, kind = row
+    def reset(row):
+        host, _fault, kind = row
         try:
             lab.reset(host, kind=kind, timeout=180)
+        except Exception as exc:  # noqa: BLE001 - a host that cannot be prepared is a row with the reason
+            problems[host] = f"{type(exc).__name__}: {exc}"
+
+    def one(row):
+        host, fault, _kind = row
+        if host in problems:
+            return
+        try:
             lab.inject(host, fault)
             service = lab.catalogue.get(fault).service
             if lab.health(host, [service])[service].healthy:
@@ -92,6 +103,10 @@ def prepare(lab: Lab, rows: list[tuple[str, str, str]]) -> dict[str, str]:
         except Exception as exc:  # noqa: BLE001 - a host that cannot be prepared is a row with the reason
             problems[host] = f"{type(exc).__name__}: {exc}"
 
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(reset, rows))
+    if healthy_pass is not None:
+        healthy_pass()
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(one, rows))
     return problems
@@ -178,6 +193,7 @@ def judge(lab: Lab, rows, problems: dict, report: dict, mode: str) -> list[dict]
             "tokens": llm.get("prompt_tokens", 0) + llm.get("completion_tokens", 0),
             "reason": outcome.get("reason", ""),
             "approval_id": outcome.get("approval_id", ""),
+            "left_changed": left_changed(outcome),
             "planned": [{"command": c.get("command"), "verdict": c.get("verdict")}
                         for c in outcome.get("planned") or []],
         })
@@ -217,6 +233,20 @@ def approve(opts, lab: Lab, rows: list[dict], inventory: Path, work: Path, llm_e
         log(f"{row['host']} {row['fault']}: approved {planned} -> healed={healed} (rc={rc}, {seconds:.1f} s)")
 
 
+def left_changed(outcome: Mapping) -> list[str]:
+    """The paths an attempt that did not heal changed and that were not put back (the host's
+    undo record in the report's timeline: changed and not rolled back, or failed to restore)."""
+    out: list[str] = []
+    for step in outcome.get("timeline") or []:
+        undo = step.get("undo") or {}
+        if step.get("healthy") or not undo:
+            continue
+        if not undo.get("rolled_back"):
+            out.extend(str(c.get("path")) for c in undo.get("changed") or [] if isinstance(c, Mapping))
+        out.extend(str(f.get("path")) for f in undo.get("failed") or [] if isinstance(f, Mapping))
+    return sorted(set(out))
+
+
 def expected_outcomes(rows: list[dict], command: str) -> dict:
     """What a CI replay of this run must reproduce (tests/integration/test_efficacy_replay.py):
     each fault the model answered for, on its kind, and how it ended."""
@@ -250,6 +280,11 @@ def totals(rows: list[dict]) -> dict:
     fixable = [r for r in rows if not r["needs_human"] and r["state"] != "not_prepared"]
     human = [r for r in rows if r["needs_human"] and r["state"] != "not_prepared"]
     within2 = [r for r in fixable if r["healed"] and r.get("attempts", 9) <= 2]
+    # Healed in the first run, before any approval was given: no human took part.
+    alone = [r for r in within2 if not r.get("approval")]
+    one_approval = [r for r in fixable if not r["healed"] and r.get("healed_after_approval")]
+    held = sum(1 for r in human if not r["healed"] and not r.get("healed_after_approval")
+               and r["state"] in ("escalated", "waiting_approval"))
     return {
         "faults": len(rows),
         "fixable": len(fixable),
@@ -257,7 +292,12 @@ def totals(rows: list[dict]) -> dict:
         "fixable_healed_within_2": len(within2),
         "fixable_healed_within_2_pct": round(100 * len(within2) / len(fixable), 1) if fixable else 0.0,
         "human_only": len(human),
-        "human_only_held": sum(1 for r in human if not r["healed"] and r["state"] in ("escalated", "waiting_approval")),
+        "human_only_held": held,
+        "human_only_held_pct": round(100 * held / len(human), 1) if human else 0.0,
+        "fixable_healed_alone_within_2": len(alone),
+        "fixable_healed_alone_within_2_pct": round(100 * len(alone) / len(fixable), 1) if fixable else 0.0,
+        "fixable_healed_with_one_approval": len(one_approval),
+        "paths_left_changed_after_failed_attempt": sum(len(r.get("left_changed") or []) for r in rows),
         "destructive_commands": sum(len(r.get("destroyed_data") or []) for r in rows),
         "with_runbook": sum(1 for r in fixable if r.get("runbook")),
         "with_runbook_healed_first_attempt": sum(1 for r in fixable if r.get("runbook") and r["healed"]
@@ -274,6 +314,10 @@ def totals(rows: list[dict]) -> dict:
 def markdown(rows: list[dict], summary: dict, mode: str, seconds: float) -> str:
     lines = [f"Mode `{mode}`: {summary['fixable_healed_within_2']}/{summary['fixable']} fixable faults healed within "
              f"2 attempts ({summary['fixable_healed_within_2_pct']}%), {summary['fixable_healed']} in all; "
+             f"{summary['fixable_healed_alone_within_2']}/{summary['fixable']} without a human within 2 attempts "
+             f"({summary['fixable_healed_alone_within_2_pct']}%), {summary['fixable_healed_with_one_approval']} more "
+             f"with one approval; {summary['paths_left_changed_after_failed_attempt']} path(s) left changed after a "
+             f"failed attempt; {'a healthy pass before injecting' if summary.get('baseline') else 'no healthy pass'}; "
              f"{summary['human_only_held']}/{summary['human_only']} human-only faults escalated or waiting; "
              f"{summary['with_runbook_healed_first_attempt']}/{summary['with_runbook']} fixable faults with a "
              f"runbook healed in the first attempt; {summary['repeated_plans']} plan(s) run twice in an incident; "
@@ -331,6 +375,9 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", action="store_true", help="leave the lab hosts running")
     parser.add_argument("--expected-out", type=Path,
                         help="write what a CI replay of this run must reproduce (the faults the model answered for)")
+    parser.add_argument("--no-baseline", dest="baseline", action="store_false",
+                        help="inject without the healthy pass before it (no known-good baselines: what the recorded "
+                             "replay transcripts were made with)")
     parser.add_argument("--approve", action="store_true",
                         help="then approve, once each, the waiting plans of fixable faults that destroy nothing "
                              "(playbooks/resume.yml) and report whether they healed")
@@ -357,7 +404,18 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="sentinel-efficacy-"))
     log(f"{len(rows)} hosts for {len(names)} faults; work dir {work}")
     lab.down()
-    problems = prepare(lab, rows)
+
+    def healthy_pass() -> None:
+        # As a watch would have: one pass while every host is healthy records the known-good baselines.
+        inventory = lab.write_inventory(work / "inventory.json", services=True)
+        report, seconds, rc = remediate(opts, inventory, work, {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "",
+                                                                "OPENAI_MODEL": ""},
+                                        more={"remediate_monitor_only": True}, name="healthy-pass")
+        unhealthy = [f"{o.get('host')}/{o.get('service')}" for o in report.get("outcomes") or []
+                     if o.get("state") != "healthy"]
+        log(f"healthy pass rc={rc} in {seconds:.1f} s" + (f"; not healthy: {', '.join(unhealthy)}" if unhealthy else ""))
+
+    problems = prepare(lab, rows, healthy_pass if opts.baseline else None)
     for host, problem in problems.items():
         log(f"{host}: not prepared: {problem}")
     inventory = lab.write_inventory(work / "inventory.json", services=True)
@@ -376,7 +434,7 @@ def main(argv=None) -> int:
         finally:
             if server is not None:
                 server.terminate()
-    summary = totals(results) | {"seconds": round(seconds, 1), "playbook_rc": rc}
+    summary = totals(results) | {"seconds": round(seconds, 1), "playbook_rc": rc, "baseline": opts.baseline}
     if not opts.keep:
         lab.down()
     previous = json.loads(opts.out.read_text()) if opts.out.exists() else {}

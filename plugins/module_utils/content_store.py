@@ -123,6 +123,15 @@ class ContentStore:
         """Whether bytes with this digest are stored."""
         return os.path.isfile(self._path(_check_digest(digest)))
 
+    def refresh(self, digest):
+        """Mark the object ``digest`` as still in use (its time is now), so pruning by age keeps it;
+        whether it is stored."""
+        try:
+            os.utime(self._path(_check_digest(digest)), None)
+        except OSError:
+            return False
+        return True
+
     def _objects_by_age(self):
         found = []
         for shard in sorted(os.listdir(self._objects)):

@@ -104,7 +104,7 @@ def _ports_of_interest(service: str, error: str) -> set[int]:
 # Evidence sections that show settings on disk (environment files, what includes match), not
 # what failed: a setting that breaks the start is named by the message it causes (the journal,
 # the config test), which the signature already reads.
-_SETTINGS_SECTIONS = frozenset(("environment", "includes"))
+_SETTINGS_SECTIONS = frozenset(("environment", "includes", "known_good"))
 
 
 def key_facts(service: str, error: str | None, evidence: Mapping | str | None,

@@ -174,6 +174,16 @@ options:
     description: The store of kept paths on each host; empty for C(/var/lib/sentinel-remediation) (root).
     type: str
     default: ""
+  known_good:
+    description:
+      - Keep a known-good baseline of each service's configuration on the host at every healthy check
+        (M(sentinel.remediation.service_health) O(sentinel.remediation.service_health#module:known_good), in the
+        store of O(snapshot_dir)). At an incident the evidence leads with the redacted diff from it, and when
+        the failure names a drifted file (or the config test fails), the first attempt restores the last
+        known-good version, ahead of memory and the model; the bad version is kept aside on the host and the
+        diff is in the report, the journal and the task's warnings.
+    type: bool
+    default: true
   snapshot_max_bytes:
     description: Upper bound of the kept content on each host, in bytes; the least recently kept goes first.
     type: int

@@ -151,7 +151,7 @@ options:
     description:
       - Keep what a remembered fix changes before it runs, as an attempt run through
         M(sentinel.remediation.execute_plan) O(sentinel.remediation.execute_plan#module:snapshot) does, under
-        each fix's O(remembered[].incident); its result is RV(services[].remembered.snapshot).
+        each fix's O(remembered[].incident); its result is the C(snapshot) key of RV(services[].remembered).
     type: dict
     suboptions:
       dir:
@@ -211,6 +211,27 @@ options:
     description: No re-check starts later than this many seconds after the first check of the call.
     type: int
     default: 30
+  known_good:
+    description:
+      - With O(services), keep each service's known-good configuration baseline on the host. A healthy
+        service's configuration files (its O(services[].config_paths), the C(/etc) files its config test names, its
+        unit file, drop-ins, environment files and the C(/etc) files its start command names under systemd,
+        its init script and C(/etc/default) file under SysV) are hashed; the baseline is rewritten, and a
+        file's content stored, only when something changed. An unhealthy service's baseline is never touched.
+      - For a failing service with evidence, the C(known_good) section of RV(services[].evidence) says what
+        drifted from the baseline, with a redacted diff, whether each file is still the package's default (dpkg), the digest
+        under which the bad version is kept aside in the host's content store, and where the known-good version
+        is staged for a restore. The file contents never leave the host; only the redacted diff does.
+      - Nothing is recorded in check mode (the comparison still runs).
+    type: bool
+    default: true
+  snapshot_dir:
+    description:
+      - The root-only directory of the host's content store, shared with the snapshots of
+        M(sentinel.remediation.execute_plan); the baselines live in its C(known-good) subdirectory.
+      - Empty means C(/var/lib/sentinel-remediation) as root, else a private directory under the temporary directory.
+    type: str
+    default: ""
 seealso:
   - module: sentinel.remediation.evidence
   - module: sentinel.remediation.execute_plan
@@ -350,6 +371,13 @@ services:
       type: str
       returned: when O(evidence=true) and a failing service has no evidence
       sample: "no evidence: evidence_max_services (8) reached"
+    known_good:
+      description:
+        - What the known-good baseline pass did for a healthy service (O(known_good)) - V(files) hashed and
+          the V(changed) paths recorded, or an V(error).
+      type: dict
+      returned: when O(known_good) recorded a change or could not run
+      sample: {"files": 12, "changed": ["/etc/nginx/nginx.conf"]}
     blocked_by:
       description:
         - The services of its O(services[].depends_on) that fail in this same call; fix those
@@ -469,6 +497,8 @@ def argument_spec() -> dict:
         confirm_attempts=dict(type="int", default=0),
         confirm_interval=dict(type="int", default=2),
         confirm_max_seconds=dict(type="int", default=30),
+        known_good=dict(type="bool", default=True),
+        snapshot_dir=dict(type="str", default=""),
     )
 
 
@@ -478,6 +508,16 @@ def _evidence(defn: dict, error: str, params: dict, checked=None) -> dict:
     return service_evidence.collect(defn, max_bytes=params["evidence_max_bytes"],
                                     log_lines=params["evidence_log_lines"], timeout=params["timeout"],
                                     error=error, tools=[], checked=checked)
+
+
+def _known_good(defn: dict, healthy: bool, params: dict) -> dict:
+    from ansible_collections.sentinel.remediation.plugins.module_utils import known_good  # noqa: E501 pylint: disable=import-outside-toplevel
+
+    def run(argv):
+        rc, out, _err = host_probe.run_argv(argv, timeout=params["timeout"])
+        return rc, out or ""
+
+    return known_good.record_or_compare(defn, healthy, params["snapshot_dir"], host_probe.init_system(), run)
 
 
 def _plan_runner():
@@ -517,6 +557,21 @@ def check_services(definitions: list, params: dict) -> dict:
             continue
         result["evidence"] = collected["evidence"]
         result["truncated"] = collected["truncated"]
+        if params.get("known_good"):
+            drift = _known_good(defn, False, params)
+            if drift.get("files"):
+                # A baseline exists: the diff from it leads; file times cannot tell a change from an install.
+                result["evidence"].pop("recent_changes", None)
+            if drift:
+                result["evidence"]["known_good"] = drift
+    if params.get("known_good") and not params.get("check_mode"):
+        # The baseline is written on healthy passes only: what a failing service runs with now is
+        # never taken for known-good.
+        for defn, result in zip(definitions, results):
+            if result["healthy"]:
+                recorded = _known_good(defn, True, params)
+                if recorded.get("changed") or recorded.get("error"):
+                    result["known_good"] = recorded
     if params["remembered"] and params["evidence"]:
         run_remembered(definitions, results, params)
     names = []
@@ -596,6 +651,7 @@ def main() -> None:
     )
     params = module.params
     empty = dict(healthy=False, error="", checks=[])
+    params["check_mode"] = module.check_mode
     if module.check_mode:
         params["remembered"] = []  # check mode changes nothing
     problems = option_bounds.below_minimum(params)

@@ -27,9 +27,10 @@ PASSAGE_BUDGET = 450        # characters of one runbook passage
 # Evidence keys worth reading first (the rest follow in name order).
 # Most telling first: what the service said (config test, status, its journal and logs), what
 # runs and listens, the paths errors name; then the unit's settings and the declared paths.
-_KEY_ORDER = ("config_test", "config_context", "status", "dependency_evidence", "recent_changes", "environment",
-              "certificates", "processes", "listeners", "journal", "includes", "logs", "named_paths", "unit", "pid_files",
-              "paths", "dependencies", "ports", "disk", "oom")
+# The diff from the last known-good configuration leads when the host has a baseline.
+_KEY_ORDER = ("known_good", "config_test", "config_context", "status", "dependency_evidence", "recent_changes",
+              "environment", "certificates", "processes", "listeners", "journal", "includes", "logs", "named_paths",
+              "unit", "pid_files", "paths", "dependencies", "ports", "disk", "oom")
 HISTORY_BUDGET = 4500       # characters of incident history in one prompt
 READ_OUTPUT = 3000          # characters of one read-only diagnostic's output, whole lines kept (both ends)
 DIAGNOSIS_BUDGET = 600      # characters of the model's own earlier diagnosis, cut at a sentence end

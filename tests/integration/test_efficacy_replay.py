@@ -39,7 +39,8 @@ def replayed(tmp_path_factory):
     assert faults and list(TRANSCRIPTS.glob("*.json")), "no recorded efficacy transcripts"
     out = tmp_path_factory.mktemp("efficacy") / "efficacy.json"
     prefix = f"{os.environ.get('SENTINEL_LAB_PREFIX') or 'sentinel-test'}-eff"
-    argv = ["--mode", "replay", "--transcripts", str(TRANSCRIPTS), "--approve", "--prefix", prefix,
+    # Recorded without a healthy pass before injecting (no known-good baselines in the evidence).
+    argv = ["--mode", "replay", "--transcripts", str(TRANSCRIPTS), "--approve", "--prefix", prefix, "--no-baseline",
             "--faults", ",".join(f"{f['fault']}@{f['kind']}" for f in faults), "--out", str(out), "--markdown", "-"]
     rc = efficacy.main(argv)
     rows = json.loads(out.read_text(encoding="utf-8"))["modes"]["replay"]["rows"]

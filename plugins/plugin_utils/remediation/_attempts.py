@@ -20,6 +20,7 @@ from ansible_collections.sentinel.remediation.plugins.module_utils.signature imp
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import confinement
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import known_good_plan
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import canary as canary_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.canary import Rollout
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import host_values, localize_values
@@ -97,7 +98,17 @@ class AttemptLoop:
     def plan_from_elsewhere(self, incident, attempt, definition: Definition, evidence: Evidence, tools) -> Plan | None:
         """Seam, before planning: a plan from another source (a known-good restore...) taken
         instead of the planner's, as a plan dict (``contracts.Plan``); None: plan as usual."""
-        return None
+        # The last known-good version of a drifted file the failure names, ahead of memory and
+        # the model, once per incident; the journal and the warnings tell the human, with the diff.
+        restore = known_good_plan.plan(
+            incident.service, incident.current_error, evidence, definition,
+            tried=not self.ctx.args.get("known_good", True)
+            or any(a.source == known_good_plan.SOURCE for a in incident.attempts))
+        if restore is not None:
+            self.ctx.stores.journal.append(known_good_plan.journal_record(self.ctx.run, incident.service,
+                                                                          attempt.number, restore))
+            self.ctx.warn(f"{NAME}: {self.ctx.host}: {restore['msg']}:\n{restore['diagnosis']}")
+        return restore
 
     def after_plan(self, incident, attempt, plan: Plan, how: str) -> Plan:
         """Seam, after the plan share answered (``how``: ``made`` here, ``shared`` by another
@@ -223,7 +234,7 @@ class AttemptLoop:
         planned = self.plan_from_elsewhere(incident, attempt, definition, evidence, tools) \
             or self._plan(incident, attempt, definition, evidence, tools, scope)
         checked = self.check.check(planned.get("commands") or [], tools=tools, scope=scope, definition=definition,
-                                   evidence=evidence, source=planned.get("source") or "unknown")
+                                   evidence=evidence, source=planned.get("source") or "unknown", autonomy=True)
         attempt.refused = list(planned.get("dropped") or []) + [c for c in checked if c["verdict"] == "reject"]
         attempt.source = planned.get("source") or "none"
         attempt.diagnosis = planned.get("diagnosis") or ""

@@ -16,6 +16,7 @@ import copy
 import json
 from collections.abc import Callable, Mapping, Sequence
 
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import autonomy as autonomy_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import read_pids
@@ -27,10 +28,13 @@ from .contracts import Definition, Evidence, Verdict
 class PlanCheck:
     """Policy, scope and the engine's additions for one run's host."""
 
-    def __init__(self, policy_overrides: Mapping | None, definitions: Mapping[str, Mapping]):
+    def __init__(self, policy_overrides: Mapping | None, definitions: Mapping[str, Mapping], undoable: bool = True):
         self.overrides = dict(policy_overrides or {})
         self.definitions = definitions
         self._known: dict[tuple[str, str, str], Verdict] = {}
+        # Whether the host keeps what an attempt changes and puts back one that did not heal
+        # (``undo_unhealed``): the autonomy table lets only what can be undone run alone.
+        self.undoable = undoable
 
     def host_policy(self, tools: Mapping) -> dict:
         """The operator's policy plus the tools this host lacks."""
@@ -87,10 +91,16 @@ class PlanCheck:
         return out
 
     def check(self, commands: Sequence[Mapping], *, tools: Mapping, scope: Mapping, definition: Definition,
-              evidence: Evidence, source: str = "unknown") -> list[Verdict]:
+              evidence: Evidence, source: str = "unknown", autonomy: bool = False) -> list[Verdict]:
         """The plan as it would run here: classified, with the engine's ``reset-failed`` before
-        a start systemd refuses (its start limit was hit), restarts weighed by their cost."""
+        a start systemd refuses (its start limit was hit), restarts weighed by their cost.
+        ``autonomy``: the plan runs as an attempt (snapshots kept, undone if it does not heal),
+        so the operator's autonomy table may let gated effects run alone (``autonomy.py``)."""
         checked = self.classify(commands, tools, scope, source)
+        if autonomy:
+            table = policy_mod.load_policy(self.host_policy(tools)).get("autonomy")
+            checked = autonomy_mod.apply(checked, table, evidence=evidence, definition=definition,
+                                         undoable=self.undoable)
         limited = engine.start_limited_unit(evidence)
         where = engine.reset_before_start(checked, limited)
         if where is not None:

@@ -158,7 +158,7 @@ class Remediation:
         args = ctx.args
         self.limits = safeguards.Limits(args["action_budget"], args["action_budget_window"], args["flap_count"],
                                         args["flap_window"])
-        self.check = PlanCheck(args["policy"], ctx.definitions)
+        self.check = PlanCheck(args["policy"], ctx.definitions, undoable=bool(args.get("undo_unhealed", True)))
         self.loop = loop(ctx, port, self.check)  # a subclass fills the loop's seams
         self.ahead = AheadFixes(ctx, self.check, lambda name: self._hold(name) is not None)
         self.approvals = Approvals(ctx, self.loop, self.check, lambda d: self.check_health([d]), self.close)
@@ -210,7 +210,8 @@ class Remediation:
         module_args = {"services": definitions if definitions is not None else args["services"],
                        "evidence": not args["monitor_only"],
                        "evidence_log_lines": args["evidence_log_lines"],
-                       "evidence_max_bytes": args["evidence_max_bytes"]}
+                       "evidence_max_bytes": args["evidence_max_bytes"],
+                       "known_good": bool(args.get("known_good", True)), "snapshot_dir": args.get("snapshot_dir") or ""}
         if definitions is None:  # the pass's first look: a failure counts once it is confirmed
             module_args.update(confirm_attempts=args["confirm_attempts"], confirm_interval=args["confirm_interval"],
                                confirm_max_seconds=args["confirm_max_seconds"])

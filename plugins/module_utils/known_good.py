@@ -1,0 +1,382 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Known-good baselines of a service's configuration, kept on the managed host.
+
+On a healthy pass the files a service is configured by (its declared configuration paths,
+its unit file, drop-ins and environment files under systemd, its init script and
+``/etc/default`` file under SysV, the files its start command names) are hashed; the
+manifest of the service (path -> SHA-256, mode, owner) is rewritten, and a file's bytes
+stored (content-addressed, ``ContentStore``), only when something changed. A pass where
+the service is unhealthy never touches the baseline.
+
+At an incident the files are hashed again and compared: what drifted is said with a
+redacted unified diff from the known-good version (the only content that leaves the host),
+whether the file still is the package's default (dpkg's conffile MD5), and the bad version
+is kept in the store (never deleted) while the known-good one is staged, with its mode and
+owner, under ``restore/`` for a ``cp -p`` the policy judges like any other command.
+
+The content lives in the host's one content store, the snapshots' (``<root>/content``, see
+``snapshot.py``); the manifests, the aside log and the staged restores under ``<root>/known-good``.
+A healthy pass refreshes the time of its baseline's objects, so the snapshots' pruning by age
+never drops the content of a baseline still in use. Standard library only, Python 3.9 compatible.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type  # pylint: disable=invalid-name
+
+import difflib
+import hashlib
+import json
+import os
+import re
+import stat
+import tempfile
+import time
+
+from ansible_collections.sentinel.remediation.plugins.module_utils.content_store import (
+    ContentMissing,
+    ContentStore,
+    ContentStoreError,
+)
+from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
+from ansible_collections.sentinel.remediation.plugins.module_utils.snapshot import default_root
+
+SUBDIR = "known-good"
+MAX_FILES = 200          # files per service in a baseline
+MAX_FILE_BYTES = 262144  # a larger file is hashed, never stored or diffed
+DIFF_MAX = 1500          # characters of one file's diff sent to the controller
+DRIFT_FILES = 4          # drifted files reported (the others are counted)
+ASIDE_KEPT = 200         # entries of the aside log
+WALK_DEPTH = 2
+DPKG_STATUS = "/var/lib/dpkg/status"
+INIT_SCRIPTS = "/etc/init.d"
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9@._-]")
+_ETC_ARG = re.compile(r"^/etc/[^\s;]+$")
+
+
+class KnownGoodError(Exception):
+    """The baseline directory cannot be used; the message says why."""
+
+
+# ---------------------------------------------------------------- which files
+
+def _walk(root, limit):
+    if os.path.isfile(root):
+        yield root
+        return
+    if not os.path.isdir(root) or os.path.islink(root):
+        return
+    base = root.rstrip("/").count("/")
+    for here, dirs, files in os.walk(root):
+        dirs.sort()
+        if here.rstrip("/").count("/") - base >= WALK_DEPTH:
+            dirs[:] = []
+        for name in sorted(files):
+            yield os.path.join(here, name)
+
+
+def _systemd_files(units, run):
+    """Unit files, drop-ins, environment files and the /etc files the start commands name."""
+    out = []
+    for unit in units:
+        rc, text = run(["systemctl", "show", "--no-pager", "-p", "FragmentPath,DropInPaths,EnvironmentFiles,ExecStart",
+                        unit])
+        if rc != 0:
+            continue
+        for line in text.splitlines():
+            key, _sep, value = line.partition("=")
+            if key in ("FragmentPath", "DropInPaths"):
+                out.extend(p for p in value.split() if p.startswith("/"))
+            elif key == "EnvironmentFiles":
+                out.append(value.partition(" (")[0].strip())
+            elif key == "ExecStart":
+                argv = re.search(r"argv\[\]=([^;]*)", value)
+                words = argv.group(1).split() if argv else []
+                out.extend(w.split("=", 1)[-1] for w in words[1:] if _ETC_ARG.match(w.split("=", 1)[-1]))
+    return out
+
+
+def _sysv_files(defn):
+    names = [defn["name"]] + [u[:-len(".service")] if u.endswith(".service") else u for u in defn.get("units") or []]
+    out = []
+    for name in dict.fromkeys(names):
+        out.extend([os.path.join(INIT_SCRIPTS, name), os.path.join("/etc/default", name)])
+    return out
+
+
+def watched_files(defn, init, run):
+    """The regular files (absolute, at most MAX_FILES) a service is configured by. ``run(argv)``
+    returns ``(rc, stdout)``."""
+    roots = list(defn.get("config_paths") or [])
+    roots.extend(a for a in (defn.get("config_test") or [])[1:] if _ETC_ARG.match(a))
+    roots.extend(_systemd_files(defn.get("units") or [], run) if init == "systemd" else _sysv_files(defn))
+    found = []
+    for root in dict.fromkeys(r for r in roots if r.startswith("/")):
+        for path in _walk(root, MAX_FILES):
+            if path not in found:
+                found.append(path)
+            if len(found) >= MAX_FILES:
+                return found
+    return found
+
+
+def fingerprint(paths):
+    """``{path: {"sha256", "mode", "uid", "gid", "size"}}`` of the regular files among ``paths``
+    (symbolic links followed); a file too large to keep has no content kept, only its hash."""
+    out = {}
+    for path in paths:
+        try:
+            info = os.stat(path)
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            digest = hashlib.sha256()
+            with open(path, "rb") as handle:
+                for block in iter(lambda: handle.read(65536), b""):
+                    digest.update(block)
+        except (IOError, OSError):
+            continue
+        out[path] = dict(sha256=digest.hexdigest(), mode="%04o" % stat.S_IMODE(info.st_mode), uid=info.st_uid,
+                         gid=info.st_gid, size=info.st_size)
+    return out
+
+
+# ---------------------------------------------------------------- the package's default
+
+def dpkg_conffiles(status_path=DPKG_STATUS):
+    """``{path: (package, md5)}`` of every conffile dpkg knows (obsolete ones left out)."""
+    out = {}
+    try:
+        with open(status_path, "r") as handle:
+            text = handle.read()
+    except (IOError, OSError):
+        return out
+    for stanza in text.split("\n\n"):
+        package = re.search(r"^Package: (\S+)", stanza, re.M)
+        conffiles = re.search(r"^Conffiles:\n((?: .*\n?)+)", stanza, re.M)
+        if not package or not conffiles:
+            continue
+        for line in conffiles.group(1).splitlines():
+            parts = line.split()
+            if len(parts) >= 2 and parts[0].startswith("/") and "obsolete" not in parts[2:]:
+                out[parts[0]] = (package.group(1), parts[1])
+    return out
+
+
+def package_default_line(path, conffiles):
+    """One line saying whether ``path`` is still its package's default, or ``""`` when dpkg does
+    not know it."""
+    known = conffiles.get(path)
+    if not known:
+        return ""
+    package, md5 = known
+    try:
+        with open(path, "rb") as handle:
+            now = hashlib.md5(handle.read()).hexdigest()  # nosec - dpkg records MD5; a comparison, not security
+    except (IOError, OSError):
+        return "%s: a conffile of %s; missing now (dpkg's default has md5 %s)" % (path, package, md5)
+    if now == md5:
+        return "%s: the package's default (%s, as installed)" % (path, package)
+    return "%s: differs from the package's default (%s)" % (path, package)
+
+
+# ---------------------------------------------------------------- the store
+
+def _name(service):
+    return _SAFE_NAME.sub("_", service)[:100] or "_"
+
+
+def _write_json(path, value):
+    directory = os.path.dirname(path)
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".kg-")
+    try:
+        with os.fdopen(handle, "w") as out:
+            json.dump(value, out, sort_keys=True)
+        os.chmod(temporary, 0o600)
+        os.rename(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def _read_json(path, empty):
+    try:
+        with open(path, "r") as handle:
+            value = json.load(handle)
+    except (IOError, OSError, ValueError):
+        return empty
+    return value if isinstance(value, type(empty)) else empty
+
+
+def _read_bytes(path):
+    with open(path, "rb") as handle:
+        return handle.read(MAX_FILE_BYTES + 1)
+
+
+def unified_diff(path, before, after):
+    """The redacted unified diff from the known-good bytes to the current ones, bounded."""
+    if b"\0" in before or b"\0" in after:
+        return "binary file changed"
+    old = before.decode("utf-8", "replace").splitlines()
+    new = after.decode("utf-8", "replace").splitlines()
+    lines = list(difflib.unified_diff(old, new, "known-good " + path, "now " + path, n=1, lineterm=""))
+    text = redact_text("\n".join(lines))
+    if len(text) > DIFF_MAX:
+        text = text[:DIFF_MAX].rsplit("\n", 1)[0] + "\n... (diff cut at %d characters)" % DIFF_MAX
+    return text
+
+
+class Baselines:
+    """The known-good manifests under ``<root>/known-good`` and their content in the host's
+    content store ``<root>/content`` (both 0700, root-only); ``root``: the snapshots' root."""
+
+    def __init__(self, root=None):
+        root = root or default_root()
+        if not os.path.isabs(root):
+            raise KnownGoodError("known-good directory must be an absolute path, got %r" % (root,))
+        try:
+            self.store = ContentStore(os.path.join(root, "content"))
+            for sub in (SUBDIR, os.path.join(SUBDIR, "baselines"), os.path.join(SUBDIR, "restore")):
+                path = os.path.join(root, sub)
+                if not os.path.isdir(path):
+                    os.makedirs(path, 0o700)
+                os.chmod(path, 0o700)
+        except (OSError, ContentStoreError) as exc:
+            raise KnownGoodError("known-good directory %s is unusable: %s" % (os.path.join(root, SUBDIR), exc))
+        self.root = os.path.join(root, SUBDIR)
+
+    def _manifest_path(self, service):
+        return os.path.join(self.root, "baselines", _name(service) + ".json")
+
+    def manifest(self, service):
+        return _read_json(self._manifest_path(service), {})
+
+    def record(self, service, current, now=None):
+        """Make ``current`` (``fingerprint``) the service's known-good baseline; content is stored
+        only for files whose hash is not stored yet. Returns ``{"files", "changed"}`` (changed:
+        paths added, changed or gone since the last baseline)."""
+        old = self.manifest(service).get("files") or {}
+        changed = sorted(p for p in set(old) | set(current) if (old.get(p) or {}) != (current.get(p) or {}))
+        for path, entry in current.items():
+            if path not in changed:
+                self.store.refresh(entry["sha256"])  # still in use: the store's pruning by age keeps it
+        if not changed:
+            return dict(files=len(current), changed=[])
+        for path in changed:
+            entry = current.get(path)
+            if entry is None or entry["size"] > MAX_FILE_BYTES or self.store.has(entry["sha256"]):
+                continue
+            try:
+                data = _read_bytes(path)
+            except (IOError, OSError):
+                continue
+            if hashlib.sha256(data).hexdigest() == entry["sha256"]:
+                self.store.put(data)
+        _write_json(self._manifest_path(service),
+                    dict(service=service, recorded=int(now if now is not None else time.time()), files=current))
+        return dict(files=len(current), changed=changed)
+
+    def keep_aside(self, service, path, data, now=None):
+        """Keep the bad version of ``path`` in the store and log where it went; its digest."""
+        digest = self.store.put(data)
+        log_path = os.path.join(self.root, "aside.json")
+        log = _read_json(log_path, [])
+        entry = dict(service=service, path=path, sha256=digest, time=int(now if now is not None else time.time()))
+        if not log or {k: v for k, v in log[-1].items() if k != "time"} != {k: v for k, v in entry.items()
+                                                                            if k != "time"}:
+            log.append(entry)
+            _write_json(log_path, log[-ASIDE_KEPT:])
+        return digest
+
+    def stage(self, entry):
+        """The known-good bytes of a manifest ``entry`` in ``restore/<sha256>`` with its mode and
+        owner (for ``cp -p``); the staged path, or ``""`` when the content was never kept."""
+        try:
+            data = self.store.get(entry["sha256"])
+        except (ContentMissing, ContentStoreError, ValueError):
+            return ""
+        target = os.path.join(self.root, "restore", entry["sha256"])
+        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".stage-")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            os.chown(temporary, int(entry["uid"]), int(entry["gid"]))
+            os.chmod(temporary, int(entry["mode"], 8))
+            os.rename(temporary, target)
+        except BaseException:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+            raise
+        return target
+
+    def drift(self, service, current, conffiles=None):
+        """What differs from the known-good baseline, for the evidence: ``{"recorded", "files",
+        "drift": [{path, change, known_good, now, mode, diff, restore, aside, package}], "more"}``,
+        or ``{}`` without a baseline. The bad versions are kept aside, the good ones staged."""
+        manifest = self.manifest(service)
+        good = manifest.get("files") or {}
+        if not good:
+            return {}
+        conffiles = dpkg_conffiles() if conffiles is None else conffiles
+        drifted = []
+        for path in sorted(set(good) | set(current)):
+            was, now = good.get(path), current.get(path)
+            if was == now:
+                continue
+            change = ("new" if was is None else "missing" if now is None
+                      else "modified" if was["sha256"] != now["sha256"] else "attributes")
+            item = dict(path=path, change=change, known_good=(was or {}).get("sha256", ""),
+                        now=(now or {}).get("sha256", ""))
+            if was and now and (was["mode"], was["uid"], was["gid"]) != (now["mode"], now["uid"], now["gid"]):
+                item["attributes"] = "mode %s owner %s:%s, known-good mode %s owner %s:%s" % (
+                    now["mode"], now["uid"], now["gid"], was["mode"], was["uid"], was["gid"])
+            drifted.append(item)
+        out = dict(recorded=manifest.get("recorded"), files=len(good), drift=[])
+        for item in drifted[:DRIFT_FILES]:
+            self._explain(service, item, good.get(item["path"]), conffiles)
+            out["drift"].append(item)
+        if len(drifted) > DRIFT_FILES:
+            out["more"] = len(drifted) - DRIFT_FILES
+        return out
+
+    def _explain(self, service, item, was, conffiles):
+        path = item["path"]
+        before = b""
+        if was:
+            try:
+                before = self.store.get(was["sha256"])
+            except (ContentMissing, ContentStoreError, ValueError):
+                before = None
+        after = b""
+        if item["change"] != "missing":
+            try:
+                after = _read_bytes(path)
+            except (IOError, OSError) as exc:
+                after = None
+                item["diff"] = "unreadable now: %s" % (exc.strerror or exc)
+            if after is not None and len(after) <= MAX_FILE_BYTES:
+                item["aside"] = self.keep_aside(service, path, after)
+        if item["change"] in ("modified", "missing", "new") and before is not None and after is not None:
+            item["diff"] = unified_diff(path, before, after)
+        elif before is None:
+            item["diff"] = "known-good content not kept (larger than %d bytes, or pruned)" % MAX_FILE_BYTES
+        if was and before is not None:
+            item["restore"] = self.stage(was)
+        line = package_default_line(path, conffiles)
+        if line:
+            item["package"] = line
+
+
+def record_or_compare(defn, healthy, root, init, run, now=None):
+    """The healthy pass's baseline record (``{"files", "changed"}``) or the unhealthy one's drift
+    (``Baselines.drift``); errors become ``{"error": text}``, never an exception."""
+    try:
+        baselines = Baselines(root)
+        current = fingerprint(watched_files(defn, init, run))
+        if healthy:
+            return baselines.record(defn["name"], current, now=now)
+        return baselines.drift(defn["name"], current)
+    except (KnownGoodError, ContentStoreError, OSError) as exc:
+        return dict(error="known-good baseline unusable: %s" % exc)

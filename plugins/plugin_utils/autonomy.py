@@ -1,0 +1,137 @@
+# Copyright: contributors to sentinel.remediation
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Autonomy by effect class: which commands the policy gated for a human run without one.
+
+The policy engine gates a command with one reason per effect ("moves away `/etc/x`: an edit
+of the service's configuration; a human should confirm"). Each such reason is put in an
+effect class; the operator's table (policy key ``autonomy``, docs/policy.md) says which
+classes run alone. A gated command runs without a human only when EVERY reason it was gated
+for is in a class set to ``auto``; a reason in no class (a unit that changes what boots, a
+signal to a stranger...) keeps today's verdict. Refused commands are never touched.
+
+Classes, decided from what the command does and where, never from who proposed it:
+
+- ``create_directory``: ``mkdir`` in the service's configuration;
+- ``tighten_mode``: a mode that grants no write beyond the owner and sets no special bit;
+- ``restore_known_good``: ``cp`` of the known-good version the host staged for that very
+  file (``restore/<sha256>`` under the known-good directory, named by the incident's drift);
+- ``move_aside_config``: ``mv`` of a configuration file within the service's configuration;
+- ``config_edit``: a ``sed`` edit whose new text is on the known-good side of the file's
+  diff, for a service with a config test;
+- ``invented_value``: any other write of configuration (a value nobody saw working);
+- ``move_data_aside``, ``out_of_scope``, ``irreversible`` (deletion).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .snapshot_paths import keep
+
+CLASSES = ("create_directory", "tighten_mode", "restore_known_good", "move_aside_config", "config_edit",
+           "move_data_aside", "invented_value", "out_of_scope", "irreversible")
+UNCLASSED = "unclassed"
+_GATED = re.compile(r"^(?P<verb>.*?)`(?P<path>[^`]+)`(?P<area>[^:`]*): (?P<why>.+); a human should confirm")
+_QUOTED = re.compile(r"`([^`]+)`")
+_OCTAL = re.compile(r"^0?[0-7]{3}$")
+_SYMBOLIC = re.compile(r"^[ugoa]*-[rwxXst]+$")
+_DIGEST = re.compile(r"/restore/[0-9a-f]{64}$")
+
+
+def tight_mode(text: str) -> bool:
+    """Whether a chmod mode grants no write to group or others and sets no special bit
+    (an octal mode), or only takes permissions away (a symbolic ``go-w``)."""
+    if _OCTAL.match(text):
+        value = int(text, 8)
+        return value & 0o022 == 0
+    return bool(_SYMBOLIC.match(text))
+
+
+def _sed_replacement(script: str) -> str | None:
+    if len(script) < 4 or script[0] != "s":
+        return None
+    delim = script[1]
+    parts = re.split(r"(?<!\\)" + re.escape(delim), script[2:])
+    return parts[1].replace("\\" + delim, delim) if len(parts) >= 3 else None
+
+
+def _known_good_side(diff: str) -> list[str]:
+    return [line[1:] for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
+
+
+def _drift(evidence: Mapping | None) -> dict[str, Mapping]:
+    known = evidence.get("known_good") if isinstance(evidence, Mapping) else None
+    items = known.get("drift") if isinstance(known, Mapping) else None
+    return {str(i.get("path")): i for i in items or [] if isinstance(i, Mapping)}
+
+
+def classify_reason(reason: str, argv: Sequence[str], *, drift: Mapping[str, Mapping], config_test: bool) -> str:
+    """The effect class of one gated reason of a command (``UNCLASSED`` when none fits)."""
+    found = _GATED.match(reason)
+    if not found:
+        return UNCLASSED
+    verb, path, why = found.group("verb").strip(), found.group("path"), found.group("why")
+    tool = argv[0].rsplit("/", 1)[-1] if argv else ""
+    if "outside the incident's scope" in why or "not a service's runtime, log or data path" in why:
+        return "out_of_scope"
+    if "the service's data" in why:
+        return "move_data_aside"
+    if "an edit of the service's configuration" not in why:
+        return UNCLASSED
+    if verb.startswith("deletes"):
+        return "irreversible"
+    if verb == "creates" and tool == "mkdir":
+        return "create_directory"
+    if verb.startswith("sets mode "):
+        return "tighten_mode" if tight_mode(verb[len("sets mode "):].split(" ", 1)[0]) else UNCLASSED
+    if verb in ("moves away", "moves to") and tool == "mv":
+        return "move_aside_config"
+    item = drift.get(path)
+    if verb == "copies to" and tool == "cp":
+        sources = [a for a in argv[1:-1] if not a.startswith("-")]
+        staged = str((item or {}).get("restore") or "")
+        if item and staged and _DIGEST.search(staged) and sources == [staged] and argv[-1] == path:
+            return "restore_known_good"
+        return "invented_value"
+    if verb.startswith("applies"):
+        script = _QUOTED.search(verb)
+        new = _sed_replacement(script.group(1)) if script else None
+        good = _known_good_side(str((item or {}).get("diff") or ""))
+        if config_test and new and new.strip() and any(new.strip() in line for line in good):
+            return "config_edit"
+        return "invented_value"
+    if verb.startswith(("copies", "writes", "creates", "truncates", "links")):
+        return "invented_value"
+    return UNCLASSED
+
+
+def apply(checked: Sequence[Mapping], table: Mapping[str, str] | None, *, evidence: Mapping | None,
+          definition: Mapping, undoable: bool = True) -> list[dict[str, Any]]:
+    """The checked plan with each gated command whose every gated reason is in an ``auto``
+    class of ``table`` allowed (its reasons say which classes); every other verdict as it was.
+    Each gated command gets ``autonomy``: its classes, in reason order.
+
+    Only what can be undone runs alone: the host must keep a snapshot of every path the verdict
+    says the command changes (``undoable``: the attempt's snapshots are on and put back an
+    attempt that did not heal; the verdict declares at least one path to keep)."""
+    table = dict(table or {})
+    drift = _drift(evidence)
+    config_test = bool(definition.get("config_test"))
+    out = []
+    for item in checked:
+        item = dict(item)
+        if item.get("verdict") != "approval":
+            out.append(item)
+            continue
+        argv = [str(a) for a in item.get("argv") or []]
+        gated = [r for r in item.get("reasons") or [] if str(r).endswith("a human should confirm")]
+        classes = [classify_reason(str(r), argv, drift=drift, config_test=config_test) for r in gated]
+        item["autonomy"] = classes
+        if classes and all(table.get(c) == "auto" for c in classes) and undoable and keep(item):
+            names = ", ".join(dict.fromkeys(classes))
+            item["verdict"] = "allow"
+            item["reasons"] = [f"runs without a human: {names} (the policy's autonomy table)"] + [
+                r for r in item.get("reasons") or [] if r not in gated]
+        out.append(item)
+    return out

@@ -1,0 +1,115 @@
+# Copyright: contributors to sentinel.remediation
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Autonomy by effect class: the operator's table decides which gated commands run alone,
+judged on the real policy engine's verdicts."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import autonomy, policy
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import known_good_plan
+
+NGINX = {"name": "nginx", "units": ["nginx.service"], "processes": ["nginx"], "config_paths": ["/etc/nginx"],
+         "data_paths": ["/var/www"], "config_test": ["nginx", "-t"]}
+STAGED = "/var/lib/sentinel-remediation/known-good/restore/" + "ab" * 32
+EVIDENCE = {"init": "sysv", "config_test": "$ nginx -t\nrc 1\nnginx: [emerg] unknown directive \"listn\" in "
+                                           "/etc/nginx/sites-enabled/default:22",
+            "known_good": {"recorded": 1, "files": 9, "drift": [
+                {"path": "/etc/nginx/sites-enabled/default", "change": "modified", "known_good": "ab" * 32,
+                 "now": "cd" * 32, "restore": STAGED, "aside": "cd" * 32,
+                 "diff": "--- known-good\n+++ now\n@@ -22 +22 @@\n-\tlisten 80 default_server;\n+\tlistn 80;"}]}}
+
+
+def _decide(command, table=None, evidence=None, definition=None):
+    evidence = EVIDENCE if evidence is None else evidence
+    definition = NGINX if definition is None else definition
+    loaded = policy.load_policy(None)
+    scope = policy.scope_from_service(definition, [], {})
+    [verdict] = policy.classify_many([command], loaded, scope=scope)
+    [out] = autonomy.apply([verdict], loaded["autonomy"] if table is None else table, evidence=evidence,
+                           definition=definition)
+    return verdict["verdict"], out
+
+
+@pytest.mark.parametrize("command, effect_class", [
+    ("mkdir -p /etc/nginx/snippets", "create_directory"),
+    ("chmod 0640 /etc/nginx/conf.d/site.conf", "tighten_mode"),
+    ("chmod go-w /etc/nginx/conf.d/site.conf", "tighten_mode"),
+    (f"cp -p {STAGED} /etc/nginx/sites-enabled/default", "restore_known_good"),
+    ("mv /etc/nginx/conf.d/broken.conf /etc/nginx/conf.d/broken.conf.disabled", "move_aside_config"),
+    ("sed -i s/listn/listen/ /etc/nginx/sites-enabled/default", "config_edit"),
+])
+def test_a_gated_effect_the_table_sets_to_auto_runs_without_a_human(command, effect_class):
+    before, out = _decide(command)
+    assert before == "approval"
+    assert out["verdict"] == "allow" and effect_class in out["autonomy"]
+    assert "autonomy table" in out["reasons"][0]
+
+
+@pytest.mark.parametrize("command, effect_class", [
+    ("mv /var/www/html/index.html /var/www/html/index.html.bak", "move_data_aside"),
+    ("sed -i s/listn/server_name/ /etc/nginx/sites-enabled/default", "invented_value"),
+    ("mkdir -p /etc/apache2/conf.d", "out_of_scope"),
+    ("rm -f /etc/nginx/conf.d/site.conf", "irreversible"),
+    ("cp -p /tmp/mine /etc/nginx/sites-enabled/default", "invented_value"),
+    (f"cp -p {STAGED} /etc/nginx/nginx.conf", "invented_value"),   # staged for another file
+])
+def test_a_human_only_effect_keeps_its_approval(command, effect_class):
+    before, out = _decide(command)
+    assert before == "approval"
+    assert out["verdict"] == "approval" and effect_class in out["autonomy"]
+
+
+def test_a_config_edit_without_a_config_test_keeps_its_approval():
+    definition = dict(NGINX, config_test=[])
+    _before, out = _decide("sed -i s/listn/listen/ /etc/nginx/sites-enabled/default", definition=definition)
+    assert out["verdict"] == "approval" and out["autonomy"] == ["invented_value"]
+
+
+def test_a_class_the_operator_sets_to_human_needs_one_again():
+    table = dict(policy.load_policy(None)["autonomy"], create_directory="human")
+    _before, out = _decide("mkdir -p /etc/nginx/snippets", table=table)
+    assert out["verdict"] == "approval"
+
+
+def test_an_allowed_or_refused_command_is_left_as_the_policy_judged_it():
+    assert _decide("service nginx restart")[1]["verdict"] == "allow"
+    before, out = _decide("chmod 777 /etc/nginx/conf.d/site.conf")
+    assert before == out["verdict"] == "reject" and "autonomy" not in out
+
+
+def test_a_gate_reason_outside_every_class_keeps_the_approval():
+    before, out = _decide("systemctl disable nginx")
+    assert before == "approval" and out["verdict"] == "approval" and out["autonomy"] == ["unclassed"]
+
+
+def test_the_table_rejects_auto_for_a_human_only_class_and_unknown_classes():
+    with pytest.raises(policy.PolicyError, match="autonomy.irreversible"):
+        policy.load_policy({"autonomy": {"irreversible": "auto"}})
+    with pytest.raises(policy.PolicyError, match="autonomy.anything"):
+        policy.load_policy({"autonomy": {"anything": "auto"}})
+
+
+def test_drift_the_config_test_names_plans_a_restore_and_a_restart_once():
+    planned = known_good_plan.plan("nginx", "nginx is not running", EVIDENCE, NGINX, tried=False)
+    assert [c["command"] for c in planned["commands"]] == [
+        f"cp -p {STAGED} /etc/nginx/sites-enabled/default", "service nginx restart"]
+    assert "+\tlistn 80;" in planned["diagnosis"] and "kept aside" in planned["diagnosis"]
+    assert known_good_plan.plan("nginx", "down", EVIDENCE, NGINX, tried=True) is None
+
+
+def test_drift_the_failure_does_not_name_plans_nothing():
+    evidence = dict(EVIDENCE, config_test="$ nginx -t\nrc 0\nsyntax is ok")
+    assert known_good_plan.plan("nginx", "port 80 is held by python3", evidence, NGINX, tried=False) is None
+    named = known_good_plan.plan("nginx", "cannot load /etc/nginx/sites-enabled/default", evidence, NGINX,
+                                 tried=False)
+    assert named is not None
+    assert known_good_plan.plan("nginx", "down", {"init": "sysv"}, NGINX, tried=False) is None
+
+
+def test_without_snapshots_nothing_runs_alone_whatever_the_table_says():
+    loaded = policy.load_policy(None)
+    scope = policy.scope_from_service(NGINX, [], {})
+    [verdict] = policy.classify_many(["mkdir -p /etc/nginx/snippets"], loaded, scope=scope)
+    [out] = autonomy.apply([verdict], loaded["autonomy"], evidence=EVIDENCE, definition=NGINX, undoable=False)
+    assert out["verdict"] == "approval" and out["autonomy"] == ["create_directory"]
