@@ -30,7 +30,6 @@ import yaml
 from installed_support import Installed, snapshot
 from sentinel_lab import Lab
 
-REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 TOKEN = "installed-eda-token-5e1a"
 HEAL_TIMEOUT = 300
