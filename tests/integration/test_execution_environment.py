@@ -313,7 +313,7 @@ def image_collections(ee_image: str, tmp_path_factory) -> Iterator[Path]:
 @pytest.mark.lab
 @pytest.mark.slow
 def test_the_driver_runs_the_collection_the_image_carries(lab, image_collections: Path, installed_driver: Path,
-                                                         tmp_path: Path) -> None:
+                                                          tmp_path: Path) -> None:
     """The driver is a controller, like AWX: it starts ansible-runner and keeps locks, reports and pending
     plans on its host, so it runs beside the EE, not inside a job of it. What it must work with is the
     EE's content: here the collections the image carries, copied out read-only, run by the driver
