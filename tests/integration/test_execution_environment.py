@@ -33,6 +33,7 @@ from pathlib import Path
 import ansible_runner
 import pytest
 import yaml
+from installed_support import clean_env, read_only, undo_read_only
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_EE = REPO / "extensions" / "awx" / "build-ee"
@@ -292,8 +293,6 @@ def test_a_job_in_the_image_resumes_an_approved_plan(lab, ee_image: str, fleet_j
 def image_collections(ee_image: str, tmp_path_factory) -> Iterator[Path]:
     """The collections path of the image (sentinel.remediation, community.docker, community.general),
     copied out byte for byte and made read-only."""
-    from installed_support import read_only, undo_read_only
-
     target = tmp_path_factory.mktemp("ee-collections") / "collections"
     name = f"sentinel-ee-copy-{os.getpid()}"
     subprocess.run(["docker", "create", "--name", name, ee_image], capture_output=True, text=True, check=True)
@@ -318,8 +317,6 @@ def test_the_driver_runs_the_collection_the_image_carries(lab, image_collections
     plans on its host, so it runs beside the EE, not inside a job of it. What it must work with is the
     EE's content: here the collections the image carries, copied out read-only, run by the driver
     installed in its own venv from a directory outside the checkout."""
-    from installed_support import clean_env
-
     _ensure_healthy(lab, HEAL)
     collection = image_collections / "ansible_collections" / "sentinel" / "remediation"
     inventory = lab.write_inventory(tmp_path / "hosts.yml", services=True)
