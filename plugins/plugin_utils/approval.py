@@ -163,7 +163,9 @@ def parse(raw: bytes, key: bytes, approval_id: str) -> dict:
                               "or by a version without authenticated approvals; a new run plans again")
     if not hmac.compare_digest(record["mac"], _mac(key, record)):
         raise ApprovalRefused(f"plan {approval_id}: the pending file was changed after the controller wrote it "
-                              "(or written with another key): its MAC does not match; nothing of it runs")
+                              "(or written with another key): its MAC does not match; nothing of it runs. "
+                              f"Runs that plan and approve in different containers or on different machines "
+                              f"(AWX jobs, execution environments) must share the key: {KEY_ENV}, or one {DIR_ENV}")
     if record.get("id") != approval_id:
         raise ApprovalRefused(f"plan {approval_id}: the pending file holds plan {record.get('id')!r}, "
                               "authentic but not the one named")

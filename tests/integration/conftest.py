@@ -6,6 +6,10 @@ prefix; `kind` sysv, systemd or mixed) when a test must not share hosts. Every l
 here is removed when the session ends, unless SENTINEL_LAB_KEEP=1. Without Docker or the
 lab image the tests are skipped with the reason, except under CI=true, where a missing lab
 is a failure.
+
+`installed_collection` is the collection as users get it (the built tarball installed
+read-only with its declared dependencies), and `installed_driver` the driver installed into
+a virtualenv of its own: one of each per session, shared by every test of installed use.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ LAB_DIR = Path(__file__).resolve().parents[2] / "lab"
 if str(LAB_DIR) not in sys.path:
     sys.path.insert(0, str(LAB_DIR))
 
+from installed_support import Installed, install_collection, install_driver, undo_read_only  # noqa: E402
 from sentinel_lab import Lab, kinds_for  # noqa: E402
 
 # One per pytest-xdist worker (scripts/test runs two): workers never share containers.
@@ -68,3 +73,20 @@ def lab(lab_factory: Callable[..., Lab]) -> Lab:
 def lab_inventory(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A static Ansible inventory (group `lab`) of the session lab's hosts."""
     return lab.write_inventory(tmp_path_factory.mktemp("lab-inventory") / "hosts.yml")
+
+
+@pytest.fixture(scope="session")
+def installed_collection(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    """The built tarball installed read-only (see tests/integration/installed_support.py)."""
+    installed, mounts = install_collection(tmp_path_factory.mktemp("installed"))
+    try:
+        yield installed
+    finally:
+        undo_read_only(mounts, [installed.install, installed.deps])
+
+
+@pytest.fixture(scope="session")
+def installed_driver(installed_collection: Installed) -> Path:
+    """`sentinel-remediate` of a virtualenv holding the driver (pip, driver/pyproject.toml) and the
+    installed collection's Python requirements."""
+    return install_driver(installed_collection.base / "driver-venv", installed_collection.collection)

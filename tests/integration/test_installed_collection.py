@@ -4,104 +4,35 @@ outside the checkout with a configuration that knows nothing of the checkout.
 
 One small lab (the session lab's three hosts) serves every step, in order: heal and escalate
 with ansible-core alone (no community.general), leave a plan waiting and approve it with the
-installed resume playbook, then the driver, installed on its own from driver/, against the
-installed collection. What is asserted comes from outside: the lab's own health check, the
+installed resume playbook, then the driver, installed into a virtualenv of its own from
+driver/ with pip, against the installed collection, and an Alertmanager alert through the
+installed rulebook (ansible-rulebook), whose playbook hands it to that driver. The install and
+the driver's venv are the session's (conftest: installed_collection, installed_driver). What is asserted comes from outside: the lab's own health check, the
 report files, the state directory, and a snapshot of every file under the install.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tarfile
+import time
+import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
+import yaml
+from installed_support import Installed, snapshot
 from sentinel_lab import Lab
 
-REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-SCRUBBED = ("ANSIBLE_", "SENTINEL_", "OPENAI_", "AZURE_OPENAI_", "PYTHONPATH", "XDG_", "VIRTUAL_ENV")
-
-
-def _bundled_collections() -> Path:
-    """Where pip's `ansible` package keeps the collections it bundles (community.general among them)."""
-    import ansible_collections  # the pip package `ansible`: a namespace package in site-packages
-
-    for base in ansible_collections.__path__:
-        if (Path(base) / "community" / "general" / "MANIFEST.json").is_file():
-            return Path(base)
-    pytest.fail("the pip package `ansible` (bundled collections) is not installed in this venv")
-
-
-def _snapshot(root: Path) -> dict[str, str]:
-    """Every path under root with the hash of its content (directories: their listing)."""
-    state = {}
-    for path in sorted(root.rglob("*")):
-        rel = str(path.relative_to(root))
-        if path.is_symlink():
-            state[rel] = "link:" + os.readlink(path)
-        elif path.is_dir():
-            state[rel] = "dir"
-        else:
-            state[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return state
-
-
-def _read_only(path: Path) -> list[Path]:
-    """Make path read-only even for root: a read-only bind mount onto itself when this process may
-    mount (root), always `chmod -R a-w`. Returns the mounts to undo."""
-    subprocess.run(["chmod", "-R", "a-w", str(path)], check=True)
-    if os.geteuid() != 0:
-        return []
-    mounted = subprocess.run(["mount", "--bind", str(path), str(path)], capture_output=True, check=False)
-    if mounted.returncode != 0:
-        return []
-    remount = subprocess.run(["mount", "-o", "remount,bind,ro", str(path)], capture_output=True, check=False)
-    if remount.returncode != 0:
-        subprocess.run(["umount", str(path)], check=False)
-        return []
-    return [path]
-
-
-@dataclass
-class Installed:
-    base: Path
-    tarball: Path
-    collection: Path          # <install>/ansible_collections/sentinel/remediation
-    install: Path             # the collections path of the installed collection
-    deps: Path                # its declared dependencies, from the bundle
-    site: Path                # the user's own collections (community.docker for the lab's connection)
-    user: Path                # the user's working directory (ansible.cfg, inventory)
-    state: Path               # XDG_STATE_HOME
-    snapshot: dict[str, str]
-
-    def env(self, with_deps: bool = True, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(SCRUBBED)}
-        paths = [self.install] + ([self.deps] if with_deps else []) + [self.site]
-        env.update({"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-                    "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join(str(p) for p in paths),
-                    "XDG_STATE_HOME": str(self.state), "XDG_CACHE_HOME": str(self.base / "xdg-cache"),
-                    "ANSIBLE_HOME": str(self.base / "ansible-home"), "ANSIBLE_NOCOLOR": "1"})
-        env.update(extra)
-        return env
-
-    def playbook(self, name: str, *args: str, with_deps: bool = True, report: str = "report.json",
-                 timeout: float = 900) -> tuple[subprocess.CompletedProcess, dict]:
-        """ansible-playbook on an installed playbook by its FQCN, from the user's directory."""
-        path = self.user / report
-        path.unlink(missing_ok=True)
-        proc = subprocess.run([str(BIN / "ansible-playbook"), f"sentinel.remediation.{name}", *args],
-                              cwd=self.user, env=self.env(with_deps, SENTINEL_REPORT_JSON=str(path)),
-                              capture_output=True, text=True, timeout=timeout, check=False)
-        assert path.is_file(), f"no report written (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
-        return proc, json.loads(path.read_text(encoding="utf-8"))
+TOKEN = "installed-eda-token-5e1a"
+HEAL_TIMEOUT = 300
 
 
 def _outcomes(report: dict) -> dict[tuple[str, str], dict]:
@@ -109,54 +40,11 @@ def _outcomes(report: dict) -> dict[tuple[str, str], dict]:
 
 
 @pytest.fixture(scope="module")
-def installed(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
-    base = tmp_path_factory.mktemp("installed")
-    dist, install, deps, site, user = (base / n for n in ("dist", "install", "deps", "site", "user"))
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(SCRUBBED)}
-    clean.update({"ANSIBLE_HOME": str(base / "ansible-home"), "ANSIBLE_CONFIG": str(base / "empty.cfg")})
-    (base / "empty.cfg").write_text("[defaults]\n", encoding="utf-8")
-    built = subprocess.run([str(BIN / "ansible-galaxy"), "collection", "build", str(REPO), "--output-path", str(dist)],
-                           cwd=base, env=clean, capture_output=True, text=True, timeout=300, check=False)
-    assert built.returncode == 0, built.stdout + built.stderr
-    (tarball,) = dist.glob("sentinel-remediation-*.tar.gz")
-    # The tarball alone (no Galaxy: --offline); its dependencies are put beside it below.
-    done = subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", "--offline", "--no-deps",
-                           "-p", str(install), str(tarball)],
-                          cwd=base, env=clean, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    collection = install / "ansible_collections" / "sentinel" / "remediation"
-    manifest = json.loads((collection / "MANIFEST.json").read_text(encoding="utf-8"))
-    bundle = _bundled_collections()
-    for fqcn in manifest["collection_info"]["dependencies"]:
-        namespace, name = fqcn.split(".")
-        shutil.copytree(bundle / namespace / name, deps / "ansible_collections" / namespace / name, symlinks=True)
-    # The lab's inventory reaches its containers with community.docker's connection: the user's own collection.
-    shutil.copytree(bundle / "community" / "docker", site / "ansible_collections" / "community" / "docker",
-                    symlinks=True)
-    user.mkdir()
-    lab.write_inventory(user / "hosts.yml", services=True)
-    (user / "ansible.cfg").write_text(
-        "[defaults]\n"
-        "inventory = hosts.yml\n"
-        "collections_scan_sys_path = false\n"   # nothing from the pip bundle but what is copied above
-        "gathering = explicit\n"
-        "host_key_checking = false\n"
-        "interpreter_python = auto_silent\n"
-        "retry_files_enabled = false\n"
-        "callbacks_enabled = sentinel.remediation.remediation_report\n"
-        "fact_caching = sentinel.remediation.jsonfile\n"
-        "fact_caching_connection = facts\n"
-        "fact_caching_timeout = 0\n"
-        "[connection]\npipelining = true\n", encoding="utf-8")
-    snapshot = _snapshot(install)
-    mounts = []
+def installed(lab: Lab, installed_collection: Installed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    """The session's installed collection, used from this module's own directory outside the checkout."""
     try:
-        mounts = _read_only(install) + _read_only(deps)
-        yield Installed(base, tarball, collection, install, deps, site, user, base / "xdg-state", snapshot)
+        yield installed_collection.for_user(tmp_path_factory.mktemp("installed-user") / "user", lab)
     finally:
-        for mount in mounts:
-            subprocess.run(["umount", str(mount)], check=False)
-        subprocess.run(["chmod", "-R", "u+w", str(install), str(deps)], check=False)
         for host in ("lab01", "lab02", "lab03"):
             if not all(h.healthy for h in lab.health(host).values()):
                 lab.reset(host)
@@ -203,7 +91,7 @@ def test_installed_collection_heals_and_escalates_with_ansible_core_alone(lab: L
     for host in ("lab01", "lab02"):
         records = [json.loads(line) for line in (journal / f"{host}.jsonl").read_text(encoding="utf-8").splitlines()]
         assert [r["kind"] for r in records if r["kind"] in ("intent", "result")][:2] == ["intent", "result"], records
-    assert _snapshot(installed.install) == installed.snapshot
+    assert snapshot(installed.install) == installed.snapshot
     lab.reset("lab03")
 
 
@@ -222,7 +110,7 @@ def test_installed_resume_playbook_runs_an_approved_plan(lab: Lab, installed: In
     assert _outcomes(report)[("lab01", "nginx")]["state"] == "healed", report
     assert lab.health("lab01", ["nginx"])["nginx"].healthy
     assert not pending.exists()
-    assert _snapshot(installed.install) == installed.snapshot
+    assert snapshot(installed.install) == installed.snapshot
 
 
 def test_state_inside_the_installed_collection_is_refused_before_the_host_is_touched(
@@ -234,30 +122,24 @@ def test_state_inside_the_installed_collection_is_refused_before_the_host_is_tou
     assert proc.returncode != 0
     assert f"the state directory {inside} (remediate_artifacts_dir) is inside the installed collection" in proc.stdout, \
         proc.stdout[-3000:]
-    assert _snapshot(installed.install) == installed.snapshot
+    assert snapshot(installed.install) == installed.snapshot
 
 
-def test_the_driver_installed_alone_runs_the_installed_collection(lab: Lab, installed: Installed) -> None:
-    wheels, target = installed.base / "wheels", installed.base / "driver-site"
-    built = subprocess.run([str(BIN / "pip"), "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO / "driver")],
-                           cwd=installed.base, capture_output=True, text=True, timeout=600, check=False)
-    assert built.returncode == 0, built.stderr[-3000:]
-    (wheel,) = wheels.glob("sentinel_remediate-*.whl")
-    done = subprocess.run([str(BIN / "pip"), "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
-                          capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    env = installed.env(PYTHONPATH=str(target))
+def test_the_driver_installed_alone_runs_the_installed_collection(lab: Lab, installed: Installed,
+                                                                  installed_driver: Path) -> None:
+    venv = installed_driver.parent.parent
+    env = installed.env()
 
     def driver(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "sentinel_remediate", *args], cwd=installed.user, env=env,
+        return subprocess.run([str(installed_driver), *args], cwd=installed.user, env=env,
                               capture_output=True, text=True, timeout=timeout, check=False)
 
-    where = subprocess.run(
-        [sys.executable, "-c", "import sentinel_remediate; print(sentinel_remediate.__file__)"],
-        env=env, capture_output=True, text=True, check=False)
-    assert where.stdout.startswith(str(target)), where.stdout + where.stderr
+    # The venv's own package, not the checkout's editable install.
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import sentinel_remediate; print(sentinel_remediate.__file__)"],
+                           env=env, capture_output=True, text=True, check=False)
+    assert where.stdout.startswith(str(venv)), where.stdout + where.stderr
 
-    # Found on the collections path of the user's ansible.cfg, and named explicitly.
+    # Found on the collections path of the user's configuration, and named explicitly.
     version = driver("--version")
     assert version.returncode == 0 and f"collection sentinel.remediation 0.1.0 at {installed.collection}" \
         in version.stdout, version.stdout + version.stderr
@@ -278,7 +160,89 @@ def test_the_driver_installed_alone_runs_the_installed_collection(lab: Lab, inst
     assert failed.returncode != 0
     assert "ansible-playbook failed" in failed.stderr and "no_such_group matches no host" in failed.stderr, \
         failed.stderr[-3000:]
-    assert _snapshot(installed.install) == installed.snapshot
+    assert snapshot(installed.install) == installed.snapshot
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _alert(host: str, service: str) -> dict:
+    """An Alertmanager webhook body (version 4) for one firing alert."""
+    labels = {"alertname": "ServiceDown", "instance": f"{host}:9100", "service": service, "severity": "critical"}
+    return {"version": "4", "groupKey": '{}:{alertname="ServiceDown"}', "truncatedAlerts": 0, "status": "firing",
+            "receiver": "sentinel", "groupLabels": {"alertname": "ServiceDown"}, "commonLabels": labels,
+            "commonAnnotations": {}, "externalURL": "http://127.0.0.1:9093",
+            "alerts": [{"status": "firing", "labels": labels, "annotations": {},
+                        "startsAt": "2025-01-01T00:00:00.000Z", "endsAt": "0001-01-01T00:00:00Z",
+                        "generatorURL": "http://127.0.0.1:9090/graph", "fingerprint": f"{host}-{service}"}]}
+
+
+def test_the_installed_rulebook_heals_the_host_an_alert_names(lab: Lab, installed: Installed,
+                                                              installed_driver: Path) -> None:
+    """ansible-rulebook with the installed rulebook, its event source and its playbook (by FQCN), which hands
+    the alert to the driver installed in its own venv, running the installed collection."""
+    if not shutil.which("ansible-rulebook", path=f"{BIN}{os.pathsep}{os.environ['PATH']}") or not shutil.which("java"):
+        message = "ansible-rulebook or Java 17 is missing (scripts/setup)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    eda = installed.user.parent / "eda"
+    eda.mkdir()
+    port, log, state = _free_port(), eda / "alerts.log", eda / "state"
+    (eda / "vars.yml").write_text(yaml.safe_dump({
+        "alert_port": port, "remediate_backend": "runbook", "sentinel_inventory": str(installed.user / "hosts.yml"),
+        "sentinel_state_dir": str(state), "sentinel_eda_log": str(log), "sentinel_driver": str(installed_driver),
+        "sentinel_fact_caching": "sentinel.remediation.jsonfile",
+        "sentinel_fact_caching_connection": str(eda / "facts")}), encoding="utf-8")
+    env = installed.env(SENTINEL_ALERT_TOKEN=TOKEN)
+    out = (eda / "rulebook.log").open("w")
+    lab.inject("lab01", "nginx_stopped")
+    proc = subprocess.Popen([str(BIN / "ansible-rulebook"), "-r", "sentinel.remediation.remediate_on_alert",
+                             "-i", str(installed.user / "hosts.yml"), "--vars", str(eda / "vars.yml")],
+                            cwd=eda, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    output = eda / "rulebook.log"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, output.read_text()[-4000:]
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, output.read_text()[-4000:]
+                time.sleep(0.5)
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/alerts", data=json.dumps(_alert("lab01", "nginx")).encode(),
+                                         headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"},
+                                         method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 202
+        deadline = time.monotonic() + HEAL_TIMEOUT
+        while not lab.health("lab01", ["nginx"])["nginx"].healthy:
+            assert time.monotonic() < deadline, output.read_text()[-4000:]
+            time.sleep(1)
+        # The driver's pass, reported in the state directory the rulebook's variables named.
+        deadline = time.monotonic() + 60
+        while not list((state / "artifacts").glob("run-*/report.json")):
+            assert time.monotonic() < deadline, output.read_text()[-4000:]
+            time.sleep(1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        out.close()
+    (report_file,) = (state / "artifacts").glob("run-*/report.json")
+    report = json.loads(report_file.read_text(encoding="utf-8"))
+    assert [(o["host"], o["service"], o["state"]) for o in report["outcomes"]] == [("lab01", "nginx", "healed")], report
+    assert report["run"]["project_dir"] == str(installed.collection)
+    assert [line.split()[1:3] for line in log.read_text(encoding="utf-8").splitlines()] == [["lab01", "nginx"]]
+    assert snapshot(installed.install) == installed.snapshot
 
 
 USER_PLAY = """---
@@ -325,4 +289,4 @@ def test_every_installed_plugin_is_documented_and_a_user_playbook_lints(installe
     lint = subprocess.run([str(BIN / "ansible-lint"), "--offline", "--profile", "production", "site.yml"],
                           cwd=installed.user, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert lint.returncode == 0, lint.stdout[-3000:] + lint.stderr[-3000:]
-    assert _snapshot(installed.install) == installed.snapshot
+    assert snapshot(installed.install) == installed.snapshot

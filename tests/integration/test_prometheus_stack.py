@@ -10,6 +10,10 @@ queried from Prometheus' HTTP API, shows that heal. The driver's textfile (produ
 sits in the same directory as a second producer's (`playbook`) and as the probe's: the
 collector reads all three without a scrape error. The shipped rules file is loaded by this
 Prometheus, and every query of the shipped dashboard is evaluated by it.
+
+Everything of ours comes installed, as an operator has it: the rulebook, its event source, its
+playbook, the rules file and the dashboard from the session's installed tarball (read-only,
+conftest `installed_collection`), the driver from its own virtualenv (`installed_driver`).
 """
 from __future__ import annotations
 
@@ -28,14 +32,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from installed_support import Installed, snapshot
 from sentinel_lab import Lab
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import report
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
-KIT = REPO / "extensions" / "prometheus"
 HOST, SERVICE = "lab01", "nginx"
 HEAL_TIMEOUT = 480   # generous: the driver pass runs ansible on a shared, loaded machine
 TOOLS = {"prometheus": "prometheus", "alertmanager": "prometheus-alertmanager",
@@ -134,12 +137,14 @@ class Daemons:
 
 
 @pytest.fixture(scope="module")
-def stack(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+def stack(lab: Lab, installed_collection: Installed, installed_driver: Path,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     for tool in TOOLS.values():
         if not shutil.which(tool):
             _unavailable(f"{tool} is not installed (Debian packages prometheus, prometheus-alertmanager, "
                          "prometheus-node-exporter; scripts/setup installs them)")
-    if not shutil.which("ansible-rulebook") or not shutil.which("java"):
+    env = installed_collection.env()   # PATH: this venv's ansible-rulebook first
+    if not shutil.which("ansible-rulebook", path=env["PATH"]) or not shutil.which("java"):
         _unavailable("ansible-rulebook or Java 17 is missing (scripts/setup)")
     base = tmp_path_factory.mktemp("prometheus-stack")
     textfiles = base / "textfile"
@@ -148,17 +153,15 @@ def stack(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     daemons = Daemons(base)
     probe = HealthProbe(lab, textfiles)
 
-    # The collection's rulebook, as docs/operate.md starts it: outside the checkout, no ansible.cfg, no token.
+    kit = installed_collection.collection / "extensions" / "prometheus"
+    # The installed rulebook, as docs/operate.md starts it: outside the checkout, no ansible.cfg, no token.
     inventory = lab.write_inventory(base / "hosts.yml", services=True)
     state, facts, eda_log = base / "state", base / "facts", base / "eda.log"
     (base / "vars.yml").write_text(yaml.safe_dump({
         "alert_port": ports["rulebook"], "remediate_backend": "runbook", "sentinel_inventory": str(inventory),
         "sentinel_state_dir": str(state), "sentinel_fact_caching_connection": str(facts),
-        "sentinel_eda_log": str(eda_log), "sentinel_metrics_textfile": str(textfiles)}))
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections")}
-    for name in ("ANSIBLE_CONFIG", "SENTINEL_ALERT_TOKEN", "SENTINEL_STATE_DIR", "ANSIBLE_CACHE_PLUGIN",
-                 "ANSIBLE_CACHE_PLUGIN_CONNECTION", "SENTINEL_APPROVALS_DIR"):
-        env.pop(name, None)
+        "sentinel_eda_log": str(eda_log), "sentinel_metrics_textfile": str(textfiles),
+        "sentinel_driver": str(installed_driver)}))
 
     # Our alert rule on the probe's metric: its host and service labels name what to heal.
     (base / "lab.rules.yml").write_text(yaml.safe_dump({"groups": [{"name": "lab", "rules": [{
@@ -167,7 +170,7 @@ def stack(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         "annotations": {"summary": "{{ $labels.service }} is down on {{ $labels.host }}"}}]}]}))
     (base / "prometheus.yml").write_text(yaml.safe_dump({
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(base / "lab.rules.yml"), str(KIT / "sentinel_remediation.rules.yml")],
+        "rule_files": [str(base / "lab.rules.yml"), str(kit / "sentinel_remediation.rules.yml")],
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{ports['alertmanager']}"]}]}]},
         "scrape_configs": [{"job_name": "node", "static_configs": [{"targets": [f"127.0.0.1:{ports['node_exporter']}"]}]}],
     }))
@@ -197,7 +200,7 @@ def stack(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         for name in ("node_exporter", "alertmanager", "prometheus", "rulebook"):
             daemons.wait_listening(name, ports[name], timeout=120)
         yield {"prometheus": f"http://127.0.0.1:{ports['prometheus']}", "textfiles": textfiles, "state": state,
-               "eda_log": eda_log, "daemons": daemons, "ports": ports}
+               "eda_log": eda_log, "daemons": daemons, "ports": ports, "kit": kit, "installed": installed_collection}
     finally:
         probe.stop.set()
         daemons.stop_all()
@@ -266,6 +269,9 @@ def test_a_real_alert_heals_the_host_and_increase_shows_the_heal(lab: Lab, stack
     # The report the driver stored says the same.
     reports = [json.loads(p.read_text()) for p in sorted((stack["state"] / "artifacts").glob("run-*/report.json"))]
     assert [(o["host"], o["service"], o["state"]) for r in reports for o in r["outcomes"]] == [(HOST, SERVICE, "healed")]
+    installed = stack["installed"]
+    assert [r["run"]["project_dir"] for r in reports] == [str(installed.collection)]
+    assert snapshot(installed.install) == installed.snapshot
 
     # Both producers' series, the probe's, and no textfile scrape error.
     assert float(_query(prometheus, "node_textfile_scrape_error")[0]["value"][1]) == 0
@@ -287,7 +293,7 @@ def test_the_shipped_rules_load_and_every_dashboard_query_evaluates(stack: dict)
         time.sleep(1)
         shipped = {g["name"]: g for g in _get(f"{prometheus}/api/v1/rules")["data"]["groups"]}[
             "sentinel-remediation"]["rules"]
-    board = json.loads((KIT / "sentinel_remediation.dashboard.json").read_text())
+    board = json.loads((stack["kit"] / "sentinel_remediation.dashboard.json").read_text())
     for panel in board["panels"]:
         for target in panel["targets"]:
             expr = (target["expr"].replace("$__rate_interval", "1m").replace("$__range", "10m")
