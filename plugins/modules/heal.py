@@ -55,6 +55,10 @@ options:
       - "When left out, the action checks the services itself with M(sentinel.remediation.service_health)
         (evidence for the failing ones, in the same round trip), after every input is checked: one
         task per host for the whole pass. The result is returned as RV(health)."
+      - When given, the failing services that O(fleet_stop) leaves to act on and that memory holds a fix
+        for are checked once more, in one round trip that carries those remembered fixes (the host runs one
+        only where it finds the very failure that fix healed); a service named in O(fleet_stop) is never in
+        it. The other services are healed from O(health) as it is.
     type: dict
   notify_routes:
     description:
@@ -257,7 +261,7 @@ options:
       - V(full) checks and heals in one task. V(health) only checks (with the re-checks that confirm a
         failure, and evidence) and returns RV(health), sending no remembered fix ahead and running nothing,
         so that the play can count the fleet's failures (the fleet-wide stop) before any host acts; the heal
-        then takes that result as O(health).
+        then takes that result as O(health) (its remembered fixes go with its first round trip then).
     type: str
     choices: [full, health]
     default: full

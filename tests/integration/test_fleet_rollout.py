@@ -109,3 +109,36 @@ def test_a_fault_on_many_hosts_is_healed_canary_first_then_in_waves(fleet, tmp_p
     for before, after in zip(order, order[1:]):
         assert "after_canary" in outcomes[(after, "nginx")]["safeguards"], outcomes[(after, "nginx")]
         assert sent[after] > verified[before], (before, after, sent, verified)  # each wave after the last healed
+
+
+def test_a_remembered_fix_goes_with_the_heal_phase_and_never_to_a_check_the_fleet_count_stopped(fleet, tmp_path):
+    # Run 1, a split pass with lab02 broken: the LLM's plan heals it, memory learns the fix.
+    work, result, calls = run(fleet, tmp_path, ["lab02"], remediate_fleet_stop_min_hosts=3)
+    assert result.outcomes()[("lab02", "nginx")]["state"] == "healed" and calls == 1
+    fleet.exec("lab02", f"rm -f {MARK}")
+    seen = len(journal(work, "lab02"))
+    # Run 2, the same failure: the heal phase's first round trip re-checks nginx and carries the
+    # remembered fix; the host runs it (the mark is back) with no plan asked for and no execute_plan.
+    work, result, calls = run(fleet, tmp_path, ["lab02"], remediate_fleet_stop_min_hosts=3)
+    outcome = result.outcomes()[("lab02", "nginx")]
+    assert outcome["state"] == "healed" and calls == 0, outcome
+    assert fleet.exec("lab02", f"test -e {MARK}").ok and fleet.health("lab02", ["nginx"])["nginx"].healthy
+    records = journal(work, "lab02")[seen:]
+    kinds = [r.get("kind") for r in records]
+    assert kinds.index("conditional") < kinds.index("intent"), kinds  # recorded before it went
+    assert [r.get("source") for r in records if r.get("kind") == "intent"] == ["memory"], records
+    assert not [h for h in ("lab01", "lab03") if fleet.exec(h, f"test -e {MARK}").ok]
+    fleet.exec("lab02", f"rm -f {MARK}")
+    seen = {h: len(journal(work, h)) for h in FLEET}
+    # Run 3, every host broken: memory holds the fix for each (the fleet's memory), and the count
+    # stops the nginx check: no fix reaches any host, nothing runs inside any container.
+    work, result, calls = run(fleet, tmp_path, FLEET, remediate_fleet_stop_min_hosts=3)
+    assert calls == 0
+    for host in FLEET:
+        assert not fleet.exec(host, f"test -e {MARK}").ok, host
+        assert fleet.exec(host, "pgrep -x nginx").stdout.strip() == "", host
+        assert not fleet.health(host, ["nginx"])["nginx"].healthy, host
+        records = journal(work, host)[seen[host]:]
+        assert not [r for r in records if r.get("kind") in ("conditional", "intent")], (host, records)
+        outcome = result.outcomes()[(host, "nginx")]
+        assert outcome["state"] == "escalated" and outcome["safeguards"] == ["fleet_stop"], outcome

@@ -52,18 +52,20 @@ class AheadFixes:
 
     def wanted(self) -> bool:
         args = self.ctx.args
-        return not (self.ctx.check_mode or args["monitor_only"] or args["require_approval"]
-                    or args["health"] is not None or args["resume"])
+        return not (self.ctx.check_mode or args["monitor_only"] or args["require_approval"] or args["resume"])
 
-    def choose(self) -> dict[str, dict[str, AheadFix]]:
+    def choose(self, only: list[str] | None = None) -> dict[str, dict[str, AheadFix]]:
         """By service and signature, the checked plan memory's first usable fix gives, for
-        each signature the service failed with before; only plans that may run unseen."""
-        if not self.wanted():
+        each signature the service failed with before; only plans that may run unseen.
+        ``only``: these services alone (a split pass's heal phase, ``_split.recheck_names``)."""
+        if not self.wanted() or only == []:
             return {}
         ctx, memory = self.ctx, self.ctx.stores.memory
         own = memory.own_index()
         out: dict[str, dict[str, AheadFix]] = {}
         for name, definition in ctx.definitions.items():
+            if only is not None and name not in only:
+                continue
             signatures = memory.signatures(signature_prefix(name))
             if not signatures or ctx.stores.journal.interrupted(name) or self.is_held(name):
                 continue  # a held service gets no fix ahead either: nothing runs for it

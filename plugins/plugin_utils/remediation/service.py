@@ -25,6 +25,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils import safegu
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import Lease, process_start
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import run_token
 
+from . import _split as split
 from . import vocabulary as words
 from .context import CacheSettings, HostPort, RemediationError, RunContext
 from ._ahead import AheadFixes
@@ -192,6 +193,11 @@ class Remediation:
                 self.loop.landlock_abi = health.get("landlock_abi")
                 if health_only:
                     return result
+            elif not resume:  # a split pass's heal phase: its remembered fixes go with one re-check
+                health = self.recheck_with_fixes(health)
+                if health.get("unreachable"):
+                    result.unreachable = health
+                    return result
             if resume:
                 result.incidents, result.outcomes = self.approvals.resume(resume, approver)
             else:
@@ -225,6 +231,18 @@ class Remediation:
             raise RemediationError(f"the health check could not run on {self.ctx.host}: "
                                    f"{health.get('msg') or health.get('module_stderr') or 'no reason given'}")
         return {k: v for k, v in health.items() if not k.startswith("_ansible") and k != "invocation"}
+
+    def recheck_with_fixes(self, health: Mapping) -> Mapping:
+        """The heal phase of a split pass (``_split``): the services that failed in the health
+        phase, that the fleet count left to act on and that memory holds fixes for are checked
+        again in one round trip carrying those fixes, as the single-task pass sends them with its
+        health check. Returns the health to heal from (``health`` itself when nothing went)."""
+        names = split.recheck_names(self.ctx.definitions, health, self.ctx.args["fleet_stop"])
+        fixes = self.ahead.send(self.ahead.choose(only=names)) if names else {}
+        if not fixes:
+            return health
+        fresh = self.check_health([self.ctx.definitions[name] for name in names if name in fixes], ahead=fixes)
+        return fresh if fresh.get("unreachable") else split.merged(health, fresh)
 
     def heal_all(self, health: Mapping):
         ctx, args = self.ctx, self.ctx.args

@@ -62,8 +62,7 @@ class FakeHost:
                                          "results": [{"rc": 0, "label": command["label"]} for command in fix["commands"]],
                                          "verify": {"healthy": self.remembered_ran,
                                                     "error": "" if self.remembered_ran else self.error}}
-                    if self.remembered_ran:
-                        row.update(healthy=True, error="")
+                    # as service_health: the row stays the failure the host found, the fix's record beside it
             rows.append(row)
         return {"services": rows, "healthy": all(r["healthy"] for r in rows), "tools": {"present": ["systemctl"]}}
 
