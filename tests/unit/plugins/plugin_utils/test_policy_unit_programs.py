@@ -14,7 +14,8 @@ NGINX = {"name": "nginx", "units": ["nginx.service"], "config_paths": ["/etc/ngi
 EVIDENCE = {"unit": {"Id": "nginx.service", "Programs": "/usr/sbin/nginx /usr/local/sbin/render-upstreams"}}
 
 
-def judged(command: str, evidence=EVIDENCE) -> dict:
+def judged(command: str, evidence: dict | None = None) -> dict:
+    evidence = EVIDENCE if evidence is None else evidence
     return policy.classify(command, scope=policy.scope_from_service(NGINX, (), evidence))
 
 
