@@ -10,6 +10,14 @@ the known-good version back (``cp -p``, the policy judges it like any command) a
 the service. Drift explains the failure when the failure names the drifted file (its path or
 file name in the health error, the config test's output, the status, the journal or the
 logs), or the service's config test fails and the file is part of its configuration.
+
+A restore never runs ahead when it would take out a setting about security: a line the drift
+added (now in the file, not in the known-good version) that speaks of TLS, certificates,
+verification, authentication, keys, secrets or who may do what. Such a drift is often a
+deliberate tightening (a team turned on certificate verification, and the failure is that the
+certificate has expired); going back to known-good would heal the service by weakening it. A
+diff that cannot be read whole (binary, cut) is treated the same way. Those drifts stay in the
+evidence for the model and the human.
 """
 from __future__ import annotations
 
@@ -21,6 +29,23 @@ from typing import Any
 SOURCE = "known_good"
 _RC = re.compile(r"^rc (\d+)$", re.M)
 _TEXT_KEYS = ("config_test", "config_context", "status", "journal", "logs", "named_paths")
+# What a configuration line about security speaks of (words, not values): TLS and certificates,
+# verification, authentication and credentials, and access rules.
+_SECURITY = re.compile(
+    r"(?<![a-z])(ssl\w*|tls\w*|https|verif\w*|cert\w*|ca_?file|ca_?path|rootcert|crl\w*|cipher\w*|key\w*|"
+    r"auth\w*|passw\w*|secret\w*|token\w*|credential\w*|scram\w*|md5|gss\w*|hba|trust\w*|"
+    r"permi\w*|allow\w*|deny\w*|acl\w*|requir\w*|secur\w*|protect\w*|privat\w*|sandbox\w*|umask|"
+    r"chroot|user\w*|group\w*|owner\w*|login\w*|sudo\w*)(?![a-z])", re.I)
+
+
+def weakens_security(diff: str) -> bool:
+    """Whether going back to known-good would take out a security setting the drift added (or
+    the diff cannot be read whole to tell)."""
+    text = str(diff or "")
+    if not text or text.startswith("binary") or "(diff cut at" in text or "not kept" in text:
+        return True
+    return any(_SECURITY.search(line[1:]) for line in text.splitlines()
+               if line.startswith("+") and not line.startswith("+++"))
 
 
 def _texts(error: str, evidence: Mapping) -> str:
@@ -51,6 +76,8 @@ def explained(error: str, evidence: Mapping) -> list[dict]:
         path = str(item.get("path") or "")
         if item.get("change") not in ("modified", "missing") or not item.get("restore") or not path.startswith("/"):
             continue
+        if item.get("change") == "modified" and weakens_security(item.get("diff")):
+            continue  # never ahead of a human: the drift may be a deliberate tightening
         if path in texts or re.search(r"(?<![\w.-])" + re.escape(os.path.basename(path)) + r"(?![\w-])", texts):
             named.append(dict(item))
         else:

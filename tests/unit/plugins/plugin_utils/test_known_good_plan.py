@@ -50,3 +50,36 @@ def test_the_human_is_told_each_file_where_its_bad_version_is_and_the_diff():
     record = known_good_plan.journal_record("run1", "nginx", 1, known_good_plan.plan("nginx", "down", evidence, NGINX,
                                                                                      tried=False))
     assert record["kind"] == "known_good" and record["restored"][0]["aside"] == "cd" * 32
+
+
+def _drift(path, removed, added):
+    return dict(_item(path), diff=f"--- known-good {path}\n+++ now {path}\n@@ -1 +1 @@\n-{removed}\n+{added}")
+
+
+def test_a_drift_that_added_a_security_setting_is_never_restored_ahead_of_a_human():
+    # A team turned on certificate verification; the failure is the expired certificate.
+    # Going back to known-good would heal the app by no longer verifying its database.
+    tightened = _drift("/etc/sentinel-app/app.conf", "dsn = host=127.0.0.1 dbname=app",
+                       "dsn = host=127.0.0.1 dbname=app sslmode=verify-full sslrootcert=/etc/ca.crt")
+    evidence = _evidence("rc 1\nerror in /etc/sentinel-app/app.conf", tightened)
+    assert known_good_plan.plan("app", "app.conf: certificate verify failed", evidence, NGINX, tried=False) is None
+
+
+def test_a_drift_of_a_plain_value_is_restored():
+    moved = _drift("/etc/redis/redis.conf", "logfile /var/log/redis/redis-server.log", "logfile /var/log/redis-server.log")
+    evidence = _evidence("rc 1\ncan't open /etc/redis/redis.conf logfile", moved)
+    planned = known_good_plan.plan("redis", "redis.conf: can't open the log file", evidence, NGINX, tried=False)
+    assert [r["path"] for r in planned["restored"]] == ["/etc/redis/redis.conf"]
+
+
+def test_a_diff_that_cannot_be_read_whole_is_never_restored_ahead():
+    for diff in ("binary file changed", "--- a\n+++ b\n-x\n+y\n... (diff cut at 4000 characters)", ""):
+        evidence = _evidence("rc 1\nin /etc/nginx/nginx.conf", dict(_item("/etc/nginx/nginx.conf"), diff=diff))
+        assert known_good_plan.plan("nginx", "nginx is down", evidence, NGINX, tried=False) is None, diff
+
+
+def test_security_words_are_whole_words_of_the_added_lines_only():
+    assert known_good_plan.weakens_security("--- a\n+++ b\n-x\n+PasswordAuthentication no")
+    assert known_good_plan.weakens_security("--- a\n+++ b\n-x\n+allow 10.0.0.0/8;")
+    assert not known_good_plan.weakens_security("--- a\n+++ b\n-ssl on\n+port 5433")  # only what the drift added
+    assert not known_good_plan.weakens_security("--- a\n+++ b\n-x\n+worker_connections 512")
