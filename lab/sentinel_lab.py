@@ -55,7 +55,8 @@ TMPFS = ("/var/lib/redis:size=16m", "/var/lib/sentinel-app:size=16m")
 JOURNAL_TMPFS = "/var/log/journal:size=48m"
 
 FAULT_FIELDS = ("name", "service", "kinds", "description", "inject", "diagnose", "fix", "healthy", "needs_human")
-OPTIONAL_FAULT_FIELDS = {"contract": False, "novel": False, "reset_after": False}
+OPTIONAL_FAULT_FIELDS = {"contract": False, "novel": False, "reset_after": False, "batch": ""}
+BATCH_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 SERVICE_FIELDS = ("init", "kinds", "checks")
 PLACEHOLDER_RE = re.compile(r"\{([a-z_]+):([^{}]+)\}")
 PLACEHOLDERS = {
@@ -115,6 +116,7 @@ class Fault:
     contract: bool = False
     novel: bool = False
     reset_after: bool = False
+    batch: str = ""
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Fault:
@@ -132,6 +134,7 @@ class Fault:
             contract=bool(data.get("contract", False)),
             novel=bool(data.get("novel", False)),
             reset_after=bool(data.get("reset_after", False)),
+            batch=str(data.get("batch", "")),
         )
 
     def steps(self, what: str, kind: str) -> tuple[Any, ...]:
@@ -149,7 +152,7 @@ class Fault:
             "diagnose": {k: [dict(d) for d in v] for k, v in self.diagnose.items()},
             "fix": {k: list(v) for k, v in self.fix.items()},
             "healthy": self.healthy, "needs_human": self.needs_human, "contract": self.contract,
-            "novel": self.novel, "reset_after": self.reset_after,
+            "novel": self.novel, "reset_after": self.reset_after, "batch": self.batch,
         }
 
 
@@ -279,9 +282,13 @@ def _fault_problems(fault: Mapping[str, Any], where: str, services: Mapping[str,
             problems.extend(f"{where}: fix {command!r}: {p}" for p in _fix_command_problems(str(command)))
     if not isinstance(fault["needs_human"], bool):
         problems.append(f"{where}: `needs_human` must be true or false")
-    for key in OPTIONAL_FAULT_FIELDS:
-        if key in fault and not isinstance(fault[key], bool):
+    for key, default in OPTIONAL_FAULT_FIELDS.items():
+        if key not in fault:
+            continue
+        if isinstance(default, bool) and not isinstance(fault[key], bool):
             problems.append(f"{where}: `{key}` must be true or false")
+        elif isinstance(default, str) and not (isinstance(fault[key], str) and BATCH_RE.match(fault[key])):
+            problems.append(f"{where}: `{key}` must be a short lower-case name (letters, digits, - and _)")
     return problems
 
 
@@ -360,7 +367,7 @@ def render_catalogue_markdown(catalogue: Catalogue) -> str:
         return "<br>".join(f"`{_cell_text(d['command'])}` shows {_cell_text(d['shows'])}" for d in items)
 
     for f in catalogue.faults.values():
-        tags = [t for t, on in (("contract", f.contract), ("novel", f.novel)) if on]
+        tags = [t for t, on in (("contract", f.contract), ("novel", f.novel), (f"batch {f.batch}", f.batch)) if on]
         name = f"`{f.name}`" + (f" ({', '.join(tags)})" if tags else "")
         lines.append(
             f"| {name} | {', '.join(f.kinds)} | {f.service} | {_cell_text(f.description)}<br>"
@@ -955,6 +962,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("faults", help="list the fault catalogue")
     p.add_argument("--kind", choices=KINDS, help="only the faults of this host kind")
+    p.add_argument("--batch", help="only the faults of this batch (the catalogue's `batch` field, e.g. s32)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--json", action="store_true")
     group.add_argument("--markdown", action="store_true", help="the table of docs/lab.md")
@@ -1027,7 +1035,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     elif args.action == "health":
         return _print_health(lab, [args.host] if args.host else lab.hosts(), args.service, args.json)
     elif args.action == "faults":
-        faults = [f for f in lab.catalogue.faults.values() if args.kind in (None, *f.kinds)]
+        faults = [f for f in lab.catalogue.faults.values()
+                  if args.kind in (None, *f.kinds) and args.batch in (None, f.batch)]
+        if args.batch and not faults:
+            batches = sorted({f.batch for f in lab.catalogue.faults.values() if f.batch})
+            raise LabUsageError(f"no fault of batch {args.batch!r}; batches: {', '.join(batches) or 'none'}")
         if args.json:
             print(json.dumps([f.as_dict() for f in faults], indent=2))
         elif args.markdown:

@@ -165,6 +165,8 @@ def _named(document: dict, name: str) -> dict:
         (lambda d: _first(d).update(fix={"sysv": ["kill {pid_of:nginx}"], "systemd": ["true"]}), "unknown placeholder"),
         (lambda d: _first(d).update(needs_human="no"), "needs_human"),
         (lambda d: _first(d).update(novel="yes"), "`novel` must be true or false"),
+        (lambda d: _first(d).update(batch="Batch 32"), "`batch` must be a short lower-case name"),
+        (lambda d: _first(d).update(batch=True), "`batch` must be a short lower-case name"),
         (lambda d: _first(d).update(diagnose=[{"command": "ps"}]), "diagnose"),
         (lambda d: _first(d).update(inject=[]), "inject"),
         (lambda d: _first(d).update(surprise=1), "unknown keys surprise"),
@@ -208,6 +210,31 @@ def test_faults_of_one_kind_as_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert "redis_killed" not in {f["name"] for f in listed}
     masked = next(f for f in listed if f["name"] == "nginx_unit_masked")
     assert masked["kinds"] == ["systemd"] and masked["fix"]["systemd"][0] == "systemctl unmask nginx.service"
+
+
+def test_faults_of_one_batch_are_listed_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    assert sentinel_lab.main(["faults", "--batch", "s32", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert {f["name"] for f in listed} == {n for n, f in CATALOGUE.faults.items() if f.batch == "s32"}
+    assert listed and all(f["batch"] == "s32" for f in listed)
+
+
+def test_an_unknown_batch_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert sentinel_lab.main(["faults", "--batch", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lab: no fault of batch 'nope'; batches: ") and "s32" in err
+
+
+def test_batch_s32_has_the_mix_production_has() -> None:
+    """Issue 28: a new batch written without reading the planner, novel, on systemd hosts
+    mostly, in PostgreSQL and the app above all, about a third of it for a human only."""
+    batch = [f for f in CATALOGUE.faults.values() if f.batch == "s32"]
+    assert len(batch) >= 10
+    assert all(f.novel for f in batch)
+    assert sum("systemd" in f.kinds for f in batch) == len(batch)
+    assert sum(f.service in ("postgres", "app") for f in batch) >= len(batch) * 2 // 3
+    human = sum(f.needs_human for f in batch)
+    assert len(batch) // 4 <= human <= len(batch) // 2, human
 
 
 @pytest.mark.parametrize("scenario, kind", [("default", "sysv"), ("systemd", "systemd")])
