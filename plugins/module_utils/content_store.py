@@ -33,6 +33,23 @@ DIGEST = re.compile(r"\A[0-9a-f]{64}\Z")
 OBJECTS = "objects"
 
 
+def write_private(path, data, prefix=".tmp-"):
+    """Write ``data`` (bytes) to ``path`` readable by root only, whole or not at all: into a
+    temporary file beside it, synced, then renamed over it; the temporary never stays."""
+    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=prefix)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, 0o600)
+        os.rename(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
 class ContentStoreError(Exception):
     """The store cannot be used or an object cannot be read; the message says why."""
 
@@ -91,18 +108,7 @@ class ContentStore:
         directory = os.path.dirname(path)
         if not os.path.isdir(directory):
             os.mkdir(directory, 0o700)
-        handle, temporary = tempfile.mkstemp(dir=directory, prefix=".put-")
-        try:
-            with os.fdopen(handle, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(temporary, 0o600)
-            os.rename(temporary, path)
-        except BaseException:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-            raise
+        write_private(path, data, prefix=".put-")
         return digest
 
     def get(self, digest):

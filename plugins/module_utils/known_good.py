@@ -39,6 +39,7 @@ from ansible_collections.sentinel.remediation.plugins.module_utils.content_store
     ContentMissing,
     ContentStore,
     ContentStoreError,
+    write_private,
 )
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
 from ansible_collections.sentinel.remediation.plugins.module_utils.snapshot import default_root
@@ -188,17 +189,7 @@ def _name(service):
 
 
 def _write_json(path, value):
-    directory = os.path.dirname(path)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".kg-")
-    try:
-        with os.fdopen(handle, "w") as out:
-            json.dump(value, out, sort_keys=True)
-        os.chmod(temporary, 0o600)
-        os.rename(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    write_private(path, json.dumps(value, sort_keys=True).encode("utf-8"), prefix=".kg-")
 
 
 def _read_json(path, empty):

@@ -37,7 +37,7 @@ import tempfile
 import time
 
 from ansible_collections.sentinel.remediation.plugins.module_utils.content_store import (
-    ContentStore, ContentStoreError)
+    ContentStore, ContentStoreError, write_private as _write_private)
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
 
 ROOT = "/var/lib/sentinel-remediation"
@@ -454,11 +454,7 @@ def settle(session, error, healthy, undo):
 
 
 def write_private(path, data):
-    handle, temporary = tempfile.mkstemp(dir=posixpath.dirname(path), prefix=".manifest-")
-    with os.fdopen(handle, "wb") as out:
-        out.write(data)
-    os.chmod(temporary, 0o600)
-    os.rename(temporary, path)
+    _write_private(path, data, prefix=".manifest-")
 
 
 def load_manifest(root, incident):
