@@ -19,6 +19,10 @@ Classes, decided from what the command does and where, never from who proposed i
 - ``config_edit``: a ``sed`` edit whose new text is on the known-good side of the file's
   diff, for a service with a config test;
 - ``invented_value``: any other write of configuration (a value nobody saw working);
+- ``weakens_security``: a restore, an edit back to known-good or a move aside that would take
+  out a setting about security the file now has (``known_good_plan.weakens_security``: TLS,
+  certificates, verification, authentication, keys, access rules), or whose content cannot be
+  read whole to tell. Such a drift is often a deliberate tightening;
 - ``move_data_aside``, ``out_of_scope``, ``irreversible`` (deletion).
 """
 from __future__ import annotations
@@ -27,10 +31,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .known_good_plan import weakens_security
 from .snapshot_paths import keep
 
 CLASSES = ("create_directory", "tighten_mode", "restore_known_good", "move_aside_config", "config_edit",
-           "move_data_aside", "invented_value", "out_of_scope", "irreversible")
+           "weakens_security", "move_data_aside", "invented_value", "out_of_scope", "irreversible")
 UNCLASSED = "unclassed"
 _GATED = re.compile(r"^(?P<verb>.*?)`(?P<path>[^`]+)`(?P<area>[^:`]*): (?P<why>.+); a human should confirm")
 _QUOTED = re.compile(r"`([^`]+)`")
@@ -85,21 +90,25 @@ def classify_reason(reason: str, argv: Sequence[str], *, drift: Mapping[str, Map
         return "create_directory"
     if verb.startswith("sets mode "):
         return "tighten_mode" if tight_mode(verb[len("sets mode "):].split(" ", 1)[0]) else UNCLASSED
-    if verb in ("moves away", "moves to") and tool == "mv":
-        return "move_aside_config"
     item = drift.get(path)
+    if verb in ("moves away", "moves to") and tool == "mv":
+        if verb == "moves away" and (not item or item.get("change") != "new" or weakens_security(item.get("diff"))):
+            # Only a file that appeared since the last known-good pass, and says nothing about
+            # security, is moved aside alone: a file the healthy service read is its configuration.
+            return "weakens_security" if item and item.get("change") == "new" else "invented_value"
+        return "move_aside_config"
     if verb == "copies to" and tool == "cp":
         sources = [a for a in argv[1:-1] if not a.startswith("-")]
         staged = str((item or {}).get("restore") or "")
         if item and staged and _DIGEST.search(staged) and sources == [staged] and argv[-1] == path:
-            return "restore_known_good"
+            return "weakens_security" if weakens_security(item.get("diff")) else "restore_known_good"
         return "invented_value"
     if verb.startswith("applies"):
         script = _QUOTED.search(verb)
         new = _sed_replacement(script.group(1)) if script else None
         good = _known_good_side(str((item or {}).get("diff") or ""))
         if config_test and new and new.strip() and any(new.strip() in line for line in good):
-            return "config_edit"
+            return "weakens_security" if weakens_security(str((item or {}).get("diff") or "")) else "config_edit"
         return "invented_value"
     if verb.startswith(("copies", "writes", "creates", "truncates", "links")):
         return "invented_value"

@@ -17,7 +17,13 @@ EVIDENCE = {"init": "sysv", "config_test": "$ nginx -t\nrc 1\nnginx: [emerg] unk
             "known_good": {"recorded": 1, "files": 9, "drift": [
                 {"path": "/etc/nginx/sites-enabled/default", "change": "modified", "known_good": "ab" * 32,
                  "now": "cd" * 32, "restore": STAGED, "aside": "cd" * 32,
-                 "diff": "--- known-good\n+++ now\n@@ -22 +22 @@\n-\tlisten 80 default_server;\n+\tlistn 80;"}]}}
+                 "diff": "--- known-good\n+++ now\n@@ -22 +22 @@\n-\tlisten 80 default_server;\n+\tlistn 80;"},
+                {"path": "/etc/nginx/conf.d/broken.conf", "change": "new", "aside": "ef" * 32,
+                 "diff": "--- known-good\n+++ now\n@@ -0,0 +1 @@\n+upstream app { server 127.0.0.1:9; }"},
+                {"path": "/etc/nginx/conf.d/tls.conf", "change": "new", "aside": "ef" * 32,
+                 "diff": "--- known-good\n+++ now\n@@ -0,0 +1 @@\n+ssl_verify_client on;"},
+                {"path": "/etc/nginx/conf.d/site.conf", "change": "modified", "restore": STAGED.replace("ab", "12"),
+                 "diff": "--- known-good\n+++ now\n@@ -1 +1 @@\n-listen 80;\n+listen 443 ssl; ssl_verify_client on;"}]}}
 
 
 def _decide(command, table=None, evidence=None, definition=None):
@@ -53,6 +59,12 @@ def test_a_gated_effect_the_table_sets_to_auto_runs_without_a_human(command, eff
     ("rm -f /etc/nginx/conf.d/site.conf", "irreversible"),
     ("cp -p /tmp/mine /etc/nginx/sites-enabled/default", "invented_value"),
     (f"cp -p {STAGED} /etc/nginx/nginx.conf", "invented_value"),   # staged for another file
+    # A file the healthy service read is its configuration: moving it aside invents a change.
+    ("mv /etc/nginx/conf.d/site.conf /etc/nginx/conf.d/site.conf.disabled", "invented_value"),
+    # Taking out a security setting the file now has: a deliberate tightening, a human's call.
+    ("mv /etc/nginx/conf.d/tls.conf /etc/nginx/conf.d/tls.conf.disabled", "weakens_security"),
+    (f"cp -p {STAGED.replace('ab', '12')} /etc/nginx/conf.d/site.conf", "weakens_security"),
+    ("sed -i s/443/80/ /etc/nginx/conf.d/site.conf", "weakens_security"),
 ])
 def test_a_human_only_effect_keeps_its_approval(command, effect_class):
     before, out = _decide(command)
