@@ -105,9 +105,12 @@ def test_run_heals_faults_and_reports(drv_lab: Lab, env: dict[str, str]) -> None
 
 
 def test_approval_is_listed_approved_and_heals(drv_lab: Lab, env: dict[str, str]) -> None:
-    # The runbook's fix renames a config file: the policy gates `mv` behind a human.
+    # The runbook's fix renames a config file: the policy gates `mv` behind a human. The file is
+    # new since the last healthy pass, so the autonomy table would let it run alone: this
+    # operator keeps moves aside for a human.
     drv_lab.inject("lab02", "nginx_config_syntax")
-    proc = cli(env, "run", *inventory(env), "--limit", "lab02", *RUNBOOK)
+    human = ["-e", json.dumps({"remediate_policy": {"autonomy": {"move_aside_config": "human"}}})]
+    proc = cli(env, "run", *inventory(env), "--limit", "lab02", *RUNBOOK, *human)
     assert proc.returncode == 3, proc.stderr + proc.stdout      # waiting approval only
     assert "WAITING APPROVAL" in proc.stdout
     assert not healed(drv_lab, "lab02", "nginx")

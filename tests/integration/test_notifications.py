@@ -327,7 +327,8 @@ def test_a_route_to_a_channel_that_is_not_configured_is_refused_before_any_host_
                ANSIBLE_COLLECTIONS_PATH=os.environ.get("ANSIBLE_COLLECTIONS_PATH", str(REPO / ".collections")),
                ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"), ANSIBLE_NOCOLOR="1")
     proc = subprocess.run(["ansible-playbook", "-i", "localhost,", "-c", "local", str(tmp_path / "play.yml"),
-                           "-e", json.dumps({"remediate_notify_routes": {"refused": ["pagerduty"]}})],
+                           "-e", json.dumps({"remediate_notify_routes": {"refused": ["pagerduty"]},
+                                             "remediate_services": [{"name": "cron"}]})],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode != 0
     assert ("remediate_notify_routes.refused names pagerduty, which is not configured "

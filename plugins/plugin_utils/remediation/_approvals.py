@@ -19,6 +19,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils.shared_plan_c
 from .context import RemediationError, RunContext
 from ._attempts import Approved, AttemptLoop
 from ._checking import PlanCheck
+from ._dependencies import with_dependencies
 from ._stores import LeaseBusy
 
 
@@ -164,6 +165,10 @@ class Approvals:
         evidence = row.get("evidence") if isinstance(row.get("evidence"), Mapping) else {}
         error = str(row.get("error") or row.get("msg") or "health check failed")
         tools = row.get("tools") or health.get("tools") or {}
+        if definition.get("depends_on"):
+            # The evidence as the plan's signature saw it: with its dependencies' part.
+            rows = {str(r.get("name")): r for r in health.get("services") or [] if isinstance(r, Mapping)}
+            evidence = with_dependencies(self.ctx, self.loop.port, incident.service, definition, error, evidence, rows)
         changed = approval_mod.incident_change(record, failure_signature(incident.service, error, evidence,
                                                                          ctx.hostnames), error)
         if changed:

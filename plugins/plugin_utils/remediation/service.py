@@ -162,7 +162,7 @@ class Remediation:
         self.check = PlanCheck(args["policy"], ctx.definitions, undoable=bool(args.get("undo_unhealed", True)))
         self.loop = loop(ctx, port, self.check)  # a subclass fills the loop's seams
         self.ahead = AheadFixes(ctx, self.check, lambda name: self._hold(name) is not None)
-        self.approvals = Approvals(ctx, self.loop, self.check, lambda d: self.check_health([d]), self.close)
+        self.approvals = Approvals(ctx, self.loop, self.check, self._look, self.close)
         self.loop.wait_for_approval = self.approvals.wait
         self.rows: dict = {}  # this pass's health rows: a dependent reads its dependencies' there
 
@@ -207,6 +207,14 @@ class Remediation:
         self.dedup_notices(result.outcomes)
         result.facts = stores.facts()
         return result
+
+    def _look(self, definition: Definition) -> dict:
+        """A fresh health check of one service and the watched services it depends on: its
+        evidence judges them by their own checks, as the pass that planned for it did (the
+        failure's signature includes what they say)."""
+        depends = [self.ctx.definitions[name] for name in dict.fromkeys(definition.get("depends_on") or [])
+                   if name in self.ctx.definitions and name != definition.get("name")]
+        return self.check_health([definition] + depends)
 
     def check_health(self, definitions: list | None = None, ahead: Mapping | None = None) -> dict:
         """Every watched service's health in one round trip, with evidence for those that fail
