@@ -109,7 +109,7 @@ def test_approval_is_listed_approved_and_heals(drv_lab: Lab, env: dict[str, str]
     # new since the last healthy pass, so the autonomy table would let it run alone: this
     # operator keeps moves aside for a human.
     drv_lab.inject("lab02", "nginx_config_syntax")
-    human = ["-e", json.dumps({"remediate_policy": {"autonomy": {"move_aside_config": "human"}}})]
+    human = ["-e", "remediate_policy=" + json.dumps({"autonomy": {"move_aside_config": "human"}})]
     proc = cli(env, "run", *inventory(env), "--limit", "lab02", *RUNBOOK, *human)
     assert proc.returncode == 3, proc.stderr + proc.stdout      # waiting approval only
     assert "WAITING APPROVAL" in proc.stdout
