@@ -375,8 +375,7 @@ class AttemptLoop:
             "settle": args["settle"],
             "evidence": True,
             # watched dependencies are judged by their own checks, as the health check does
-            "depends": [ctx.definitions[name] for name in dict.fromkeys(definition.get("depends_on") or [])
-                        if name in ctx.definitions and name != definition.get("name")],
+            "depends": ctx.watched_dependencies(definition),
             "evidence_log_lines": args["evidence_log_lines"],
             "evidence_max_bytes": args["evidence_max_bytes"],
             # The host's own lock for the commands' life: outlives this controller if it dies.

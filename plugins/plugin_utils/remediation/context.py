@@ -82,6 +82,12 @@ class RunContext:
         """This host in this run on this controller (inventory names repeat across controllers)."""
         return f"{self.host} ({self.run}@{self.controller})"
 
+    def watched_dependencies(self, definition: Mapping[str, Any]) -> list:
+        """The definitions of the watched services ``definition`` depends on, once each, in its
+        order: what judges them by their own checks wherever the service is checked."""
+        return [self.definitions[name] for name in dict.fromkeys(definition.get("depends_on") or [])
+                if name in self.definitions and name != definition.get("name")]
+
     def warn(self, message: str) -> None:
         """A warning of the task's result, once."""
         if message not in self.warnings:

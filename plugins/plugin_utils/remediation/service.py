@@ -212,9 +212,7 @@ class Remediation:
         """A fresh health check of one service and the watched services it depends on: its
         evidence judges them by their own checks, as the pass that planned for it did (the
         failure's signature includes what they say)."""
-        depends = [self.ctx.definitions[name] for name in dict.fromkeys(definition.get("depends_on") or [])
-                   if name in self.ctx.definitions and name != definition.get("name")]
-        return self.check_health([definition] + depends)
+        return self.check_health([definition] + self.ctx.watched_dependencies(definition))
 
     def check_health(self, definitions: list | None = None, ahead: Mapping | None = None) -> dict:
         """Every watched service's health in one round trip, with evidence for those that fail
