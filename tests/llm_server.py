@@ -205,6 +205,16 @@ def _signal_lines(messages: list) -> frozenset:
     return frozenset(lines)
 
 
+# The severest of those lines (a log's FATAL or PANIC, a daemon's [emerg]): the cause as the service
+# itself states it. Two faults of one service share most of their failure (the unit failed, the
+# port is closed, the PID file is missing) and differ there.
+_SEVERE_LINE = re.compile(r"\b(?:FATAL|PANIC|ERROR|CRITICAL)\b|\[(?:emerg|crit|alert)\]")
+
+
+def _severe(lines: frozenset) -> frozenset:
+    return frozenset(line for line in lines if _SEVERE_LINE.search(" ".join(line)))
+
+
 def _rare_first(mine: frozenset, theirs: Sequence[frozenset]) -> list[float]:
     """How much of ``mine`` each of ``theirs`` shares, a line counting more the fewer of
     ``theirs`` hold it (lines every recording has, "Failed to start", tell nothing apart)."""
@@ -283,10 +293,11 @@ class Transcripts:
         Several transcripts under one fallback key (two faults of one service that fail with
         the same line, "port 5432 is not listening") are told apart first by how many earlier
         attempts the incident history shows (unless the recordings at that depth are all of other
-        faults, by their error lines), then by how much of the request's error lines each
-        recorded request shares (a recording made with an older prompt still has its fault's
-        FATAL line), then by how much of the whole text; equally close ones are served in
-        recorded order."""
+        faults, by their error lines), then by how much of the request's severest lines (the
+        service's own FATAL, PANIC or [emerg]) each recorded request shares, then how much of
+        its error lines (a recording made with an older prompt still has its fault's FATAL
+        line), then by how much of the whole text; equally close ones are served in recorded
+        order."""
         keys = exchange_keys(messages, self.volatile)
         for kind, index in (("key", self.by_key), ("fallback_key", self.by_fallback)):
             entries = index.get(keys[kind])
@@ -295,7 +306,14 @@ class Transcripts:
             if kind == "fallback_key" and len({e["path"] for e in entries}) > 1:
                 words = _words(messages, self.volatile)
                 depth = _history_depth(messages)
-                shared = _rare_first(_signal_lines(messages), [e["signal"] for e in entries])
+                signal = _signal_lines(messages)
+                shared = _rare_first(signal, [e["signal"] for e in entries])
+                # What the service says the cause is comes first: a recording that shares the
+                # request's FATAL line is of this fault, however many generic lines another
+                # recording (made with the same evidence format) shares.
+                severe = _severe(signal)
+                cause = (_rare_first(severe, [_severe(e["signal"]) for e in entries]) if severe
+                         else [0.0] * len(entries))
                 # The recording as far into the incident, unless every recording at that depth is
                 # of another fault (its error lines far from the best's): a flow that now reaches
                 # the model an attempt earlier (a runbook that no longer matches) still gets its
@@ -303,7 +321,7 @@ class Transcripts:
                 near = max(shared) * _NEAR_SHARE
                 same_depth = [i for i, e in enumerate(entries) if e["depth"] == depth]
                 trust_depth = any(shared[i] >= near for i in same_depth)
-                scored = [((trust_depth and e["depth"] == depth, round(shared[i], 9),
+                scored = [((trust_depth and e["depth"] == depth, round(cause[i], 9), round(shared[i], 9),
                             _similarity(words, e["words"])), i) for i, e in enumerate(entries)]
                 best = max(score for score, _i in scored)
                 entries = [entries[i] for score, i in scored if score == best]

@@ -441,3 +441,36 @@ def test_a_flow_that_reaches_the_model_an_attempt_earlier_gets_its_faults_answer
     assert entry["matched_by"] == "fallback_key" and entry["path"].endswith("001.json")
     entry, _keys = replay.match(messages(bad_listen, "- none: this is the first attempt"))
     assert entry["path"].endswith("002.json")
+
+
+def test_the_recording_that_shares_the_services_fatal_line_wins_over_one_sharing_more_generic_lines(tmp_path) -> None:
+    """Two PostgreSQL faults on systemd share most of their failure (the unit failed, the PID
+    file is missing, pg_ctl could not start): a recording of another fault made with the
+    current evidence format shares more of those lines than the fault's own older recording,
+    and still must not answer it (stop 32's CI served the listen fix to the pg_cron fault)."""
+    import json as _json
+
+    from llm_server import Transcripts
+
+    generic = ["systemd[1]: Failed to start postgresql@15-main.service",
+               "postgresql@15-main[88]: pg_ctl: could not start server",
+               "/var/lib/postgresql/15/main/postmaster.pid: missing",
+               "/var/run/postgresql/15-main.pid: missing",
+               "systemd[1]: postgresql@15-main.service: Failed with result 'protocol'."]
+
+    def messages(lines: list) -> list:
+        return [{"role": "system", "content": "rules"},
+                {"role": "user", "content": "Service: postgresql\nFailure: port 5432 is not listening\n"
+                                            "Evidence:\n" + "\n".join(lines) + "\n"}]
+    cron = 'postgresql@15-main[88]: 2026-11-28 13:12:01 UTC [88] FATAL:  could not access file "pg_cron": No such file'
+    listen = 'postgresql@15-main[91]: 2026-11-27 09:00:00 UTC [91] FATAL:  invalid list syntax for "listen_addresses"'
+    older = ["Active: failed (Result: protocol)", "pg_ctl: could not start server"]
+    for name, lines, fix in (("001.json", [cron, generic[0], generic[1]] + older, "sed -i '/pg_cron/d' auto.conf"),
+                             ("002.json", [listen] + generic, "sed -i 's/ ::1/,::1/' 60-listen.conf")):
+        (tmp_path / name).write_text(_json.dumps({
+            "request": {"messages": messages(lines)}, "answer": {"content": _json.dumps({"commands": [fix]})}}))
+    replay = Transcripts([tmp_path])
+    entry, _keys = replay.match(messages([cron] + generic))
+    assert entry["matched_by"] == "fallback_key" and entry["path"].endswith("001.json")
+    entry, _keys = replay.match(messages([listen] + generic))
+    assert entry["path"].endswith("002.json")

@@ -33,6 +33,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils import undo a
 from . import vocabulary as words
 from .context import HostPort, RunContext
 from ._checking import PlanCheck
+from ._dependencies import with_dependencies
 from ._stores import NAME
 from .contracts import Definition, Evidence, Plan
 
@@ -187,11 +188,15 @@ class AttemptLoop:
                 break
             if not ctx.check_mode:
                 ctx.stores.memory.remember(incident, attempt, evidence, definition)
-            evidence = after
+            # Read again after the attempt: its dependencies' part is added as the pass added it.
+            refreshed, evidence = after is not evidence, after
             incident.state = engine.conclude(incident, args["max_attempts"])
             if incident.state == "escalated":
                 incident.reason = engine.escalation_reason(incident)
             elif incident.state == words.OPEN:
+                if definition.get("depends_on") and refreshed:
+                    evidence = with_dependencies(ctx, self.port, incident.service, definition,
+                                                 incident.current_error, evidence, {})
                 self.before_next_attempt(incident, attempt, evidence)
         incident.finished = ctx.now()
 

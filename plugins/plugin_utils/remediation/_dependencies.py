@@ -41,7 +41,13 @@ def with_dependencies(ctx: RunContext, port: HostPort, name: str, definition: Ma
                       evidence: Mapping, rows: Mapping[str, Mapping]) -> dict:
     """``evidence`` with what its dependencies' part is: each dependency the dependent's own
     errors name is marked a suspect in ``dependencies`` (when its checks pass), and its
-    lines on the same failure are added under ``dependency_evidence`` (bounded)."""
+    lines on the same failure are added under ``dependency_evidence`` (bounded).
+
+    Every evidence a dependent's failure is signed or planned with goes through here (the
+    pass's, each attempt's re-read, the resume's fresh look): a signature computed from
+    evidence without this part differs from one with it, and an approved plan would be
+    refused as "the failure changed". ``rows``: this pass's health rows by service ({} after
+    an attempt, when the dependencies' states in ``evidence`` say whether they failed)."""
     evidence = dict(evidence or {})
     states = dict(evidence.get("dependencies") or {}) if isinstance(evidence.get("dependencies"), Mapping) else {}
     sections = {}
@@ -54,7 +60,11 @@ def with_dependencies(ctx: RunContext, port: HostPort, name: str, definition: Ma
             continue
         lines = [line for line, _by in named]
         row = rows.get(dep) or {}
-        if row.get("healthy") is not False:
+        # Without this pass's row (evidence read again after an attempt), the dependency's state
+        # as the same check reported it says whether it failed.
+        failing = (row["healthy"] is False if "healthy" in row
+                   else str(states.get(dep) or "").startswith(("FAILING", "not running")))
+        if not failing:
             states[dep] = f"{states.get(dep) or 'healthy'}; " + rules.suspect_note(name, [by for _l, by in named])
         dep_evidence = row.get("evidence") if isinstance(row.get("evidence"), Mapping) else None
         if dep_evidence is None:

@@ -182,3 +182,59 @@ def test_a_dependency_healed_in_this_pass_is_read_afresh_for_its_dependant(make_
     asked = [a for n, a in host.calls if n == "sentinel.remediation.evidence"]
     assert len(asked) == 1 and asked[0]["service"] == "db"
     assert "[db.log]" in Start.seen["app"]["dependency_evidence"]["db"]
+
+
+class ReadAgain(Host):
+    """execute_plan reads the evidence again after an attempt that did not heal, with the
+    dependencies' states as its own check reports them (no suspect note: the module does not
+    know what the controller judged)."""
+
+    def run_module(self, name, args):
+        result = super().run_module(name, args)
+        if name == "sentinel.remediation.execute_plan":
+            result["verify"]["error"] = AUTH  # the same failure after the attempt
+            result["evidence"] = {"init": "systemd", "journal": AUTH,
+                                  "dependencies": {"db": "healthy: its own checks passed in this same check"}}
+        elif name == "sentinel.remediation.service_health":
+            for row in result["services"]:
+                if row["name"] == "app":
+                    row["evidence"]["dependencies"] = {"db": "healthy: its own checks passed in this same check"}
+        return result
+
+
+class Remember(Start):
+    evidences: list = []
+
+    def plan_from_elsewhere(self, incident, attempt, definition, evidence, tools):
+        type(self).evidences.append(evidence)
+        return {"source": "runbook", "commands": [{"command": ("systemctl start app", "systemctl restart app")[attempt.number - 1]}],
+                "diagnosis": "refused"}
+
+
+def test_every_attempts_evidence_carries_the_dependency_part_so_the_signature_holds(make_run):
+    """An approved plan made at a later attempt is refused at resume as "the failure changed"
+    when that attempt signed evidence without the dependency part the resume's look adds
+    (stop 32: the app's kill of a leaking job never ran after its approval)."""
+    Remember.evidences = []
+    host = ReadAgain({"db": (True, ""), "app": (False, AUTH)}, verify=False)
+    done = make_run(host, loop=Remember, services=[APP, DB], max_attempts=2).run()
+    incident = next(i for i in done.incidents if i.service == "app")
+    assert [a.number for a in incident.attempts] == [1, 2], (incident.state, incident.reason)
+    first, second = Remember.evidences
+    for evidence in (first, second):
+        assert "SUSPECT all the same" in evidence["dependencies"]["db"]
+        assert "[db.log]" in evidence["dependency_evidence"]["db"]
+    assert incident.attempts[1].signature == incident.attempts[0].signature
+
+
+def test_a_dependency_reported_failing_after_an_attempt_is_not_called_a_suspect(make_run):
+    class Failing(ReadAgain):
+        def run_module(self, name, args):
+            result = super().run_module(name, args)
+            if name == "sentinel.remediation.execute_plan":
+                result["evidence"]["dependencies"] = {"db": "FAILING its own checks in this same check: down"}
+            return result
+    Remember.evidences = []
+    host = Failing({"db": (True, ""), "app": (False, AUTH)}, verify=False)
+    make_run(host, loop=Remember, services=[APP, DB], max_attempts=2).run()
+    assert Remember.evidences[1]["dependencies"]["db"] == "FAILING its own checks in this same check: down"
