@@ -180,8 +180,14 @@ def _words(messages: list, volatile: Iterable[re.Pattern] = ()) -> frozenset:
 # status's "failed"): what tells two faults of one service apart, whatever the prompt's wording.
 _ERROR_LINE = re.compile(
     r"\b(?:FATAL|PANIC|ERROR|emerg|crit|alert|error|failed|failure|could not|cannot|can't|unable|denied"
-    r"|invalid|unknown|not found|No such|refused|missing|bad|wrong|mismatch|expired|exceeded|too many|out of)\b",
+    r"|invalid|unknown|not found|No such|refused|missing|bad|wrong|mismatch|expired|exceeded|too many|out of)\b"
+    r"|\bstatus=[1-9]\d*/[A-Z]",  # a process's non-zero exit as systemd states it (status=217/USER)
     re.IGNORECASE)
+# What differs between two hosts or two days and says nothing of the fault: weekday names
+# ("since Sat ..."), and container or cgroup ids (long hex runs, which digits would otherwise
+# cut into random letter fragments).
+_WEEKDAY = frozenset(("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"))
+_LONG_HEX = re.compile(r"\b[0-9a-f]{16,}\b")
 
 
 _EVIDENCE_FENCE = re.compile(r"<<<EVIDENCE-(\w+)\n(.*?)\nEVIDENCE-\1>>>", re.DOTALL)
@@ -199,7 +205,8 @@ def _signal_lines(messages: list) -> frozenset:
     for line in text.splitlines():
         if not _ERROR_LINE.search(line) or line.lstrip().startswith(("- ", "Attempt ", "[")):
             continue
-        words = tuple(w for w in re.findall(r"[A-Za-z_./:=@\"'-]{3,}", line) if not re.search(r"\d", w))
+        words = tuple(w for w in re.findall(r"[A-Za-z_./:=@\"'-]{3,}", _LONG_HEX.sub("", line))
+                      if not re.search(r"\d", w) and w not in _WEEKDAY)
         if words:
             lines.add(words)
     return frozenset(lines)
@@ -208,7 +215,10 @@ def _signal_lines(messages: list) -> frozenset:
 # The severest of those lines (a log's FATAL or PANIC, a daemon's [emerg]): the cause as the service
 # itself states it. Two faults of one service share most of their failure (the unit failed, the
 # port is closed, the PID file is missing) and differ there.
-_SEVERE_LINE = re.compile(r"\b(?:FATAL|PANIC|ERROR|CRITICAL)\b|\[(?:emerg|crit|alert)\]")
+# systemd's specific exit statuses count too (217/USER, 203/EXEC: the step that failed), not
+# the generic 1/FAILURE; lines are matched as their words, digits left out ("status= /USER").
+_SEVERE_LINE = re.compile(r"\b(?:FATAL|PANIC|ERROR|CRITICAL)\b|\[(?:emerg|crit|alert)\]"
+                          r"|status= /(?!FAILURE\b|SUCCESS\b)[A-Z]{3,}")
 
 
 def _severe(lines: frozenset) -> frozenset:
@@ -237,6 +247,9 @@ _ATTEMPT_LINE = re.compile(r"^Attempt \d+ ", re.MULTILINE)
 # A recording whose error lines share at least this part of the best match's share may be of the
 # same fault: the same failure read again after an attempt changes a few lines, not most.
 _NEAR_SHARE = 0.4
+# A recording whose share of the request's severest lines is at least this part of the best's is
+# of the same fault (the read before the fix may show one FATAL line fewer).
+_NEAR_CAUSE = 0.5
 
 
 def _history_depth(messages: list) -> int:
@@ -291,13 +304,14 @@ class Transcripts:
         """``(entry or None, keys)``; ``entry["matched_by"]`` says which key matched.
 
         Several transcripts under one fallback key (two faults of one service that fail with
-        the same line, "port 5432 is not listening") are told apart first by how many earlier
-        attempts the incident history shows (unless the recordings at that depth are all of other
-        faults, by their error lines), then by how much of the request's severest lines (the
-        service's own FATAL, PANIC or [emerg]) each recorded request shares, then how much of
-        its error lines (a recording made with an older prompt still has its fault's FATAL
-        line), then by how much of the whole text; equally close ones are served in recorded
-        order."""
+        the same line, "port 5432 is not listening") are told apart first by the request's
+        severest lines (the service's own FATAL, PANIC or [emerg], a specific exit status such
+        as systemd's 217/USER): the recordings that share about as much of them as the best are
+        of this fault; among those, by how many earlier attempts the incident history shows
+        (unless the recordings at that depth are all of other faults, by their error lines),
+        then by how much of the severest lines, then of all error lines each recorded request
+        shares (a recording made with an older prompt still has its fault's FATAL line), then
+        by how much of the whole text; equally close ones are served in recorded order."""
         keys = exchange_keys(messages, self.volatile)
         for kind, index in (("key", self.by_key), ("fallback_key", self.by_fallback)):
             entries = index.get(keys[kind])
@@ -321,8 +335,11 @@ class Transcripts:
                 near = max(shared) * _NEAR_SHARE
                 same_depth = [i for i, e in enumerate(entries) if e["depth"] == depth]
                 trust_depth = any(shared[i] >= near for i in same_depth)
-                scored = [((trust_depth and e["depth"] == depth, round(cause[i], 9), round(shared[i], 9),
-                            _similarity(words, e["words"])), i) for i, e in enumerate(entries)]
+                # Recordings near the best on the cause are of this fault; among them the one as
+                # far into the incident comes first (its read, then its fix).
+                near_cause = max(cause) * _NEAR_CAUSE
+                scored = [((cause[i] >= near_cause, trust_depth and e["depth"] == depth, round(cause[i], 9),
+                            round(shared[i], 9), _similarity(words, e["words"])), i) for i, e in enumerate(entries)]
                 best = max(score for score, _i in scored)
                 entries = [entries[i] for score, i in scored if score == best]
             slot = (kind, keys[kind], tuple(e["path"] for e in entries))

@@ -474,3 +474,37 @@ def test_the_recording_that_shares_the_services_fatal_line_wins_over_one_sharing
     assert entry["matched_by"] == "fallback_key" and entry["path"].endswith("001.json")
     entry, _keys = replay.match(messages([listen] + generic))
     assert entry["path"].endswith("002.json")
+
+
+def test_a_systemd_exit_status_tells_faults_apart_across_attempt_depths(tmp_path) -> None:
+    """A fault recorded after a runbook's attempt (depth 1) and replayed with no attempt before
+    it: another fault recorded at depth 0 shares the same generic unit lines, the fault's own
+    recording shares its specific exit status (217/USER); the own recording answers. Weekday
+    names and container ids are not part of a line."""
+    import json as _json
+
+    from llm_server import Transcripts
+
+    def messages(lines: list, history: str) -> list:
+        return [{"role": "system", "content": "rules"},
+                {"role": "user", "content": "Service: sentinel-app\nFailure: sentinel-app.service is failed/failed\n"
+                                            f"Incident history:\n{history}\nEvidence:\n" + "\n".join(lines) + "\n"}]
+    generic = ["systemd[1]: sentinel-app.service: Failed with result 'exit-code'.", "ActiveState: failed"]
+    user = "systemd[1]: sentinel-app.service: Main process exited, code=exited, status=217/USER"
+    python = "sentinel-app[40]: Fatal Python error: init_fs_encoding: failed to get the Python codec"
+    since = "Active: failed (Result: exit-code) since {} 2026-11-2{} 10:00:00 UTC; 6s ago"
+    cgroup = "systemd[1]: Failed to get cgroup ID of cgroup /sys/fs/cgroup/docker/{}/x.service: Operation not permitted"
+    first, after_runbook = "- none: this is the first attempt", "Attempt 1 (plan from runbook start_limit): not healed"
+    for name, lines, history, fix in (
+            ("001.json", [user, since.format("Thu", 6), cgroup.format("41ef33f6bc07a28f7230")] + generic,
+             after_runbook, "rm 10-peer-auth.conf"),
+            ("002.json", [python, "status=1/FAILURE", since.format("Sat", 8), cgroup.format("aa99ee00ff11bb22cc33")]
+             + generic, first, "mv 50-python312.conf x.disabled")):
+        (tmp_path / name).write_text(_json.dumps({
+            "request": {"messages": messages(lines, history)}, "answer": {"content": _json.dumps({"commands": [fix]})}}))
+    replay = Transcripts([tmp_path])
+    entry, _keys = replay.match(messages([user, since.format("Sat", 8), cgroup.format("0123456789abcdef0123")] + generic,
+                                         first))
+    assert entry["matched_by"] == "fallback_key" and entry["path"].endswith("001.json")
+    entry, _keys = replay.match(messages([python, since.format("Sat", 8)] + generic, first))
+    assert entry["path"].endswith("002.json")
