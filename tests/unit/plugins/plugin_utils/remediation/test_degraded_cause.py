@@ -196,3 +196,13 @@ def test_two_looks_at_one_blocked_database_give_one_signature_and_another_cause_
     full = dict(view(blocker=False), client_sessions=97)
     assert signature(view(age=40, waiting=2)) == signature(view(age=4000, waiting=9))
     assert signature(view()) != signature(full)
+
+
+def test_a_full_pool_or_a_lock_timeout_in_a_dependencys_lines_is_a_cause_and_a_plain_timeout_is_not():
+    evidence = {"dependency_evidence": {"db": "db's own lines on app's failure (newest last):\n"
+                                              "[db.log] FATAL:  sorry, too many clients already (x40)"},
+                "journal": "app[1]: query canceled: canceling statement due to lock timeout"}
+    causes = dependency_cause.text_causes({"db": "db"}, evidence, TIMEOUT)
+    assert [c.split(", as its lines say")[0] for c in causes] == [
+        "cause in db: every connection slot is taken", "cause in db: sessions wait on a lock"]
+    assert dependency_cause.text_causes({"db": "db"}, {"journal": "GET /health 200"}, TIMEOUT) == []
