@@ -9,7 +9,8 @@ any *stateful* dependency (its definition's ``stateful``: a database, a queue). 
 enforces it, not the model: such a command is refused for that incident, with a reason the
 model reads on the re-ask. A targeted action on the cause (ending one database session by its
 PID, signalling one client process) is left to the policy as usual (approval by default for
-a database session).
+a database session), except that a session is ended only by a PID the incident's session view
+shows now (a remembered or guessed PID may be another session's once the first ended).
 
 ``constraint`` builds the rule from the incident's evidence (its ``degraded`` entry) and the
 definitions; ``refuse`` applies it to verdicts; ``prompt_lines`` says it to the model.
@@ -26,6 +27,7 @@ _SERVER_EFFECT = re.compile(r"^(?:restarts|stops) the (?:cluster|server)\b")
 _PID_EFFECT = re.compile(r"^sends \S+ to PID (\d+)(?: \(([^)]*)\))?")
 _GROUP_EFFECT = re.compile(r"^sends \S+ to every process (?:matching|named) `?([^`]+?)`?$")
 _PID_IN_TEXT = re.compile(r"\bPID (\d+)\b")
+_SESSION_EFFECT = re.compile(r"^\w+ on backend PID (\d+)$")
 
 
 def _base(unit: str) -> str:
@@ -49,13 +51,16 @@ def constraint(definition: Mapping, definitions: Mapping[str, Mapping], evidence
     protected = [_protected(definition, bool(definition.get("stateful")))]
     pids = {int(p) for p in evidence.get("service_pids") or [] if str(p).isdigit()}
     sessions = evidence.get("dependency_sessions") if isinstance(evidence.get("dependency_sessions"), Mapping) else {}
+    shown: set = set()
     for dep in definition.get("depends_on") or []:
+        printed = {int(p) for p in _PID_IN_TEXT.findall(str(sessions.get(dep) or ""))}
+        shown.update(printed)
         other = definitions.get(dep)
         if isinstance(other, Mapping) and other.get("stateful"):
             protected.append(_protected(other, True))
-            pids.update(int(p) for p in _PID_IN_TEXT.findall(str(sessions.get(dep) or "")))
+            pids.update(printed)
     return {"service": str(definition.get("name") or ""), "protected": protected, "pids": sorted(pids),
-            "causes": dependency_cause.causes_in(evidence)}
+            "sessions": sorted(shown), "causes": dependency_cause.causes_in(evidence)}
 
 
 def _hits(effect: str, rule: Mapping) -> str:
@@ -85,6 +90,13 @@ def refusal(verdict: Mapping, rule: Mapping | None) -> str:
     """Why ``verdict``'s command may not run in the degraded incident of ``rule``, or ""."""
     if not rule:
         return ""
+    for effect in verdict.get("effects") or []:
+        # A session's PID is reused once it ends: a remembered or guessed one may be anyone's now.
+        found = _SESSION_EFFECT.match(str(effect))
+        if found and int(found.group(1)) not in rule.get("sessions", []):
+            return (f"do no harm: backend PID {found.group(1)} is not a session the sessions view of this incident "
+                    "shows now (a session's PID is reused once it ends); take the PID from the evidence's "
+                    "`dependency_sessions`")
     for effect in safeguards.costly(verdict):
         target = _hits(effect, rule)
         if target:

@@ -157,8 +157,13 @@ def render_evidence(evidence, budget: int = EVIDENCE_BUDGET, item_budget: int = 
     items = [(_clean(key)[:60], _clean(text).strip()) for key, text in _evidence_items(evidence)]
     init = str(evidence.get("init") or "") if isinstance(evidence, Mapping) else ""
     terms = failure_terms(_clean(str(error or "")), evidence if isinstance(evidence, Mapping) else None)
+    if isinstance(evidence, Mapping) and evidence.get("degraded"):
+        # A degraded service's failure is where it waits: the sessions and dependencies its causes name.
+        said = _clean(str(evidence["degraded"]))
+        terms += [t for t in re.findall(r"\bPID \d+\b", said) + re.findall(r"(?m)^cause in ([\w.@-]+):", said)
+                  if t not in terms]
     return evidence_budget.render(items, budget, item_budget, terms, service=_clean(service)[:80], init=init,
-                                  first=_KEY_ORDER[:3])
+                                  first=_KEY_ORDER[:3] + ("dependency_sessions",))
 
 
 def fence(text: str) -> tuple[str, str]:

@@ -159,6 +159,10 @@ def test_what_ends_the_service_or_its_stateful_database_is_refused_and_the_targe
         assert verdicts[command]["verdict"] == "reject", command
         assert verdicts[command]["reasons"][0].startswith("do no harm: app is degraded"), command
     assert verdicts[TERMINATE]["verdict"] == "approval"  # the policy's word on ending a session: a human's yes
+    # a session the view does not show now (a PID remembered from an earlier incident) is not ended
+    stale = check.verdicts([{"command": "psql -c 'SELECT pg_terminate_backend(999)'"}], {"present": ["psql"]}, scope)[0]
+    assert stale["verdict"] == "reject" and stale["reasons"][0].startswith(
+        "do no harm: backend PID 999 is not a session the sessions view of this incident shows now")
     assert verdicts["kill -HUP 300"]["verdict"] != "reject"  # a reload signal ends nothing
     # the same commands in an incident that is not degraded are judged as before
     plain = check.scope(APP, {"init": "systemd", "service_pids": [300]})
@@ -206,3 +210,16 @@ def test_a_full_pool_or_a_lock_timeout_in_a_dependencys_lines_is_a_cause_and_a_p
     assert [c.split(", as its lines say")[0] for c in causes] == [
         "cause in db: every connection slot is taken", "cause in db: sessions wait on a lock"]
     assert dependency_cause.text_causes({"db": "db"}, {"journal": "GET /health 200"}, TIMEOUT) == []
+
+
+def test_where_a_degraded_service_waits_reaches_the_model_before_a_long_evidence_fills_the_budget():
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils import prompt
+
+    evidence = dict(_degraded_evidence(),
+                    journal="\n".join(f"app[300]: GET http://127.0.0.1:8080/health took {i} s" for i in range(400)),
+                    named_paths={f"/etc/app/conf.d/{i}.conf": "file, mode 0644, owner root:root" for i in range(60)},
+                    logs={"/var/log/app.log": "\n".join(f"GET http://127.0.0.1:8080/ waiting {i}" for i in range(400))},
+                    listeners="127.0.0.1:8080 held by app (pid 300)\n" * 30)
+    shown = prompt.render_evidence(evidence, error=TIMEOUT, service="app")
+    assert "### degraded\napp is degraded, not down" in shown
+    assert "### dependency_sessions" in shown and "BLOCKER PID 4242" in shown
