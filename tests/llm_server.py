@@ -9,7 +9,8 @@ an answer:
 
 1. a queue of scripted replies (``server.queue(...)``, or ``replies`` in a script file);
 2. rules: the first whose ``match`` regex finds the request's messages text
-   (``rules``: ``[{"match": "nginx.*Address already in use", "reply": {...}}]``);
+   (``rules``: ``[{"match": "nginx.*Address already in use", "reply": {...}}]``); a rule's
+   ``capture`` regex takes its first group from the request into ``{capture}`` of the reply;
 3. replay (``--replay DIR``): recorded transcripts, matched by a stable key (below);
 4. relay (``--relay DIR``): a person or another program plays the model through files;
 5. upstream (``--upstream URL``): the request is forwarded to a real OpenAI-compatible endpoint;
@@ -103,6 +104,27 @@ _VOLATILE = (
 )
 _SERVICE_LINE = re.compile(r"^\s*Service:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 _FAILURE_LINE = re.compile(r"^\s*Failure:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+
+
+def _fill(value, captured: str):
+    if isinstance(value, str):
+        return value.replace("{capture}", captured)
+    if isinstance(value, list):
+        return [_fill(v, captured) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, captured) for k, v in value.items()}
+    return value
+
+
+def _captured(rule: Mapping, text: str) -> dict:
+    """A rule's reply; with ``capture`` (a regex), its first group found in the request fills
+    ``{capture}`` in the reply's strings (a PID the evidence shows, say). A capture that finds
+    nothing leaves the reply as written."""
+    reply = dict(rule["reply"])
+    if not rule.get("capture"):
+        return reply
+    found = re.search(rule["capture"], text, re.DOTALL)
+    return _fill(reply, found.group(1)) if found else reply
 
 
 def plan_content(diagnosis: str, commands: list, rationale: str = "because") -> str:
@@ -635,7 +657,7 @@ class LLMServer:
         text = "\n".join(_text(m) for m in body["messages"])
         for rule in self.rules:
             if re.search(rule["match"], text, re.IGNORECASE | re.DOTALL):
-                return dict(rule["reply"], _source="script")
+                return dict(_captured(rule, text), _source="script")
         keys = None
         if self.replay is not None:
             with self.lock:

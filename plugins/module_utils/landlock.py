@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import glob
 import os
 import platform
 import struct
@@ -189,6 +190,14 @@ def executables(program: str) -> list:
             add(_elf_interpreter(path))
             add(_script_interpreter(path))
     add(program)
+    # A link to a dispatcher script of another name (Debian's pg_wrapper behind psql, pg_dump,
+    # pg_ctlcluster) runs the versioned program of the link's own name, which the distribution
+    # keeps in a bin directory under /usr/lib (/usr/lib/postgresql/15/bin/psql).
+    name = os.path.basename(program)
+    real = os.path.realpath(program)
+    if name and os.path.basename(real) != name and _script_interpreter(real):
+        for candidate in sorted(glob.glob("/usr/lib/*/*/bin/" + name) + glob.glob("/usr/lib/*/bin/" + name)):
+            add(candidate)
     return found
 
 

@@ -83,6 +83,15 @@ options:
       - Seconds each command (status, configuration test, C(journalctl), C(dmesg)) may take.
     type: int
     default: 15
+  sessions:
+    description:
+      - Also read the server's own view of its client sessions and who blocks whom (RV(evidence.sessions)),
+        with its own client, read only. Only for a server with such a view (PostgreSQL, by the name of its
+        processes or units, with C(psql) on the host); others are left as they are.
+      - The C(sentinel.remediation.remediate) role asks for it of the watched dependencies of a service whose
+        checks time out while it runs (slow, alive), where what it waits on is.
+    type: bool
+    default: false
 seealso:
   - module: sentinel.remediation.service_health
   - module: sentinel.remediation.execute_plan
@@ -290,6 +299,20 @@ evidence:
       returned: when O(logs) is not empty
       sample:
         /var/log/redis/redis-server.log: "... CONFIG SET requirepass [REDACTED:requirepass]"
+    sessions:
+      description:
+        - With O(sessions), the server's client sessions (PostgreSQL's C(pg_stat_activity) with
+          C(pg_blocking_pids)) - C(server), C(max_connections), C(reserved) (for superusers),
+          C(client_sessions), C(sessions) (at most twenty, those that block others first, each with
+          C(pid), C(user), C(database), C(application), C(client), C(state), C(wait), C(transaction_s),
+          C(state_s), C(blocked_by), C(blocks) and its redacted C(query)) and C(left_out); or C(server)
+          and C(error) when it could not be read.
+      returned: when O(sessions) is true and the server has a session view
+      type: dict
+      sample: {server: postgresql, max_connections: 100, reserved: 3, client_sessions: 4, left_out: 0,
+               sessions: [{pid: 4242, user: postgres, database: app, application: psql, client: local,
+                           state: idle in transaction, wait: "Client:ClientRead", transaction_s: 310, state_s: 309,
+                           blocked_by: [], blocks: 3, query: ALTER TABLE visits ADD COLUMN referrer text}]}
 tools:
   description: Which of the tools (O(tools), or the default list) the host has.
   returned: always
@@ -317,7 +340,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.sentinel.remediation.plugins.module_utils import service_evidence, service_spec
+from ansible_collections.sentinel.remediation.plugins.module_utils import server_sessions, service_evidence, service_spec
 
 
 def argument_spec() -> dict:
@@ -330,6 +353,7 @@ def argument_spec() -> dict:
         max_bytes=dict(type="int", default=6000),
         tools=dict(type="list", elements="str"),
         timeout=dict(type="int", default=15),
+        sessions=dict(type="bool", default=False),
     )
     return spec
 
@@ -351,6 +375,10 @@ def main() -> None:
     try:
         result = service_evidence.collect(definition, max_bytes=params["max_bytes"], log_lines=params["log_lines"],
                                           timeout=params["timeout"], error=params["error"], tools=params["tools"])
+        if params["sessions"]:
+            view = server_sessions.read(definition, params["timeout"])
+            if view is not None:
+                result["evidence"]["sessions"] = view
     except Exception as exc:  # an internal error, never a half-redacted answer
         module.fail_json(msg="evidence failed on %s: %s" % (params["service"], to_native(exc)),
                          exception=traceback.format_exc(), **empty)

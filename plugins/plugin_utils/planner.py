@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text, redact_value
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import do_no_harm
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import prompt as prompt_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client import (
@@ -325,7 +326,8 @@ class Planner:
             tools_present=self.tools_present, tools_absent=self.tools_absent, failed_commands=self.failed,
             remembered_fixes=remembered, passages=passages, history=engine.history(self.incident),
             scope=scope_lines, recalled=self.recalled,
-            facts_here=key_facts(self.service, self.error, self.evidence, self.hostnames))
+            facts_here=key_facts(self.service, self.error, self.evidence, self.hostnames),
+            constraints=do_no_harm.prompt_lines((self.scope or {}).get("do_no_harm")))
         self.messages = list(messages)
         schema = plan_schema(self.max_commands)
         best = None

@@ -28,7 +28,8 @@ PASSAGE_BUDGET = 450        # characters of one runbook passage
 # Most telling first: what the service said (config test, status, its journal and logs), what
 # runs and listens, the paths errors name; then the unit's settings and the declared paths.
 # The diff from the last known-good configuration leads when the host has a baseline.
-_KEY_ORDER = ("known_good", "config_test", "config_context", "status", "dependency_evidence", "recent_changes",
+_KEY_ORDER = ("known_good", "degraded", "config_test", "config_context", "status", "dependency_evidence",
+              "dependency_sessions", "recent_changes",
               "environment", "certificates", "processes", "listeners", "journal", "includes", "logs", "named_paths",
               "unit", "pid_files", "paths", "dependencies", "ports", "disk", "oom")
 HISTORY_BUDGET = 4500       # characters of incident history in one prompt
@@ -156,8 +157,13 @@ def render_evidence(evidence, budget: int = EVIDENCE_BUDGET, item_budget: int = 
     items = [(_clean(key)[:60], _clean(text).strip()) for key, text in _evidence_items(evidence)]
     init = str(evidence.get("init") or "") if isinstance(evidence, Mapping) else ""
     terms = failure_terms(_clean(str(error or "")), evidence if isinstance(evidence, Mapping) else None)
+    if isinstance(evidence, Mapping) and evidence.get("degraded"):
+        # A degraded service's failure is where it waits: the sessions and dependencies its causes name.
+        said = _clean(str(evidence["degraded"]))
+        terms += [t for t in re.findall(r"\bPID \d+\b", said) + re.findall(r"(?m)^cause in ([\w.@-]+):", said)
+                  if t not in terms]
     return evidence_budget.render(items, budget, item_budget, terms, service=_clean(service)[:80], init=init,
-                                  first=_KEY_ORDER[:3])
+                                  first=_KEY_ORDER[:3] + ("dependency_sessions",))
 
 
 def fence(text: str) -> tuple[str, str]:
@@ -326,6 +332,7 @@ def build_messages(
     recalled: Sequence[Mapping] = (),
     facts_here: Sequence[str] = (),
     now: str = "",
+    constraints: Sequence[str] = (),
 ) -> list[dict]:
     """The system and user messages for one planning request.
 
@@ -334,7 +341,8 @@ def build_messages(
     ``failed_commands``: commands that failed before on this failure elsewhere (memory);
     ``recalled``: similar (not identical) incidents that healed (``memory.similar_incidents``),
     shown with their facts, commands adapted to this host and result, next to
-    ``facts_here`` (this incident's key facts).
+    ``facts_here`` (this incident's key facts); ``constraints``: what the engine refuses in
+    this incident whatever the scope allows (``do_no_harm.prompt_lines``), said first.
     """
     present = sorted({str(t) for t in tools_present})
     absent = sorted({str(t) for t in tools_absent})
@@ -352,6 +360,10 @@ def build_messages(
         f"Service: {_clean(service)[:80]}",
         f"Failure: {_bound(' '.join(_clean(error).split()), ERROR_BUDGET)}",
         f"Now (UTC): {now or _utc_now()}; the times below (attempts, file changes) are absolute: compare them with it.",
+    ]
+    if constraints:
+        lines += ["Constraints of this incident (the engine enforces them):", _bullets(constraints, "", limit=700)]
+    lines += [
         f"Init system: {_init_line(init, present, absent)}.",
         "Privilege: the engine runs each command as root only when the policy says it needs root.",
         f"Tools present: {', '.join(present) or 'unknown'}",

@@ -188,7 +188,9 @@ class AttemptLoop:
                 break
             if not ctx.check_mode:
                 ctx.stores.memory.remember(incident, attempt, evidence, definition)
-            # Read again after the attempt: its dependencies' part is added as the pass added it.
+            # Read again after the attempt: its dependencies' part is added as the pass added it
+            # (a degraded incident's too: where it waits).
+            waits = bool(isinstance(evidence, Mapping) and evidence.get("degraded"))
             refreshed, evidence = after is not evidence, after
             incident.state = engine.conclude(incident, args["max_attempts"])
             if incident.state == "escalated":
@@ -196,7 +198,7 @@ class AttemptLoop:
             elif incident.state == words.OPEN:
                 if definition.get("depends_on") and refreshed:
                     evidence = with_dependencies(ctx, self.port, incident.service, definition,
-                                                 incident.current_error, evidence, {})
+                                                 incident.current_error, evidence, {}, waits=waits)
                 self.before_next_attempt(incident, attempt, evidence)
         incident.finished = ctx.now()
 

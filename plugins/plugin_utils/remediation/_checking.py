@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import autonomy as autonomy_mod
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import do_no_harm
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy as policy_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import read_pids
@@ -57,7 +58,10 @@ class PlanCheck:
                     depends.append(unit)
         if depends != list(definition.get("depends_on") or []):
             definition = dict(definition, depends_on=depends)
-        return read_pids.with_seen(policy_mod.scope_from_service(definition, pids or (), evidence), incident)
+        scope = read_pids.with_seen(policy_mod.scope_from_service(definition, pids or (), evidence), incident)
+        # A degraded incident planned for its dependency's cause: what it may not end (do_no_harm).
+        rule = do_no_harm.constraint(definition, self.definitions, evidence)
+        return dict(scope, do_no_harm=rule) if rule else scope
 
     def verdicts(self, commands: Sequence[Mapping], tools: Mapping, scope: Mapping) -> list[Verdict]:
         """The policy's verdict (C2) on each command's text in ``scope``, with this host's tools."""
@@ -71,7 +75,8 @@ class PlanCheck:
             judged = policy_mod.classify_many(missing, policy_mod.load_policy(policy), scope=scope)
             for text, verdict in zip(missing, judged):
                 self._known[(text,) + where] = verdict
-        return [copy.deepcopy(self._known[(t,) + where]) for t in texts]
+        return do_no_harm.refuse([copy.deepcopy(self._known[(t,) + where]) for t in texts],
+                                 scope.get("do_no_harm") if isinstance(scope, Mapping) else None)
 
     def classifier(self, tools: Mapping, scope: Mapping) -> Callable[[Sequence[str]], list[Verdict]]:
         """The planner's way to ask the policy: this class's verdicts for command texts."""

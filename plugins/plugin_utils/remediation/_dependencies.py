@@ -7,12 +7,16 @@ judged by what it reports: a dependency its errors name is a suspect even when i
 checks pass, and that dependency's lines on the same failure join the evidence (read on
 the host with the evidence module when the health check did not already bring them).
 ``waiting_on``: the failing dependencies a dependent waits on instead of acting.
+A dependent that is degraded (its checks time out while it runs) waits on something: its
+watched dependencies' session views join its evidence, and what they show as the cause
+(``dependency_cause``) is its ``degraded`` entry.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from ansible_collections.sentinel.remediation.plugins.module_utils import service_spec
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import dependency_cause
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import dependency_evidence as rules
 
 from . import vocabulary as words
@@ -23,11 +27,15 @@ EVIDENCE_MODULE = "sentinel.remediation.evidence"
 _DEFINITION_KEYS = frozenset(service_spec.definition_spec()) - {"name"}
 
 
-def _dependency_evidence(ctx: RunContext, port: HostPort, name: str, definition: Mapping, said: str) -> Mapping:
-    """The dependency's own evidence, read on the host (read only); {} when it could not be read."""
+def _dependency_evidence(ctx: RunContext, port: HostPort, name: str, definition: Mapping, said: str,
+                         sessions: bool = False) -> Mapping:
+    """The dependency's own evidence, read on the host (read only); {} when it could not be read.
+    ``sessions``: with its server's session view (``sessions``), when it has one."""
     args = {k: v for k, v in definition.items() if k in _DEFINITION_KEYS and v not in (None, [], "")}
     args.update(service=name, error=said[:2000], log_lines=ctx.args["evidence_log_lines"],
                 max_bytes=ctx.args["evidence_max_bytes"], tools=[])
+    if sessions:
+        args["sessions"] = True
     result = port.run_module(EVIDENCE_MODULE, args)
     if result.get("failed") or result.get("unreachable"):
         ctx.log(f"sentinel.remediation.heal: the evidence of {name} (a suspect of {ctx.host}'s failure) could not "
@@ -38,7 +46,7 @@ def _dependency_evidence(ctx: RunContext, port: HostPort, name: str, definition:
 
 
 def with_dependencies(ctx: RunContext, port: HostPort, name: str, definition: Mapping, error: str,
-                      evidence: Mapping, rows: Mapping[str, Mapping]) -> dict:
+                      evidence: Mapping, rows: Mapping[str, Mapping], waits: bool | None = None) -> dict:
     """``evidence`` with what its dependencies' part is: each dependency the dependent's own
     errors name is marked a suspect in ``dependencies`` (when its checks pass), and its
     lines on the same failure are added under ``dependency_evidence`` (bounded).
@@ -47,8 +55,14 @@ def with_dependencies(ctx: RunContext, port: HostPort, name: str, definition: Ma
     pass's, each attempt's re-read, the resume's fresh look): a signature computed from
     evidence without this part differs from one with it, and an approved plan would be
     refused as "the failure changed". ``rows``: this pass's health rows by service ({} after
-    an attempt, when the dependencies' states in ``evidence`` say whether they failed)."""
+    an attempt, when the dependencies' states in ``evidence`` say whether they failed).
+    ``waits``: the dependent is degraded (default: its own row in ``rows`` says so); its watched
+    dependencies' session views are added (``dependency_sessions``) and the cause they show
+    (``degraded``)."""
     evidence = dict(evidence or {})
+    if waits is None:
+        waits = bool((rows.get(name) or {}).get("degraded"))
+    views: dict = {}
     states = dict(evidence.get("dependencies") or {}) if isinstance(evidence.get("dependencies"), Mapping) else {}
     sections = {}
     for dep in dict.fromkeys(definition.get("depends_on") or []):
@@ -68,12 +82,48 @@ def with_dependencies(ctx: RunContext, port: HostPort, name: str, definition: Ma
             states[dep] = f"{states.get(dep) or 'healthy'}; " + rules.suspect_note(name, [by for _l, by in named])
         dep_evidence = row.get("evidence") if isinstance(row.get("evidence"), Mapping) else None
         if dep_evidence is None:
-            dep_evidence = _dependency_evidence(ctx, port, dep, dep_definition, "\n".join(lines))
+            dep_evidence = _dependency_evidence(ctx, port, dep, dep_definition, "\n".join(lines), sessions=waits)
+            if waits and isinstance(dep_evidence.get("sessions"), Mapping):
+                views[dep] = dep_evidence["sessions"]
         sections[dep] = rules.section(name, dep, rules.relevant_lines(dep_evidence, rules.search_terms(lines)))
     if states:
         evidence["dependencies"] = states
     if sections:
         evidence["dependency_evidence"] = sections
+    if waits:
+        evidence = _where_it_waits(ctx, port, name, definition, error, evidence, rows, views)
+    return evidence
+
+
+def _where_it_waits(ctx: RunContext, port: HostPort, name: str, definition: Mapping, error: str, evidence: dict,
+                    rows: Mapping[str, Mapping], views: dict) -> dict:
+    """A degraded dependent's evidence with its watched dependencies' session views (each read
+    once, with the evidence module) and its ``degraded`` entry naming the causes they show."""
+    watched = [dep for dep in dict.fromkeys(definition.get("depends_on") or [])
+               if dep != name and isinstance(ctx.definitions.get(dep), Mapping)]
+    for dep in watched:
+        if dep not in views and (rows.get(dep) or {}).get("healthy") is not False:
+            read = _dependency_evidence(ctx, port, dep, ctx.definitions[dep], error, sessions=True)
+            if isinstance(read.get("sessions"), Mapping):
+                views[dep] = read["sessions"]
+    causes = []
+    texts = {}
+    for dep in watched:
+        if dep in views:
+            texts[dep] = dependency_cause.render_sessions(dep, views[dep])
+            causes += dependency_cause.session_causes(dep, views[dep])
+    causes += [c for c in dependency_cause.text_causes({dep: dep for dep in watched}, evidence, error)
+               if c not in causes]
+    if texts:
+        evidence["dependency_sessions"] = texts
+    states = dict(evidence.get("dependencies") or {}) if isinstance(evidence.get("dependencies"), Mapping) else {}
+    for dep in watched:
+        kind = dependency_cause.kinds(dep, causes)
+        if kind:  # the kind of cause is part of the failure's signature (two causes, two plans)
+            states[dep] = f"{states.get(dep) or 'healthy'}; CAUSE of {name}'s wait: {kind}"
+    if states:
+        evidence["dependencies"] = states
+    evidence["degraded"] = dependency_cause.degraded_note(name, causes)
     return evidence
 
 

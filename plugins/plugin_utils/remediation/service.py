@@ -32,6 +32,7 @@ from ._ahead import AheadFixes
 from ._approvals import Approvals
 from ._attempts import AttemptLoop, unreachable
 from ._checking import PlanCheck
+from ._degraded import degraded_cause
 from ._dependencies import waiting_on, with_dependencies
 from ..dependency_evidence import waiting_reason
 from .contracts import Definition, HealthRow, Outcome
@@ -310,7 +311,10 @@ class Remediation:
         error = str(row.get("error") or row.get("msg") or "health check failed")
         if args["monitor_only"]:
             return engine.service_outcome(name, "failed", f"{error} (not remediated: monitoring only)"), None
-        if row.get("degraded"):
+        # Degraded: planned only for a cause its dependencies show, under do no harm (_degraded.py).
+        planned_evidence = degraded_cause(ctx, self.port, name, definition, row, self.rows) \
+            if row.get("degraded") else None
+        if row.get("degraded") and planned_evidence is None:
             outcome = engine.service_outcome(name, "degraded", safeguards.degraded_reason(row))
             outcome["safeguards"] = safeguards.guards(row, outcome)
             self.close(name, "degraded", outcome["reason"])
@@ -331,7 +335,9 @@ class Remediation:
         if interrupted:
             incident.attempts.append(interrupted_attempt(interrupted, error))
         evidence = row.get("evidence") or {}
-        if definition.get("depends_on"):  # its dependencies judged by what it reports (dependency_evidence)
+        if planned_evidence is not None:
+            evidence = planned_evidence
+        elif definition.get("depends_on"):  # its dependencies judged by what it reports (dependency_evidence)
             evidence = with_dependencies(ctx, self.port, name, definition, error, evidence, self.rows)
         self.loop.run(incident, definition, evidence, row.get("tools") or tools,
                       ahead=ahead)
@@ -339,7 +345,7 @@ class Remediation:
         outcome = engine.outcome(incident)
         outcome["safeguards"] = safeguards.guards(
             row, outcome, [r for a in incident.attempts for c in a.commands for r in c.reasons],
-            [n for a in incident.attempts for n in a.notes])
+            [n for a in incident.attempts for n in a.notes]) + (["degraded"] if planned_evidence is not None else [])
         self.after_incident(incident, outcome)
         return outcome, incident
 

@@ -1,0 +1,165 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A database server's client sessions and who blocks whom, read with its own client (read only).
+
+A service whose checks time out while it runs is waiting on something; when it waits on a
+database, the database's own view of its sessions says on what: a session that holds a lock
+every other one queues behind (often one left ``idle in transaction``), or every connection
+slot taken. Its checks pass all the same (it answers ``SELECT 1`` at once), so only this
+view shows the cause.
+
+``read(defn)`` returns ``{"server", "max_connections", "reserved", "client_sessions",
+"sessions": [...], "left_out"}`` or ``{"server", "error"}``, or None for a server whose kind
+has no view here (``VIEWS``: PostgreSQL, by the stem of its processes or units). Each
+session: ``pid``, ``user``, ``database``, ``application``, ``client``, ``state``, ``wait``,
+``transaction_s`` and ``state_s`` (seconds, -1 unknown), ``blocked_by`` (PIDs) and
+``blocks`` (how many sessions wait on it), ``query`` (redacted, bounded). The blockers come
+first. Runs on targets: standard library only, Python 3.9 compatible.
+"""
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import subprocess
+
+from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe
+from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
+
+MAX_SESSIONS = 20   # sessions returned (the blockers and their waiters first)
+QUERY_CHARS = 200   # characters of a session's statement
+_SEP = "\x1f"
+
+# The settings and the sessions, in one read; every value a plain column. The reader's own
+# session is left out; only client backends count (not the server's own workers).
+_PG_SETTINGS = ("SELECT current_setting('max_connections'), current_setting('superuser_reserved_connections'), "
+                "count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'")
+_PG_SESSIONS = (
+    "SELECT pid, coalesce(usename, ''), coalesce(datname, ''), coalesce(application_name, ''), "
+    "coalesce(host(client_addr), 'local'), coalesce(state, ''), "
+    "coalesce(wait_event_type || ':' || wait_event, ''), "
+    "coalesce(floor(extract(epoch FROM now() - xact_start))::bigint, -1), "
+    "coalesce(floor(extract(epoch FROM now() - state_change))::bigint, -1), "
+    "array_to_string(pg_blocking_pids(pid), ','), "
+    "left(regexp_replace(coalesce(query, ''), '[[:space:]]+', ' ', 'g'), %d) "
+    "FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() "
+    "ORDER BY xact_start NULLS LAST LIMIT 200" % (QUERY_CHARS * 2))
+
+
+def _stems(defn: dict) -> list:
+    names = [str(defn.get("name") or "")] + [str(u) for u in defn.get("units") or []] \
+        + [str(p) for p in defn.get("processes") or []]
+    return [re.split(r"[@.\-_]", n.lower(), maxsplit=1)[0] for n in names if n]
+
+
+def server_kind(defn: dict):
+    """The kind of server ``defn`` is, when it has a session view here, else None."""
+    for kind, stems in VIEWS_BY_STEM:
+        if any(stem.startswith(s) for stem in _stems(defn) for s in stems):
+            return kind
+    return None
+
+
+def _socket_dir(defn: dict, port) -> str:
+    for path in defn.get("runtime_paths") or []:
+        if port and os.path.exists(os.path.join(path, ".s.PGSQL.%s" % port)):
+            return path
+    return ""
+
+
+def _as_user(defn: dict, argv: list) -> list:
+    """``argv`` as the server's own user when this runs as root (its peer authentication)."""
+    user = defn.get("user")
+    runuser = host_probe.find_tool("runuser")
+    if os.geteuid() != 0 or not user or not runuser:
+        return argv
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        return argv
+    return [runuser, "-u", user, "--"] + argv
+
+
+def _int(text: str, default: int = -1) -> int:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return default
+
+
+def _postgresql(defn: dict, timeout: int) -> dict:
+    out = {"server": "postgresql"}
+    psql = host_probe.find_tool("psql")
+    if not psql:
+        out["error"] = "psql is not on this host"
+        return out
+    ports = defn.get("ports") or []
+    port = str(ports[0]) if ports else ""
+    argv = [psql, "-X", "-q", "-A", "-t", "-F", _SEP, "-v", "ON_ERROR_STOP=1", "-d", "postgres"]
+    where = _socket_dir(defn, port)
+    if where:
+        argv += ["-h", where]
+    if port:
+        argv += ["-p", port]
+    argv += ["-c", _PG_SETTINGS, "-c", _PG_SESSIONS]
+    env = dict(os.environ, PGCONNECT_TIMEOUT="3", PGAPPNAME="sentinel-evidence",
+               PGOPTIONS="-c statement_timeout=%d -c lock_timeout=1000" % (max(1, timeout) * 1000))
+    try:
+        proc = subprocess.run(_as_user(defn, argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=max(1, timeout) + 2, env=env, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        out["error"] = "psql could not run: %s" % exc
+        return out
+    text = proc.stdout.decode("utf-8", "replace")
+    if proc.returncode != 0:
+        said = " ".join(proc.stderr.decode("utf-8", "replace").split())[:300]
+        out["error"] = redact_text("psql exited %d: %s" % (proc.returncode, said or "no message"))
+        return out
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        out["error"] = "psql printed nothing"
+        return out
+    settings = lines[0].split(_SEP)
+    out.update(max_connections=_int(settings[0]), reserved=_int(settings[1] if len(settings) > 1 else ""),
+               client_sessions=_int(settings[2] if len(settings) > 2 else ""))
+    sessions = []
+    for line in lines[1:]:
+        cols = line.split(_SEP)
+        if len(cols) < 11:
+            continue
+        sessions.append({
+            "pid": _int(cols[0]), "user": cols[1], "database": cols[2], "application": cols[3][:60],
+            "client": cols[4], "state": cols[5], "wait": cols[6], "transaction_s": _int(cols[7]),
+            "state_s": _int(cols[8]), "blocked_by": [_int(p) for p in cols[9].split(",") if p.strip()],
+            "query": redact_text(_SEP.join(cols[10:]))[:QUERY_CHARS]})
+    return _ranked(out, sessions)
+
+
+def _ranked(out: dict, sessions: list) -> dict:
+    """The sessions that block others first (most waiters first), then those waiting, then the
+    longest in a transaction; at most MAX_SESSIONS, with how many were left out."""
+    blocks = {}
+    for session in sessions:
+        for pid in session["blocked_by"]:
+            blocks[pid] = blocks.get(pid, 0) + 1
+    for session in sessions:
+        session["blocks"] = blocks.get(session["pid"], 0)
+    sessions.sort(key=lambda s: (-s["blocks"], not s["blocked_by"], -s["transaction_s"]))
+    out["sessions"] = sessions[:MAX_SESSIONS]
+    out["left_out"] = max(0, len(sessions) - MAX_SESSIONS)
+    return out
+
+
+# kind -> the stems of its processes or units, and how its view is read
+VIEWS_BY_STEM = (("postgresql", ("postgres",)),)
+VIEWS = {"postgresql": _postgresql}
+
+
+def read(defn: dict, timeout: int = 5):
+    """The session view of the server ``defn`` describes (module docstring), or None."""
+    kind = server_kind(defn)
+    if kind is None:
+        return None
+    return VIEWS[kind](defn, min(int(timeout), 10))
