@@ -112,6 +112,37 @@ def test_a_lost_group_of_the_service_account_is_put_back_without_the_model_or_a_
     assert lab.exec(PG_HOST, ["sha256sum", "/etc/group"], check=True).stdout.split()[0] == group_file
 
 
+# A second cause the restored membership does not remove: a setting PostgreSQL cannot parse in
+# the data directory's postgresql.auto.conf (ALTER SYSTEM's file, not part of the baseline).
+AUTO_CONF = "/var/lib/postgresql/15/main/postgresql.auto.conf"
+SECOND_CAUSE = f"cp -p {AUTO_CONF} /root/.kg-auto.conf && echo \"max_connections = 'many'\" >> {AUTO_CONF}"
+SECOND_CAUSE_GONE = f"test ! -e /root/.kg-auto.conf || mv /root/.kg-auto.conf {AUTO_CONF}"
+
+
+def test_a_membership_put_back_by_an_attempt_that_did_not_heal_is_undone(postgres_host, tmp_path):
+    lab, inventory = postgres_host
+    work = Workspace(tmp_path, inventory)  # no LLM configured
+    assert _run(work, PG_HOST).status == "successful"  # the healthy pass
+    lab.inject(PG_HOST, "postgres_ssl_key_group_lost")
+    try:
+        lab.exec(PG_HOST, SECOND_CAUSE, check=True)
+        drifted = lab.exec(PG_HOST, "sha256sum /etc/group /etc/gshadow; stat -c '%a %U:%G' /etc/group /etc/gshadow",
+                           check=True).stdout
+        run = _run(work, PG_HOST, remediate_max_retries=1)
+    finally:
+        lab.exec(PG_HOST, SECOND_CAUSE_GONE, check=True)
+    outcome = run.outcomes()[(PG_HOST, "postgresql")]
+    assert outcome["state"] == "escalated", json.dumps(outcome, indent=1)[:4000]
+    restored = _known_good_commands(outcome)
+    assert restored and restored[0]["command"] == "gpasswd -a postgres ssl-cert" and restored[0]["rc"] == 0, restored
+    # From inside the container: the account files are byte for byte (and mode, owner) as before the attempt.
+    assert lab.exec(PG_HOST, "sha256sum /etc/group /etc/gshadow; stat -c '%a %U:%G' /etc/group /etc/gshadow",
+                    check=True).stdout == drifted
+    assert "ssl-cert" not in groups(lab, PG_HOST)
+    records = [json.loads(line) for line in (run.artifacts_dir / "journal" / f"{PG_HOST}.jsonl").read_text().splitlines()]
+    assert any("/etc/group" in json.dumps(r) for r in records if r.get("kind") == "undo"), records[-3:]
+
+
 def test_a_membership_the_account_never_held_waits_for_a_human_and_a_privileged_one_is_refused(postgres_host,
                                                                                               tmp_path):
     lab, inventory = postgres_host
