@@ -143,8 +143,8 @@ def test_a_membership_put_back_by_an_attempt_that_did_not_heal_is_undone(postgre
     assert any("/etc/group" in json.dumps(r) for r in records if r.get("kind") == "undo"), records[-3:]
 
 
-def test_a_membership_the_account_never_held_waits_for_a_human_and_a_privileged_one_is_refused(postgres_host,
-                                                                                              tmp_path):
+def test_a_membership_the_account_never_held_waits_for_a_human_and_a_privileged_one_is_refused(
+        postgres_host, tmp_path):
     lab, inventory = postgres_host
     with LLMServer(default=plan("service postgresql restart")) as server:
         work = Workspace(tmp_path, inventory, llm_url=server.url)
@@ -171,8 +171,8 @@ def test_a_membership_the_account_never_held_waits_for_a_human_and_a_privileged_
         assert not lab.health(PG_HOST, ["postgres"])["postgres"].healthy
 
 
-def test_a_unit_program_that_lost_its_exec_bit_gets_its_mode_back_without_the_model_or_a_human(systemd_nginx,
-                                                                                              tmp_path):
+def test_a_unit_program_that_lost_its_exec_bit_gets_its_mode_back_without_the_model_or_a_human(
+        systemd_nginx, tmp_path):
     lab, inventory = systemd_nginx
     work = Workspace(tmp_path, inventory)  # no LLM configured
     healthy = _run(work, SD_HOST)

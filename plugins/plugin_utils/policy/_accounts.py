@@ -106,8 +106,9 @@ def group_membership(chk: Check, args: list[str], spec: Mapping[str, Any]) -> No
                          f"{user} was not in it at the last healthy pass")
             return
         # Said without a path at its end: the kernel's rules read "VERB /path" effects as changes.
-        chk.effect(f"adds {user} to group {group} (" + (f"{owned} is owned by that group" if owned is not None else
-                                                       f"a membership {user} held at the last healthy pass") + ")")
+        why = f"{owned} is owned by that group" if owned is not None else \
+            f"a membership {user} held at the last healthy pass"
+        chk.effect(f"adds {user} to group {group} ({why})")
     # gpasswd and usermod write a new copy beside each account file and rename it over.
     chk.effect("rewrites /etc/group")
     chk.effect("rewrites /etc/gshadow")
