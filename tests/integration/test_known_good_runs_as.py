@@ -158,7 +158,8 @@ def test_a_membership_the_account_never_held_waits_for_a_human_and_a_privileged_
                            ("gpasswd -a postgres sudo", "escalated")):
         asked = plan(command, "service postgresql start")
         with LLMServer(replies=[asked], default=asked) as server:
-            run = _run(Workspace(tmp_path / state, inventory, llm_url=server.url), PG_HOST, remediate_backend="llm")
+            run = _run(Workspace(tmp_path / state, inventory, llm_url=server.url), PG_HOST, remediate_backend="llm",
+                       remediate_max_retries=1)
         # An escalation hands over to a human by failing the host's play.
         assert run.status == ("successful" if state == "waiting_approval" else "failed"), run.stdout[-3000:]
         outcome = run.outcomes()[(PG_HOST, "postgresql")]
