@@ -20,16 +20,25 @@ owner, under ``restore/`` for a ``cp -p`` the policy judges like any other comma
 The content lives in the host's one content store, the snapshots' (``<root>/content``, see
 ``snapshot.py``); the manifests, the aside log and the staged restores under ``<root>/known-good``.
 A healthy pass refreshes the time of its baseline's objects, so the snapshots' pruning by age
-never drops the content of a baseline still in use. Standard library only, Python 3.9 compatible.
+never drops the content of a baseline still in use.
+
+What the service RUNS AS and RUNS is part of the baseline too (``runs_as``): its accounts (the
+definition's ``user``, its units' ``User=``, the owners of its processes; root left out) with
+their group memberships, and the mode and owner of the programs its units execute (every
+``Exec*=`` line, drop-ins included), of its processes' executables and of its runtime, state,
+log and data directories. At an incident a lost membership or a changed mode or owner is
+drift, with the values to put back. Standard library only, Python 3.9 compatible.
 """
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type  # pylint: disable=invalid-name
 
 import difflib
+import grp
 import hashlib
 import json
 import os
+import pwd
 import re
 import stat
 import tempfile
@@ -53,7 +62,16 @@ ASIDE_KEPT = 200         # entries of the aside log
 WALK_DEPTH = 2
 DPKG_STATUS = "/var/lib/dpkg/status"
 INIT_SCRIPTS = "/etc/init.d"
+MAX_ACCOUNTS = 4         # accounts per service whose memberships are recorded
+MAX_RUN_PATHS = 40       # programs and directories per service whose mode and owner are recorded
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9@._-]")
+_ACCOUNT_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\$?$")
+_EXEC_KEYS = ("ExecCondition", "ExecStartPre", "ExecStart", "ExecStartPost", "ExecReload", "ExecStop",
+              "ExecStopPost")
+_EXEC_PATH = re.compile(r"(?:^|[{;]\s*)path=(/[^\s;]+)")
+# systemd's own directories of a unit (RuntimeDirectory=nginx is /run/nginx).
+_UNIT_DIRECTORIES = (("RuntimeDirectory", "/run/"), ("StateDirectory", "/var/lib/"), ("LogsDirectory", "/var/log/"),
+                     ("CacheDirectory", "/var/cache/"))
 _ETC_ARG = re.compile(r"^/etc/[^\s;]+$")
 
 
@@ -141,6 +159,193 @@ def fingerprint(paths):
         out[path] = dict(sha256=digest.hexdigest(), mode="%04o" % stat.S_IMODE(info.st_mode), uid=info.st_uid,
                          gid=info.st_gid, size=info.st_size)
     return out
+
+
+# ---------------------------------------------------------------- what it runs as and runs
+
+def memberships(user):
+    """The sorted names of the groups ``user`` gets at login (its primary group and every group
+    that lists it, as ``initgroups`` gives them), or None when there is no such account."""
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        return None
+    try:
+        gids = os.getgrouplist(user, entry.pw_gid)
+    except (OSError, AttributeError):
+        gids = [entry.pw_gid] + [g.gr_gid for g in grp.getgrall() if user in g.gr_mem]
+    names = set()
+    for gid in gids:
+        try:
+            names.add(grp.getgrgid(gid).gr_name)
+        except KeyError:
+            names.add(str(gid))
+    return sorted(names)
+
+
+def _owner_text(uid, gid):
+    """``user:group`` of numeric ids, by name where the host knows them."""
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
+    try:
+        group = grp.getgrgid(gid).gr_name
+    except KeyError:
+        group = str(gid)
+    return "%s:%s" % (user, group)
+
+
+def attributes(path, role):
+    """``{"role", "mode", "uid", "gid", "owner"}`` of a program (a regular file) or a directory
+    (symbolic links followed), or None when it is not one now."""
+    try:
+        info = os.stat(path)
+    except (IOError, OSError):
+        return None
+    wanted = stat.S_ISDIR if role == "directory" else stat.S_ISREG
+    if not wanted(info.st_mode):
+        return None
+    return dict(role=role, mode="%04o" % stat.S_IMODE(info.st_mode), uid=info.st_uid, gid=info.st_gid,
+                owner=_owner_text(info.st_uid, info.st_gid))
+
+
+def _unit_facts(units, run):
+    """``(users, programs, directories)`` of the service's systemd units: ``User=``, the programs
+    of every ``Exec*=`` line (drop-ins included: systemd merged them) and the directories systemd
+    makes for it (``RuntimeDirectory=``...)."""
+    users, programs, directories = [], [], []
+    keys = ("User",) + _EXEC_KEYS + tuple(k for k, _root in _UNIT_DIRECTORIES)
+    for unit in units:
+        rc, text = run(["systemctl", "show", "--no-pager", "-p", ",".join(keys), unit])
+        if rc != 0:
+            continue
+        for line in text.splitlines():
+            key, _sep, value = line.partition("=")
+            if key == "User" and value:
+                users.append(value.strip())
+            elif key in _EXEC_KEYS:
+                programs.extend(_EXEC_PATH.findall(value))
+            else:
+                root = dict(_UNIT_DIRECTORIES).get(key)
+                if root:
+                    directories.extend(root + name for name in value.split() if ".." not in name.split("/"))
+    return users, programs, directories
+
+
+def _processes(names, proc="/proc", limit=64):
+    """``(owners, executables)`` of the running processes named ``names`` (their ``comm``)."""
+    owners, exes = [], []
+    if not names:
+        return owners, exes
+    try:
+        pids = [p for p in os.listdir(proc) if p.isdigit()]
+    except OSError:
+        return owners, exes
+    found = 0
+    for pid in pids:
+        base = os.path.join(proc, pid)
+        try:
+            with open(os.path.join(base, "comm"), "r") as handle:
+                comm = handle.read().strip()
+            if comm not in names:
+                continue
+            uid = os.stat(base).st_uid
+            exe = os.readlink(os.path.join(base, "exe"))
+        except (IOError, OSError):
+            continue
+        found += 1
+        try:
+            owners.append(pwd.getpwuid(uid).pw_name)
+        except KeyError:
+            pass
+        if exe.startswith("/") and not exe.endswith(" (deleted)"):
+            exes.append(exe)
+        if found >= limit:
+            break
+    return owners, exes
+
+
+def runs_as(defn, init, run, proc="/proc"):
+    """What the service runs as and runs, for its baseline: ``{"accounts": {user: [groups]},
+    "paths": {path: attributes}}``. Accounts: the definition's ``user``, its units' ``User=``,
+    the owners of its processes (root never: its memberships are not the service's). Paths: the
+    programs its units execute and its processes' executables, and its runtime, state, log and
+    data directories."""
+    users = [defn["user"]] if defn.get("user") else []
+    programs, directories = [], []
+    if init == "systemd":
+        unit_users, programs, directories = _unit_facts(defn.get("units") or [], run)
+        users.extend(unit_users)
+    owners, exes = _processes(set(defn.get("processes") or []), proc)
+    users.extend(owners)
+    programs.extend(exes)
+    for key in ("runtime_paths", "data_paths", "log_paths"):
+        directories.extend(defn.get(key) or [])
+    accounts = {}
+    for user in dict.fromkeys(users):
+        if len(accounts) >= MAX_ACCOUNTS:
+            break
+        if user in ("root", "0") or not _ACCOUNT_NAME.match(user):
+            continue
+        groups = memberships(user)
+        if groups is not None:
+            accounts[user] = groups
+    paths = {}
+    for role, items in (("program", programs), ("directory", directories)):
+        for path in dict.fromkeys(os.path.normpath(p) for p in items if str(p).startswith("/")):
+            if len(paths) >= MAX_RUN_PATHS:
+                break
+            entry = attributes(path, role)
+            if entry and path not in paths:
+                paths[path] = entry
+    return dict(accounts=accounts, paths=paths)
+
+
+def _restorable_owner(was):
+    """The recorded owner as ``chown`` should be given it: by name while the names still stand
+    for the recorded ids, by number otherwise."""
+    user, _sep, group = str(was.get("owner") or "").partition(":")
+    try:
+        user = user if pwd.getpwnam(user).pw_uid == int(was["uid"]) else str(was["uid"])
+    except (KeyError, ValueError):
+        user = str(was["uid"])
+    try:
+        group = group if grp.getgrnam(group).gr_gid == int(was["gid"]) else str(was["gid"])
+    except (KeyError, ValueError):
+        group = str(was["gid"])
+    return "%s:%s" % (user, group)
+
+
+def runs_as_drift(recorded):
+    """What differs from the recorded ``runs_as``: ``[{account, change: groups|missing, lost,
+    added, known_good, now}]`` and ``[{path, role, change: attributes|missing, known_good, now,
+    mode?, owner?}]`` (``mode``/``owner``: the values to put back)."""
+    items = []
+    for user, groups in sorted((recorded.get("accounts") or {}).items()):
+        now = memberships(user)
+        if now is None:
+            items.append(dict(account=user, change="missing", known_good=list(groups)))
+            continue
+        lost, added = sorted(set(groups) - set(now)), sorted(set(now) - set(groups))
+        if lost or added:
+            items.append(dict(account=user, change="groups", lost=lost, added=added, known_good=list(groups), now=now))
+    for path, was in sorted((recorded.get("paths") or {}).items()):
+        now = attributes(path, was.get("role"))
+        said = "mode %s owner %s" % (was.get("mode"), was.get("owner"))
+        if now is None:
+            items.append(dict(path=path, role=was.get("role"), change="missing", known_good=said))
+            continue
+        if (now["mode"], now["uid"], now["gid"]) == (was.get("mode"), was.get("uid"), was.get("gid")):
+            continue
+        item = dict(path=path, role=was.get("role"), change="attributes", known_good=said,
+                    now="mode %s owner %s" % (now["mode"], now["owner"]))
+        if now["mode"] != was.get("mode"):
+            item["mode"] = was.get("mode")
+        if (now["uid"], now["gid"]) != (was.get("uid"), was.get("gid")):
+            item["owner"] = _restorable_owner(was)
+        items.append(item)
+    return items
 
 
 # ---------------------------------------------------------------- the package's default
@@ -244,16 +449,20 @@ class Baselines:
     def manifest(self, service):
         return _read_json(self._manifest_path(service), {})
 
-    def record(self, service, current, now=None):
-        """Make ``current`` (``fingerprint``) the service's known-good baseline; content is stored
-        only for files whose hash is not stored yet. Returns ``{"files", "changed"}`` (changed:
-        paths added, changed or gone since the last baseline)."""
-        old = self.manifest(service).get("files") or {}
+    def record(self, service, current, now=None, running=None):
+        """Make ``current`` (``fingerprint``) and ``running`` (``runs_as``) the service's known-good
+        baseline; content is stored only for files whose hash is not stored yet. Returns
+        ``{"files", "changed"}`` (changed: paths added, changed or gone since the last baseline;
+        ``runs_as: True`` when what it runs as or runs changed)."""
+        manifest = self.manifest(service)
+        old = manifest.get("files") or {}
         changed = sorted(p for p in set(old) | set(current) if (old.get(p) or {}) != (current.get(p) or {}))
+        running = running if running is not None else manifest.get("runs_as") or {}
+        runs_as_changed = running != (manifest.get("runs_as") or {})
         for path, entry in current.items():
             if path not in changed:
                 self.store.refresh(entry["sha256"])  # still in use: the store's pruning by age keeps it
-        if not changed:
+        if not changed and not runs_as_changed:
             return dict(files=len(current), changed=[])
         for path in changed:
             entry = current.get(path)
@@ -266,8 +475,12 @@ class Baselines:
             if hashlib.sha256(data).hexdigest() == entry["sha256"]:
                 self.store.put(data)
         _write_json(self._manifest_path(service),
-                    dict(service=service, recorded=int(now if now is not None else time.time()), files=current))
-        return dict(files=len(current), changed=changed)
+                    dict(service=service, recorded=int(now if now is not None else time.time()), files=current,
+                         runs_as=running))
+        out = dict(files=len(current), changed=changed)
+        if runs_as_changed:
+            out["runs_as"] = True
+        return out
 
     def keep_aside(self, service, path, data, now=None):
         """Keep the bad version of ``path`` in the store and log where it went; its digest."""
@@ -308,7 +521,8 @@ class Baselines:
         or ``{}`` without a baseline. The bad versions are kept aside, the good ones staged."""
         manifest = self.manifest(service)
         good = manifest.get("files") or {}
-        if not good:
+        running = manifest.get("runs_as") or {}
+        if not good and not running.get("accounts") and not running.get("paths"):
             return {}
         conffiles = dpkg_conffiles() if conffiles is None else conffiles
         drifted = []
@@ -330,6 +544,10 @@ class Baselines:
             out["drift"].append(item)
         if len(drifted) > DRIFT_FILES:
             out["more"] = len(drifted) - DRIFT_FILES
+        moved = runs_as_drift(running)
+        if moved:
+            # Before the model and the human: what the service runs as and runs, put back exactly.
+            out["runs_as"] = moved[:DRIFT_FILES * 2]
         return out
 
     def _explain(self, service, item, was, conffiles):
@@ -367,7 +585,7 @@ def record_or_compare(defn, healthy, root, init, run, now=None):
         baselines = Baselines(root)
         current = fingerprint(watched_files(defn, init, run))
         if healthy:
-            return baselines.record(defn["name"], current, now=now)
+            return baselines.record(defn["name"], current, now=now, running=runs_as(defn, init, run))
         return baselines.drift(defn["name"], current)
     except (KnownGoodError, ContentStoreError, OSError) as exc:
         return dict(error="known-good baseline unusable: %s" % exc)

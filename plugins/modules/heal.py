@@ -186,6 +186,9 @@ options:
         the failure names a drifted file (or the config test fails), the first attempt restores the last
         known-good version, ahead of memory and the model; the bad version is kept aside on the host and the
         diff is in the report, the journal and the task's warnings.
+      - The baseline holds what the service runs as and runs too (its accounts' groups, the mode and owner of its
+        unit's programs and its directories); a lost membership or a changed mode or owner the failure explains
+        is put back the same way (C(gpasswd -a), C(chown), C(chmod) with the recorded values).
     type: bool
     default: true
   snapshot_max_bytes:

@@ -218,10 +218,16 @@ options:
         unit file, drop-ins, environment files and the C(/etc) files its start command names under systemd,
         its init script and C(/etc/default) file under SysV) are hashed; the baseline is rewritten, and a
         file's content stored, only when something changed. An unhealthy service's baseline is never touched.
+      - The baseline also holds what the service runs as and runs - its accounts (O(services[].user), its units'
+        C(User=), its processes' owners; never root) with their group memberships, and the mode and owner of the
+        programs its units execute (every C(Exec*=) line, drop-ins included), of its processes' executables and of
+        its runtime, data and log directories.
       - For a failing service with evidence, the C(known_good) section of RV(services[].evidence) says what
         drifted from the baseline, with a redacted diff, whether each file is still the package's default (dpkg), the digest
         under which the bad version is kept aside in the host's content store, and where the known-good version
         is staged for a restore. The file contents never leave the host; only the redacted diff does.
+      - Its C(runs_as) list names a group membership an account lost or gained, and a program or directory whose
+        mode or owner changed (with the recorded C(mode) and C(owner) to put back) since the last healthy pass.
       - Nothing is recorded in check mode (the comparison still runs).
     type: bool
     default: true
@@ -374,7 +380,7 @@ services:
     known_good:
       description:
         - What the known-good baseline pass did for a healthy service (O(known_good)) - V(files) hashed and
-          the V(changed) paths recorded, or an V(error).
+          the V(changed) paths recorded (V(runs_as=true) when what it runs as or runs changed), or an V(error).
       type: dict
       returned: when O(known_good) recorded a change or could not run
       sample: {"files": 12, "changed": ["/etc/nginx/nginx.conf"]}

@@ -14,7 +14,12 @@ Classes, decided from what the command does and where, never from who proposed i
 - ``create_directory``: ``mkdir`` in the service's configuration;
 - ``tighten_mode``: a mode that grants no write beyond the owner and sets no special bit;
 - ``restore_known_good``: ``cp`` of the known-good version the host staged for that very
-  file (``restore/<sha256>`` under the known-good directory, named by the incident's drift);
+  file (``restore/<sha256>`` under the known-good directory, named by the incident's drift),
+  or a ``chmod``/``chown`` of a program the service's own unit runs that puts back exactly
+  the mode or owner the host recorded for it at the last healthy pass (``known_good.runs_as``);
+- ``restore_membership``: adding the service's own account back to a group it was in at the
+  last healthy pass and has lost since (``known_good.runs_as``); a membership it never held
+  is an ``invented_value``, and the policy refuses the privileged groups whatever the table;
 - ``move_aside_config``: ``mv`` of a configuration file within the service's configuration;
 - ``config_edit``: a ``sed`` edit whose new text is on the known-good side of the file's
   diff, for a service with a config test;
@@ -34,14 +39,17 @@ from typing import Any
 from .known_good_plan import weakens_security
 from .snapshot_paths import keep
 
-CLASSES = ("create_directory", "tighten_mode", "restore_known_good", "move_aside_config", "config_edit",
-           "weakens_security", "move_data_aside", "invented_value", "out_of_scope", "irreversible")
+CLASSES = ("create_directory", "tighten_mode", "restore_known_good", "restore_membership", "move_aside_config",
+           "config_edit", "weakens_security", "move_data_aside", "invented_value", "out_of_scope", "irreversible")
 UNCLASSED = "unclassed"
 _GATED = re.compile(r"^(?P<verb>.*?)`(?P<path>[^`]+)`(?P<area>[^:`]*): (?P<why>.+); a human should confirm")
 _QUOTED = re.compile(r"`([^`]+)`")
 _OCTAL = re.compile(r"^0?[0-7]{3}$")
 _SYMBOLIC = re.compile(r"^[ugoa]*-[rwxXst]+$")
 _DIGEST = re.compile(r"/restore/[0-9a-f]{64}$")
+_MEMBERSHIP_TOOLS = ("usermod", "gpasswd", "adduser")
+_ADDS = re.compile(r"^adds (?P<user>\S+) to group (?P<group>\S+) ")
+_UNIT_PROGRAM = "own unit runs (its Exec*= lines)"
 
 
 def tight_mode(text: str) -> bool:
@@ -71,13 +79,64 @@ def _drift(evidence: Mapping | None) -> dict[str, Mapping]:
     return {str(i.get("path")): i for i in items or [] if isinstance(i, Mapping)}
 
 
-def classify_reason(reason: str, argv: Sequence[str], *, drift: Mapping[str, Mapping], config_test: bool) -> str:
-    """The effect class of one gated reason of a command (``UNCLASSED`` when none fits)."""
+def _runs_as(evidence: Mapping | None) -> tuple[dict[str, set[str]], dict[str, Mapping]]:
+    """``({user: lost groups}, {path: item})`` of the drift in what the service runs as and runs."""
+    known = evidence.get("known_good") if isinstance(evidence, Mapping) else None
+    items = known.get("runs_as") if isinstance(known, Mapping) else None
+    lost: dict[str, set[str]] = {}
+    paths: dict[str, Mapping] = {}
+    for item in items or []:
+        if not isinstance(item, Mapping):
+            continue
+        if item.get("change") == "groups" and item.get("account"):
+            lost.setdefault(str(item["account"]), set()).update(str(g) for g in item.get("lost") or [])
+        elif item.get("change") == "attributes" and item.get("path"):
+            paths[str(item["path"])] = item
+    return lost, paths
+
+
+def _membership_class(effects: Sequence[str], lost: Mapping[str, set[str]]) -> str:
+    """A membership the account held at the last healthy pass is put back; any other is new."""
+    pairs = [(m.group("user"), m.group("group")) for m in (_ADDS.match(str(e)) for e in effects) if m]
+    if pairs and all(group in lost.get(user, ()) for user, group in pairs):
+        return "restore_membership"
+    return "invented_value"
+
+
+def _same_mode(given: str, recorded: Any) -> bool:
+    try:
+        return bool(_OCTAL.match(given) or re.match(r"^0?[0-7]{4}$", given)) and int(given, 8) == int(str(recorded), 8)
+    except ValueError:
+        return False
+
+
+def _program_class(verb: str, path: str, items: Mapping[str, Mapping]) -> str:
+    """A mode or owner of the unit's program put back to what the host recorded while healthy."""
+    item = items.get(path)
+    if not item or item.get("role") != "program":
+        return UNCLASSED
+    if verb.startswith("sets mode ") and item.get("mode"):
+        return "restore_known_good" if _same_mode(verb[len("sets mode "):].split(" ", 1)[0], item["mode"]) \
+            else UNCLASSED
+    if verb.startswith("gives to ") and item.get("owner"):
+        return "restore_known_good" if verb[len("gives to "):].split(" ", 1)[0] == item["owner"] else UNCLASSED
+    return UNCLASSED
+
+
+def classify_reason(reason: str, argv: Sequence[str], *, drift: Mapping[str, Mapping], config_test: bool,
+                    effects: Sequence[str] = (), runs_as: tuple[Mapping, Mapping] = ({}, {})) -> str:
+    """The effect class of one gated reason of a command (``UNCLASSED`` when none fits).
+    ``effects``: the command's verdict's; ``runs_as``: ``_runs_as`` of the incident's evidence."""
+    tool = argv[0].rsplit("/", 1)[-1] if argv else ""
+    lost, programs = runs_as
+    if tool in _MEMBERSHIP_TOOLS and "changes an account" in reason:
+        return _membership_class(effects, lost)
     found = _GATED.match(reason)
     if not found:
         return UNCLASSED
     verb, path, why = found.group("verb").strip(), found.group("path"), found.group("why")
-    tool = argv[0].rsplit("/", 1)[-1] if argv else ""
+    if _UNIT_PROGRAM in why:
+        return _program_class(verb, path, programs)
     if "outside the incident's scope" in why or "not a service's runtime, log or data path" in why:
         return "out_of_scope"
     if "the service's data" in why:
@@ -126,6 +185,7 @@ def apply(checked: Sequence[Mapping], table: Mapping[str, str] | None, *, eviden
     attempt that did not heal; the verdict declares at least one path to keep)."""
     table = dict(table or {})
     drift = _drift(evidence)
+    running = _runs_as(evidence)
     config_test = bool(definition.get("config_test"))
     out = []
     for item in checked:
@@ -135,7 +195,9 @@ def apply(checked: Sequence[Mapping], table: Mapping[str, str] | None, *, eviden
             continue
         argv = [str(a) for a in item.get("argv") or []]
         gated = [r for r in item.get("reasons") or [] if str(r).endswith("a human should confirm")]
-        classes = [classify_reason(str(r), argv, drift=drift, config_test=config_test) for r in gated]
+        effects = [str(e) for e in item.get("effects") or []]
+        classes = [classify_reason(str(r), argv, drift=drift, config_test=config_test, effects=effects,
+                                   runs_as=running) for r in gated]
         item["autonomy"] = classes
         if classes and all(table.get(c) == "auto" for c in classes) and undoable and keep(item):
             names = ", ".join(dict.fromkeys(classes))

@@ -11,7 +11,8 @@ turns a verdict into the ``confine`` the host's plan runner enforces with Landlo
 - ``create``: directories in which it makes entries (the declared path's parent for
   "creates X", "moves to X", "copies to X"; X itself for "... into X"), and the file's own
   directory for tools that write by making a new file beside it and renaming it over
-  ("applies `SCRIPT` to X": ``sed -i``; "compresses X");
+  ("applies `SCRIPT` to X": ``sed -i``; "compresses X"; "rewrites X": the account tools'
+  ``/etc/group``);
 - ``remove``: directories from which it removes entries ("deletes X", "moves away X",
   "replaces X": X's parent);
 - ``exec``: the programs of its argv (wrappers and the tool), nothing else;
@@ -64,7 +65,7 @@ _UNNAMED_CHANGE = re.compile(r"^(?:creates|installs|removes|refreshes|deletes|fi
 
 # Effect verbs (their first words) by what they need from the kernel.
 _IN_PLACE = ("writes its error log to", "writes", "truncates")
-_BESIDE = ("applies", "compresses", "decompresses")
+_BESIDE = ("applies", "compresses", "decompresses", "rewrites")
 _INTO = ("creates what tmpfiles.d declares under", "moves into", "copies into", "extracts into")
 _CREATE = ("creates", "moves to", "copies to", "keeps the original at", "enables")
 _REMOVE = ("deletes", "moves away", "replaces", "disables")

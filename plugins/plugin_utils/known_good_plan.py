@@ -18,17 +18,31 @@ deliberate tightening (a team turned on certificate verification, and the failur
 certificate has expired); going back to known-good would heal the service by weakening it. A
 diff that cannot be read whole (binary, cut) is treated the same way. Those drifts stay in the
 evidence for the model and the human.
+
+What the service runs as and runs is restored the same way (``known_good.runs_as`` in the
+evidence): a group its own account was in at the last healthy pass and has lost is added back
+(``gpasswd -a USER GROUP``), and a program its unit runs, or one of its directories, gets back
+the recorded owner (``chown U:G PATH``) and mode (``chmod MODE PATH``). That drift explains the
+failure when the failure names the path (or a path owned by the lost group), or says access
+was denied (``Permission denied``, systemd's ``203/EXEC``). A privileged group (the policy's
+``privileged_groups``) is never put in a plan: it is left in the evidence for a human. A
+membership gained, an account or path gone, are not restored (nothing exact to put back).
 """
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 SOURCE = "known_good"
 _RC = re.compile(r"^rc (\d+)$", re.M)
 _TEXT_KEYS = ("config_test", "config_context", "status", "journal", "logs", "named_paths")
+# How a failure says the service was refused access (not "Operation not permitted": systemd in a
+# container logs it for every start).
+_DENIED = re.compile(r"permission denied|\bEACCES\b|203/EXEC", re.I)
+_OWNED_BY = re.compile(r"\bowner\W+[^:\s\"']+:(?P<group>[^,\s\"']+)")
+_RESTORE_COMMANDS = 3
 # What a configuration line about security speaks of (words, not values): TLS and certificates,
 # verification, authentication and credentials, and access rules.
 _SECURITY = re.compile(
@@ -87,6 +101,49 @@ def explained(error: str, evidence: Mapping) -> list[dict]:
     return named or (unnamed if failed_test else [])
 
 
+def runs_as_explained(error: str, evidence: Mapping, privileged: Sequence[str] = ()) -> tuple[list[dict], list[str]]:
+    """``(items, left)``: the drift in what the service runs as and runs that the failure is
+    explained by, each with its ``commands`` putting back the recorded values; ``left``: the
+    privileged memberships lost that only a human may give back."""
+    known = evidence.get("known_good") if isinstance(evidence, Mapping) else None
+    items = (known or {}).get("runs_as") if isinstance(known, Mapping) else None
+    texts = _texts(error, evidence)
+    denied = bool(_DENIED.search(texts))
+    owned_groups = {m.group("group") for m in _OWNED_BY.finditer(texts)}
+    out, left = [], []
+    for item in items or []:
+        if not isinstance(item, Mapping):
+            continue
+        if item.get("change") == "groups" and item.get("account"):
+            user = str(item["account"])
+            lost = [str(g) for g in item.get("lost") or []]
+            left.extend(f"{user} in {g}" for g in lost if g in privileged)
+            lost = [g for g in lost if g not in privileged]
+            if lost and (denied or owned_groups & set(lost)):
+                out.append(dict(item, restoring=lost, commands=[f"gpasswd -a {user} {g}" for g in lost]))
+        elif item.get("change") == "attributes" and str(item.get("path") or "").startswith("/"):
+            path = str(item["path"])
+            named = path in texts or re.search(r"(?<![\w.-])" + re.escape(os.path.basename(path)) + r"(?![\w-])", texts)
+            commands = ([f"chown {item['owner']} {path}"] if item.get("owner") else []) \
+                + ([f"chmod {item['mode']} {path}"] if item.get("mode") else [])
+            if commands and (named or denied):
+                out.append(dict(item, commands=commands))
+    return out, left
+
+
+def _runs_as_text(items: list[Mapping], left: list[str]) -> list[str]:
+    lines = []
+    for item in items:
+        if item.get("account"):
+            lines.append(f"{item['account']} lost its membership of {', '.join(item.get('restoring') or [])} since the last "
+                         f"healthy pass (known-good groups: {' '.join(item.get('known_good') or [])}); put it back")
+        else:
+            lines.append(f"{item['path']} ({item.get('role')}) is {item.get('now')} now, {item.get('known_good')} at "
+                         "the last healthy pass; put it back")
+    lines.extend(f"not restored, a human decides: {what} (a privileged group)" for what in left)
+    return lines
+
+
 def restart_command(service: str, definition: Mapping, evidence: Mapping) -> str:
     units = [str(u) for u in definition.get("units") or []]
     if evidence.get("init") == "systemd":
@@ -110,21 +167,30 @@ def report_text(items: list[Mapping], recorded: Any = None) -> str:
     return "\n".join(lines)
 
 
-def plan(service: str, error: str, evidence: Mapping, definition: Mapping, tried: bool) -> dict | None:
+def plan(service: str, error: str, evidence: Mapping, definition: Mapping, tried: bool,
+         privileged: Sequence[str] = ()) -> dict | None:
     """A planner-shaped plan restoring the explained drift, or None (nothing explained, or a
-    restore already tried in this incident)."""
+    restore already tried in this incident). ``privileged``: the policy's privileged groups."""
     if tried or not isinstance(evidence, Mapping):
         return None
     items = explained(error, evidence)
-    if not items:
+    running, left = runs_as_explained(error, evidence, privileged)
+    restoring = [c for r in running for c in r["commands"]][:_RESTORE_COMMANDS]
+    if not items and not restoring:
         return None
     commands = [{"command": f"cp -p {item['restore']} {item['path']}", "source": SOURCE} for item in items]
+    commands.extend({"command": c, "source": SOURCE} for c in restoring)
     commands.append({"command": restart_command(service, definition, evidence), "source": SOURCE})
     recorded = (evidence.get("known_good") or {}).get("recorded")
-    return {"source": SOURCE, "commands": commands, "diagnosis": report_text(items, recorded),
-            "msg": f"Plan for {service} from its known-good baseline: {len(items)} drifted file(s) the failure "
-                   "names restored, then a restart (ahead of memory and the model)",
-            "restored": [{"path": i["path"], "aside": i.get("aside", ""), "diff": i.get("diff", "")} for i in items]}
+    diagnosis = "\n".join(_runs_as_text(running, left) + ([report_text(items, recorded)] if items else []))
+    what = [f"{len(items)} drifted file(s) the failure names restored"] if items else []
+    what += ["what it runs as and runs put back as recorded while healthy"] if restoring else []
+    return {"source": SOURCE, "commands": commands, "diagnosis": diagnosis,
+            "msg": f"Plan for {service} from its known-good baseline: {', '.join(what)}, then a restart (ahead of "
+                   "memory and the model)",
+            "restored": [{"path": i["path"], "aside": i.get("aside", ""), "diff": i.get("diff", "")} for i in items]
+            + [{"path": i.get("path") or "", "account": i.get("account") or "", "commands": i["commands"],
+                "known_good": i.get("known_good"), "now": i.get("now")} for i in running]}
 
 
 def journal_record(run: str, service: str, attempt: int, planned: Mapping) -> dict:

@@ -24,7 +24,7 @@ _PATH_EFFECT = re.compile(r"^(?P<verb>.*?) (?P<path>/\S*)(?P<recursive> recursiv
 
 # Effect verbs (their first words) by how the path they name changes.
 _CONTENT = ("writes its error log to", "writes", "truncates", "applies", "keeps the original at", "compresses",
-            "decompresses")
+            "decompresses", "rewrites")
 _ENTRY = ("creates the link", "creates", "moves to", "copies to", "enables", "deletes", "moves away", "replaces",
           "disables")
 _TREE_INTO = ("creates what tmpfiles.d declares under", "extracts into")

@@ -5,9 +5,12 @@ membership of the group its own files need. See ``_tools`` for the conventions.
 
 `usermod -aG GROUP USER`, `gpasswd -a USER GROUP` and `adduser USER GROUP` add USER to
 GROUP. That is a scoped change (a human approves it) only when USER is the incident's
-service account, and the host's evidence says GROUP owns a path of the service (a declared
-path, or one its own errors name) with access for the group, and GROUP is not one of the
-policy's ``privileged_groups``. Every other form (creating or removing users, removing a
+service account, GROUP is not one of the policy's ``privileged_groups``, and the host says
+why USER needs GROUP: GROUP owns a path of the service (a declared path, or one its own
+errors name) with access for the group, or USER was in GROUP at the service's last healthy
+pass (its known-good baseline; the autonomy table may then let the restore run alone). The
+verdict declares the account files it rewrites (``/etc/group``, ``/etc/gshadow``), so the host
+keeps them before it runs and puts them back when the attempt does not heal. Every other form (creating or removing users, removing a
 membership, replacing the group list, passwords, shells, homes, locks) stays refused with
 the account tools' reason.
 """
@@ -97,13 +100,20 @@ def group_membership(chk: Check, args: list[str], spec: Mapping[str, Any]) -> No
             _refuse(chk, f"{q(group)} grants powers beyond one service's files (privileged_groups)")
             return
         owned = scope.path_groups.get(group)
-        if owned is None:
-            _refuse(chk, f"the host's evidence shows no path of {scope.service} owned by group {q(group)}")
+        held = group in scope.known_good_groups.get(user, ())
+        if owned is None and not held:
+            _refuse(chk, f"the host's evidence shows no path of {scope.service} owned by group {q(group)}, and "
+                         f"{user} was not in it at the last healthy pass")
             return
-        chk.effect(f"adds {user} to group {group} (the group of {owned})")
-    chk.effect("changes the account database /etc/group")
-    chk.approve(f"adding {user}, the account of {scope.service}, to {', '.join(groups)} (the group that owns its "
-                "files) changes an account; a human should confirm, and the service needs a restart to gain it")
+        # Said without a path at its end: the kernel's rules read "VERB /path" effects as changes.
+        why = f"{owned} is owned by that group" if owned is not None else \
+            f"a membership {user} held at the last healthy pass"
+        chk.effect(f"adds {user} to group {group} ({why})")
+    # gpasswd and usermod write a new copy beside each account file and rename it over.
+    chk.effect("rewrites /etc/group")
+    chk.effect("rewrites /etc/gshadow")
+    chk.approve(f"adding {user}, the account of {scope.service}, to {', '.join(groups)} changes an account (the "
+                "service needs a restart to gain it); a human should confirm")
 
 
 RULES = {"group_membership": group_membership}

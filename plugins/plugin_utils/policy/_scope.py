@@ -180,6 +180,7 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
     unit = evidence.get("unit") if isinstance(evidence, Mapping) and isinstance(evidence.get("unit"), Mapping) else {}
     programs = [canonical(p) for p in str(unit.get("Programs") or "").split() if p.startswith("/")][:16]
     path_groups = _path_groups(evidence) if evidence is not None else {}
+    known_good_groups = _known_good_groups(evidence) if evidence is not None else {}
     return {
         "service": name,
         "units": units,
@@ -209,7 +210,25 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
         # Groups that own the service's declared paths, or the paths its own errors name, as
         # the host reports them ({group: path}): the groups its account may need to be in.
         "path_groups": path_groups,
+        # Memberships the service's accounts held at its last healthy pass and have lost since
+        # ({user: [group]}, the host's known-good baseline): what putting them back restores.
+        "known_good_groups": known_good_groups,
     }
+
+
+def _known_good_groups(evidence: Mapping[str, Any]) -> dict[str, list[str]]:
+    """``{user: [group]}``: the memberships the host's known-good baseline says each account
+    of the service lost since its last healthy pass (evidence ``known_good.runs_as``)."""
+    known = evidence.get("known_good") if isinstance(evidence.get("known_good"), Mapping) else {}
+    found: dict[str, list[str]] = {}
+    for item in known.get("runs_as") or ():
+        if not isinstance(item, Mapping) or item.get("change") != "groups":
+            continue
+        user = str(item.get("account") or "")
+        lost = [str(g) for g in item.get("lost") or () if _NAME.match(str(g))]
+        if _NAME.match(user) and lost:
+            found[user] = lost
+    return found
 
 
 # `owner nginx:ssl-cert, mode 0640` in a described path's line (host_probe.describe_path).
@@ -315,7 +334,7 @@ class Scope:
 
     __slots__ = ("explicit", "service", "units", "unit_bases", "related", "processes", "users", "pids",
                  "known_pids", "process_table", "containers", "regex", "lists", "ports", "declared", "path_groups",
-                 "seen_pids", "programs")
+                 "seen_pids", "programs", "known_good_groups")
 
     def __init__(self, data: Mapping[str, Any], explicit: bool) -> None:
         self.explicit = explicit
@@ -337,6 +356,8 @@ class Scope:
         self.containers = {str(c) for c in data.get("containers") or ()}
         groups = data.get("path_groups") if isinstance(data.get("path_groups"), Mapping) else {}
         self.path_groups = {str(k): str(v) for k, v in groups.items()} if explicit else {}
+        held = data.get("known_good_groups") if isinstance(data.get("known_good_groups"), Mapping) else {}
+        self.known_good_groups = {str(k): {str(g) for g in v or ()} for k, v in held.items()} if explicit else {}
         self.ports = {int(p) for p in data.get("ports") or () if str(p).isdigit()}
         declared = [canonical(str(p)) for p in data.get("declared_config_paths") or () if str(p).startswith("/")]
         self.declared = pattern_regex(declared, beneath=True) if explicit and declared else None

@@ -104,7 +104,8 @@ class AttemptLoop:
         restore = known_good_plan.plan(
             incident.service, incident.current_error, evidence, definition,
             tried=not self.ctx.args.get("known_good", True)
-            or any(a.source == known_good_plan.SOURCE for a in incident.attempts))
+            or any(a.source == known_good_plan.SOURCE for a in incident.attempts),
+            privileged=self.check.privileged_groups(tools))
         if restore is not None:
             self.ctx.stores.journal.append(known_good_plan.journal_record(self.ctx.run, incident.service,
                                                                           attempt.number, restore))

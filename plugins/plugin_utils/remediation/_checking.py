@@ -44,6 +44,10 @@ class PlanCheck:
         policy["absent_tools"] = sorted(set(absent))
         return policy
 
+    def privileged_groups(self, tools: Mapping) -> list[str]:
+        """The groups no command may give a service account (the policy's ``privileged_groups``)."""
+        return [str(g) for g in policy_mod.load_policy(self.host_policy(tools)).get("privileged_groups") or []]
+
     def scope(self, definition: Definition, evidence: Evidence, incident=None) -> dict:
         """The incident's scope for the policy: the service definition and the PIDs the
         evidence ties to it (and, given the incident, the PIDs its own reads showed:

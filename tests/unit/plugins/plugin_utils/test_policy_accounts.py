@@ -34,7 +34,8 @@ def test_the_groups_come_from_the_hosts_paths_with_group_access() -> None:
 def test_adding_the_service_account_to_its_files_group_needs_approval(command: str) -> None:
     result = classify(command, scope=scope_from_service(POSTGRES, (), _evidence()))
     assert result["verdict"] == "approval", result["reasons"]
-    assert f"adds postgres to group ssl-cert (the group of {KEY})" in result["effects"]
+    assert f"adds postgres to group ssl-cert ({KEY} is owned by that group)" in result["effects"]
+    assert "rewrites /etc/group" in result["effects"] and "rewrites /etc/gshadow" in result["effects"]
     assert result["become"] is True
 
 
