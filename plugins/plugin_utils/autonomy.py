@@ -23,19 +23,26 @@ Classes, decided from what the command does and where, never from who proposed i
   out a setting about security the file now has (``known_good_plan.weakens_security``: TLS,
   certificates, verification, authentication, keys, access rules), or whose content cannot be
   read whole to tell. Such a drift is often a deliberate tightening;
+- ``stale_state``: ``rm`` of a file, or its ``mv`` aside within its directory, when the host's
+  evidence shows every process the file names (its writer) is gone (``stale_state.py``) and the
+  file is the service's (its data or configuration) or its unit names it in a condition. Such a
+  file (a lock, a guard, a tool's "in progress" marker of a finished run) means "while my
+  writer runs"; with its writer gone it holds nothing, and the snapshot puts it back;
 - ``move_data_aside``, ``out_of_scope``, ``irreversible`` (deletion).
 """
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .known_good_plan import weakens_security
 from .snapshot_paths import keep
+from .stale_state import UNIT, stale_files
 
 CLASSES = ("create_directory", "tighten_mode", "restore_known_good", "move_aside_config", "config_edit",
-           "weakens_security", "move_data_aside", "invented_value", "out_of_scope", "irreversible")
+           "stale_state", "weakens_security", "move_data_aside", "invented_value", "out_of_scope", "irreversible")
 UNCLASSED = "unclassed"
 _GATED = re.compile(r"^(?P<verb>.*?)`(?P<path>[^`]+)`(?P<area>[^:`]*): (?P<why>.+); a human should confirm")
 _QUOTED = re.compile(r"`([^`]+)`")
@@ -71,13 +78,36 @@ def _drift(evidence: Mapping | None) -> dict[str, Mapping]:
     return {str(i.get("path")): i for i in items or [] if isinstance(i, Mapping)}
 
 
-def classify_reason(reason: str, argv: Sequence[str], *, drift: Mapping[str, Mapping], config_test: bool) -> str:
-    """The effect class of one gated reason of a command (``UNCLASSED`` when none fits)."""
+def _stale_target(verb: str, path: str, why: str, tool: str, argv: Sequence[str], stale: Mapping[str, str]) -> bool:
+    """Whether this gated reason removes, or moves aside within its directory, a file the
+    evidence shows as stale state that is the service's or its unit names."""
+    if tool == "rm" and verb == "deletes":
+        source = path
+    elif tool == "mv" and verb in ("moves away", "moves to"):
+        operands = [a for a in argv[1:] if not a.startswith("-")]
+        if len(operands) != 2:
+            return False
+        source = operands[0]
+        if verb == "moves to" and posixpath.dirname(path) != posixpath.dirname(posixpath.normpath(source)):
+            return False
+    else:
+        return False
+    where = stale.get(posixpath.normpath(source))
+    ours = "the service's data" in why or "an edit of the service's configuration" in why
+    return bool(where) and (ours or where == UNIT)
+
+
+def classify_reason(reason: str, argv: Sequence[str], *, drift: Mapping[str, Mapping], config_test: bool,
+                    stale: Mapping[str, str] | None = None) -> str:
+    """The effect class of one gated reason of a command (``UNCLASSED`` when none fits).
+    ``stale``: the files the evidence shows as stale state (stale_state.stale_files)."""
     found = _GATED.match(reason)
     if not found:
         return UNCLASSED
     verb, path, why = found.group("verb").strip(), found.group("path"), found.group("why")
     tool = argv[0].rsplit("/", 1)[-1] if argv else ""
+    if stale and _stale_target(verb, path, why, tool, argv, stale):
+        return "stale_state"
     if "outside the incident's scope" in why or "not a service's runtime, log or data path" in why:
         return "out_of_scope"
     if "the service's data" in why:
@@ -126,6 +156,7 @@ def apply(checked: Sequence[Mapping], table: Mapping[str, str] | None, *, eviden
     attempt that did not heal; the verdict declares at least one path to keep)."""
     table = dict(table or {})
     drift = _drift(evidence)
+    stale = stale_files(evidence)
     config_test = bool(definition.get("config_test"))
     out = []
     for item in checked:
@@ -135,7 +166,7 @@ def apply(checked: Sequence[Mapping], table: Mapping[str, str] | None, *, eviden
             continue
         argv = [str(a) for a in item.get("argv") or []]
         gated = [r for r in item.get("reasons") or [] if str(r).endswith("a human should confirm")]
-        classes = [classify_reason(str(r), argv, drift=drift, config_test=config_test) for r in gated]
+        classes = [classify_reason(str(r), argv, drift=drift, config_test=config_test, stale=stale) for r in gated]
         item["autonomy"] = classes
         if classes and all(table.get(c) == "auto" for c in classes) and undoable and keep(item):
             names = ", ".join(dict.fromkeys(classes))

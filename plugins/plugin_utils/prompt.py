@@ -28,8 +28,8 @@ PASSAGE_BUDGET = 450        # characters of one runbook passage
 # Most telling first: what the service said (config test, status, its journal and logs), what
 # runs and listens, the paths errors name; then the unit's settings and the declared paths.
 # The diff from the last known-good configuration leads when the host has a baseline.
-_KEY_ORDER = ("known_good", "config_test", "config_context", "status", "dependency_evidence", "recent_changes",
-              "environment", "certificates", "processes", "listeners", "journal", "includes", "logs", "named_paths",
+_KEY_ORDER = ("known_good", "config_test", "config_context", "status", "conditions", "dependency_evidence",
+              "recent_changes", "environment", "certificates", "processes", "listeners", "journal", "includes", "logs", "named_paths",
               "unit", "pid_files", "paths", "dependencies", "ports", "disk", "oom")
 HISTORY_BUDGET = 4500       # characters of incident history in one prompt
 READ_OUTPUT = 3000          # characters of one read-only diagnostic's output, whole lines kept (both ends)
@@ -119,6 +119,8 @@ def _evidence_items(evidence) -> list[tuple[str, str]]:
                              for v in value)
         elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             text = "\n".join(value)
+        elif key == "named_paths" and isinstance(value, Mapping):
+            text = _named_paths_text(value)
         elif isinstance(value, Mapping) and all(isinstance(v, str) for v in value.values()):
             # {path: text}: one-line values as "path: text", longer ones as sub-sections
             parts = []
@@ -132,6 +134,21 @@ def _evidence_items(evidence) -> list[tuple[str, str]]:
             text = str(value)
         items.append((str(key), text))
     return items
+
+
+def _named_paths_text(value: Mapping) -> str:
+    """``named_paths`` as JSON, each entry's ``writer`` (whether the process the file names still
+    runs) first: it decides whether the file is still meant; the other keys in name order."""
+    parts = []
+    for path in sorted(value, key=str):
+        entry = value[path]
+        text = json.dumps(entry, sort_keys=True, default=str)
+        if isinstance(entry, Mapping) and "writer" in entry:
+            rest = {k: v for k, v in entry.items() if k != "writer"}
+            text = "{" + '"writer": ' + json.dumps(entry["writer"], default=str) + (
+                ", " + json.dumps(rest, sort_keys=True, default=str)[1:] if rest else "}")
+        parts.append(json.dumps(str(path)) + ": " + text)
+    return "{" + ", ".join(parts) + "}"
 
 
 def _process_table(processes) -> str:
@@ -157,7 +174,7 @@ def render_evidence(evidence, budget: int = EVIDENCE_BUDGET, item_budget: int = 
     init = str(evidence.get("init") or "") if isinstance(evidence, Mapping) else ""
     terms = failure_terms(_clean(str(error or "")), evidence if isinstance(evidence, Mapping) else None)
     return evidence_budget.render(items, budget, item_budget, terms, service=_clean(service)[:80], init=init,
-                                  first=_KEY_ORDER[:3])
+                                  first=_KEY_ORDER[:3] + ("conditions",))
 
 
 def fence(text: str) -> tuple[str, str]:
