@@ -1179,7 +1179,7 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
                 dict((u, p) for u, p in units.items() if u != first), cap)
         # The path conditions of its unit files, each with its path's state now and, when the
         # path names a process, whether that writer runs: a start skipped on one exits 0.
-        conditions = unit_conditions.describe(units[first], defn["user"])
+        conditions = unit_conditions.describe(units[first], defn["user"], unit=first)
         if conditions:
             evidence["conditions"] = budget.take_keyed(conditions, cap)
     if defn["config_test"]:

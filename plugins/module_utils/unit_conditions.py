@@ -14,6 +14,7 @@ whether that writer still runs (file_writers). Standard library only (runs on th
 from __future__ import annotations
 
 import os
+import re
 import time
 
 from ansible_collections.sentinel.remediation.plugins.module_utils import file_writers, host_probe
@@ -89,14 +90,48 @@ def _read_text(path):
         return ""
 
 
-def evaluate(directive, value):
-    """``(path, met)``: the path the condition tests and whether it holds now (None when this
-    module does not evaluate that test). ``|`` (a triggering condition) and ``!`` (negation)
-    are read as systemd reads them."""
+def _unescape(text):
+    """systemd's unit name unescaping (systemd-escape --unescape --path): ``-`` is ``/``, ``\\xNN`` a byte."""
+    text = text.replace("-", "/")
+    return re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), text)
+
+
+def expand_specifiers(text, unit):
+    """``text`` with the unit-name specifiers of systemd.unit(5) (``%i %I %n %N %p %P %%``) of
+    ``unit`` expanded; None when it holds another specifier (a host or user value not read here)."""
+    name = unit or ""
+    stem, _dot, _suffix = name.rpartition(".") if "." in name else (name, "", "")
+    prefix, at, instance = stem.partition("@")
+    values = {"i": instance if at else "", "I": _unescape(instance) if at else "", "n": name, "N": stem,
+              "p": prefix, "P": _unescape(prefix), "%": "%"}
+    out = []
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char != "%":
+            out.append(char)
+            index += 1
+            continue
+        spec = text[index + 1:index + 2]
+        if spec not in values:
+            return None
+        out.append(values[spec])
+        index += 2
+    return "".join(out)
+
+
+def evaluate(directive, value, unit=""):
+    """``(path, met)``: the path the condition tests (its unit-name specifiers expanded for
+    ``unit``) and whether it holds now (None when this module does not evaluate that test).
+    ``|`` (a triggering condition) and ``!`` (negation) are read as systemd reads them."""
     text = value.lstrip("|").strip()
     negate = text.startswith("!")
     path = text.lstrip("!").strip()
+    expanded = expand_specifiers(path, unit)
     test = _TESTS.get(directive.replace("Condition", "", 1).replace("Assert", "", 1))
+    if expanded is None:
+        return path, None
+    path = expanded
     if test is None or not path.startswith("/"):
         return path, None
     try:
@@ -132,15 +167,16 @@ def path_state(path, user=None):
     return text
 
 
-def describe(props, user=None, read=None):
+def describe(props, user=None, read=None, unit=""):
     """``{"DIRECTIVE=VALUE": "met now|NOT met now: <path state> (set in FILE)"}`` for the unit's
     path conditions, the unmet ones first, at most MAX_CONDITIONS."""
     rows = []
     for directive, value, source in conditions_of(props, read):
-        path, met = evaluate(directive, value)
+        path, met = evaluate(directive, value, unit or str(props.get("Id") or ""))
         verdict = "met now" if met else "NOT met now" if met is not None else "not evaluated"
+        state = path_state(path, user) if path.startswith("/") and "%" not in path else path
         rows.append((0 if met is False else 1, "%s=%s" % (directive, value),
-                     "%s: %s (set in %s)" % (verdict, path_state(path, user), source)))
+                     "%s: %s (set in %s)" % (verdict, state, source)))
     rows.sort(key=lambda row: row[0])
     return dict((key, text) for _rank, key, text in rows[:MAX_CONDITIONS])
 

@@ -57,3 +57,18 @@ def test_a_met_guard_says_its_path_is_absent(tmp_path) -> None:
     drop_in.write_text(f"[Unit]\nConditionPathExists=!{tmp_path}/FROZEN\n")
     assert unit_conditions.describe({"DropInPaths": str(drop_in)}) == {
         f"ConditionPathExists=!{tmp_path}/FROZEN": f"met now: {tmp_path}/FROZEN is absent (set in {drop_in})"}
+
+
+def test_unit_name_specifiers_are_expanded_before_the_path_is_judged(tmp_path) -> None:
+    unit = "postgresql@15-main.service"
+    assert unit_conditions.expand_specifiers("/etc/postgresql/%I/postgresql.conf", unit) == \
+        "/etc/postgresql/15/main/postgresql.conf"
+    assert unit_conditions.expand_specifiers("/run/%p/%i.%%", unit) == "/run/postgresql/15-main.%"
+    assert unit_conditions.expand_specifiers("/home/%u/x", unit) is None   # a user value: not read here
+    assert unit_conditions.evaluate("AssertPathExists", "/home/%u/x", unit) == ("/home/%u/x", None)
+    fragment = tmp_path / "x@.service"
+    (tmp_path / "a").mkdir()
+    fragment.write_text(f"[Unit]\nAssertPathExists={tmp_path}/%i\n")
+    described = unit_conditions.describe({"FragmentPath": str(fragment)}, unit="x@a.service")
+    assert described == {f"AssertPathExists={tmp_path}/%i": f"met now: {tmp_path}/a exists (directory, "
+                         + described[f"AssertPathExists={tmp_path}/%i"].split("(directory, ", 1)[1]}
