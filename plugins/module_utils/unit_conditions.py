@@ -187,4 +187,3 @@ def is_path_condition(directive):
         if directive.startswith(prefix) and directive[len(prefix):] in _TESTS:
             return True
     return False
-

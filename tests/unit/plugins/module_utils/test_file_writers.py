@@ -124,3 +124,23 @@ def test_a_file_naming_no_process_has_no_writer_to_judge(tmp_path) -> None:
     flag.write_text("DBA-5120: frozen for the copy. Do not remove this file.\n")
     assert file_writers.writer_state(str(flag)) is None
     assert file_writers.writer_state(str(tmp_path / "absent")) is None
+
+
+def test_a_pid_file_naming_a_reused_pid_is_reported_stale(tmp_path, sleeper) -> None:
+    from ansible_collections.sentinel.remediation.plugins.module_utils import service_evidence
+    pid_file = tmp_path / "svc.pid"
+    pid_file.write_text(f"{sleeper.pid}\n")
+    assert service_evidence.pid_file_text(str(pid_file)).startswith(f"pid {sleeper.pid} is running as user ")
+    an_hour_ago = time.time() - 3600
+    os.utime(pid_file, (an_hour_ago, an_hour_ago))
+    text = service_evidence.pid_file_text(str(pid_file))
+    assert text.startswith(f"stale PID file, writer gone: pid {sleeper.pid} now runs `sleep 60`"), text
+
+
+def test_a_named_marker_file_gets_its_writer_line_in_named_paths(tmp_path) -> None:
+    from ansible_collections.sentinel.remediation.plugins.module_utils import service_evidence
+    pid = _gone_pid()
+    marker = tmp_path / "RESTORE_IN_PROGRESS"
+    marker.write_text(f"drill pid {pid} started\n")
+    found = service_evidence.named_paths([("journal", f"skipped: ConditionPathExists=!{marker}")], None)
+    assert found[str(marker)]["writer"].startswith(f"writer gone: pid {pid} is not running")
