@@ -104,10 +104,10 @@ def judge_pid(pid, written_at, btime=None, hz=None):
     out = {"pid": pid, "comm": record.get("comm"), "cmdline": shown, "user": record.get("user"),
            "started": record.get("started")}
     if started_at is not None and written_at is not None and started_at > written_at + CLOCK_SLACK:
+        why = ("pid %d now runs `%s` (user %s), which started %s, after the file was written (%s): "
+               "the PID was reused, it is not the writer")
         out.update(state=GONE, reused=True,
-                   why="pid %d now runs `%s` (user %s), which started %s, after the file was written (%s): "
-                       "the PID was reused, it is not the writer" % (pid, shown, record.get("user"),
-                                                                      record.get("started"), _iso(written_at)))
+                   why=why % (pid, shown, record.get("user"), record.get("started"), _iso(written_at)))
         return out
     out.update(state=ALIVE,
                why="pid %d runs `%s` (user %s, started %s, before the file was written): it may be the writer"
