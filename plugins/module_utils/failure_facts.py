@@ -81,6 +81,11 @@ FACTS: dict[str, FactKind] = {
     # execution (user, group, working directory, namespaces, credentials...). The step names
     # the cause; step EXEC is binary_missing.
     "exec_step_failed": FactKind(CAUSE, ("step",), "systemd could not set up the process (a step of its execution failed)"),
+    # A start systemd skips on a path condition of the unit (ConditionPathExists=!GUARD) exits 0
+    # and starts nothing. ``writer``: whether the process the path names still runs (gone, alive,
+    # or none when it names no process): a guard whose writer is gone is stale state.
+    "start_condition_unmet": FactKind(CAUSE, ("condition", "writer"),
+                                      "a path condition of the unit is not met, so systemd skips every start"),
     "log_error": FactKind(CAUSE, ("line",), "a recent log or journal line reports an error that no other fact explains"),
     "killed": FactKind(INFO, ("pid", "process"), "a process of the service was killed (OOM killer, SIGKILL)"),
 }
@@ -263,7 +268,7 @@ def _sections(error: str | None, evidence) -> list[_Section]:
         return out
     structured = {"listeners", "paths", "pid_files", "processes", "named_paths", "unit", "other_units", "init",
                   "service_pids", "tools", "config_context", "user", "disk", "dependencies", "recent_changes",
-                  "certificates", "environment", "includes"}
+                  "certificates", "environment", "includes", "conditions"}
     for key in sorted(evidence, key=str):
         value = evidence[key]
         if key in structured or value is None:
@@ -459,6 +464,7 @@ def extract_facts(service: str, error: str | None, evidence, host_tools: Mapping
     _pid_file_facts(facts, ev, sections, names)
     _path_facts(result, facts, ev, definition, names, host_tools)
     _unit_facts(result, facts, ev, sections, definition)
+    _condition_facts(facts, ev)
     _line_facts(facts, sections, names)
     _symptoms(result, facts, ev, sections, names)
     _drop_contradicted_history(result)
@@ -690,6 +696,21 @@ def _unit_facts(result, facts, ev, sections, definition) -> None:
         units = [str(u) for u in (definition.get("units") or [])]
         name = units[0] if units else None
     result.unit = name
+
+
+def _condition_facts(facts, ev) -> None:
+    """Unmet path conditions of the unit (the evidence's ``conditions``), in a stable form: the
+    condition and whether its path's writer runs, never a PID or a time."""
+    conditions = ev.get("conditions")
+    if not isinstance(conditions, Mapping):
+        return
+    for condition, text in conditions.items():
+        text = _text(text)
+        if not text.startswith("NOT met now"):
+            continue
+        writer = "gone" if "writer gone:" in text else "alive" if "writer alive:" in text else "none"
+        facts.add("start_condition_unmet", f"{condition} is not met (writer {writer})", condition=str(condition),
+                  writer=writer)
 
 
 _REFUSAL = re.compile(r"Refusing|bad unit file setting|Invalid (?:argument|section|setting)|Unknown (?:key|section)|"

@@ -18,7 +18,12 @@ import os
 import re
 import time
 
-from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe, path_ownership
+from ansible_collections.sentinel.remediation.plugins.module_utils import (
+    file_writers,
+    host_probe,
+    path_ownership,
+    unit_conditions,
+)
 from ansible_collections.sentinel.remediation.plugins.module_utils.health_checks import (
     UNIT_STATE_KEYS,
     parse_show,
@@ -519,6 +524,11 @@ def named_paths(sources: list, user, limit: int = MAX_NAMED_PATHS, roots=None) -
             facts = host_probe.path_facts(path, DIR_ENTRIES, user)
             facts["named_in"] = where
             facts.update(file_head_facts(path, facts))
+            if facts.get("type") == "file":
+                # a file that names a process (a lock, a guard, a marker): does its writer still run?
+                writer = file_writers.writer_state(path)
+                if writer is not None:
+                    facts["writer"] = writer["line"]
             result[path] = facts
             if len(result) >= limit:
                 return result
@@ -595,6 +605,13 @@ def pid_file_text(path: str) -> str:
     info = host_probe.process_info(pid) if host_probe.pid_alive(pid) else None
     if info is None:
         return "pid %d is not running (stale PID file)" % pid
+    try:
+        written_at = os.stat(path).st_mtime
+    except OSError:
+        written_at = None
+    judged = file_writers.judge_pid(pid, written_at)
+    if judged.get("reused"):
+        return "stale PID file, writer gone: " + judged["why"]
     state = host_probe.state_name(stat_fields["state"]) if stat_fields else "running"
     text = "pid %d is running as user %s: %s" % (pid, host_probe.user_name(info["uid"]),
                                                  info["cmdline"] or info["name"])
@@ -1160,6 +1177,11 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
         if len(units) > 1:
             evidence["other_units"] = budget.take_mapping(
                 dict((u, p) for u, p in units.items() if u != first), cap)
+        # The path conditions of its unit files, each with its path's state now and, when the
+        # path names a process, whether that writer runs: a start skipped on one exits 0.
+        conditions = unit_conditions.describe(units[first], defn["user"], unit=first)
+        if conditions:
+            evidence["conditions"] = budget.take_keyed(conditions, cap)
     if defn["config_test"]:
         evidence["config_test"] = budget.take(test_text, cap, keep="both")
     # The service's own log files count too (PostgreSQL on SysV names pg_hba.conf's line

@@ -28,19 +28,27 @@ Classes, decided from what the command does and where, never from who proposed i
   out a setting about security the file now has (``known_good_plan.weakens_security``: TLS,
   certificates, verification, authentication, keys, access rules), or whose content cannot be
   read whole to tell. Such a drift is often a deliberate tightening;
+- ``stale_state``: ``rm`` of a file, or its ``mv`` aside within its directory, when the host's
+  evidence shows every process the file names (its writer) is gone (``stale_state.py``) and the
+  file is the service's (its data or configuration) or its unit names it in a condition. Such a
+  file (a lock, a guard, a tool's "in progress" marker of a finished run) means "while my
+  writer runs"; with its writer gone it holds nothing, and the snapshot puts it back;
 - ``move_data_aside``, ``out_of_scope``, ``irreversible`` (deletion).
 """
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .known_good_plan import weakens_security
 from .snapshot_paths import keep
+from .stale_state import UNIT, stale_files
 
 CLASSES = ("create_directory", "tighten_mode", "restore_known_good", "restore_membership", "move_aside_config",
-           "config_edit", "weakens_security", "move_data_aside", "invented_value", "out_of_scope", "irreversible")
+           "config_edit", "stale_state", "weakens_security", "move_data_aside", "invented_value", "out_of_scope",
+           "irreversible")
 UNCLASSED = "unclassed"
 _GATED = re.compile(r"^(?P<verb>.*?)`(?P<path>[^`]+)`(?P<area>[^:`]*): (?P<why>.+); a human should confirm")
 _QUOTED = re.compile(r"`([^`]+)`")
@@ -123,10 +131,31 @@ def _program_class(verb: str, path: str, items: Mapping[str, Mapping]) -> str:
     return UNCLASSED
 
 
+def _stale_target(verb: str, path: str, why: str, tool: str, argv: Sequence[str], stale: Mapping[str, str]) -> bool:
+    """Whether this gated reason removes, or moves aside within its directory, a file the
+    evidence shows as stale state that is the service's or its unit names."""
+    if tool == "rm" and verb == "deletes":
+        source = path
+    elif tool == "mv" and verb in ("moves away", "moves to"):
+        operands = [a for a in argv[1:] if not a.startswith("-")]
+        if len(operands) != 2:
+            return False
+        source = operands[0]
+        if verb == "moves to" and posixpath.dirname(path) != posixpath.dirname(posixpath.normpath(source)):
+            return False
+    else:
+        return False
+    where = stale.get(posixpath.normpath(source))
+    ours = "the service's data" in why or "an edit of the service's configuration" in why
+    return bool(where) and (ours or where == UNIT)
+
+
 def classify_reason(reason: str, argv: Sequence[str], *, drift: Mapping[str, Mapping], config_test: bool,
-                    effects: Sequence[str] = (), runs_as: tuple[Mapping, Mapping] = ({}, {})) -> str:
+                    effects: Sequence[str] = (), runs_as: tuple[Mapping, Mapping] = ({}, {}),
+                    stale: Mapping[str, str] | None = None) -> str:
     """The effect class of one gated reason of a command (``UNCLASSED`` when none fits).
-    ``effects``: the command's verdict's; ``runs_as``: ``_runs_as`` of the incident's evidence."""
+    ``effects``: the command's verdict's; ``runs_as``: ``_runs_as`` of the incident's evidence;
+    ``stale``: the files the evidence shows as stale state (stale_state.stale_files)."""
     tool = argv[0].rsplit("/", 1)[-1] if argv else ""
     lost, programs = runs_as
     if tool in _MEMBERSHIP_TOOLS and "changes an account" in reason:
@@ -137,6 +166,8 @@ def classify_reason(reason: str, argv: Sequence[str], *, drift: Mapping[str, Map
     verb, path, why = found.group("verb").strip(), found.group("path"), found.group("why")
     if _UNIT_PROGRAM in why:
         return _program_class(verb, path, programs)
+    if stale and _stale_target(verb, path, why, tool, argv, stale):
+        return "stale_state"
     if "outside the incident's scope" in why or "not a service's runtime, log or data path" in why:
         return "out_of_scope"
     if "the service's data" in why:
@@ -186,6 +217,7 @@ def apply(checked: Sequence[Mapping], table: Mapping[str, str] | None, *, eviden
     table = dict(table or {})
     drift = _drift(evidence)
     running = _runs_as(evidence)
+    stale = stale_files(evidence)
     config_test = bool(definition.get("config_test"))
     out = []
     for item in checked:
@@ -197,7 +229,7 @@ def apply(checked: Sequence[Mapping], table: Mapping[str, str] | None, *, eviden
         gated = [r for r in item.get("reasons") or [] if str(r).endswith("a human should confirm")]
         effects = [str(e) for e in item.get("effects") or []]
         classes = [classify_reason(str(r), argv, drift=drift, config_test=config_test, effects=effects,
-                                   runs_as=running) for r in gated]
+                                   runs_as=running, stale=stale) for r in gated]
         item["autonomy"] = classes
         if classes and all(table.get(c) == "auto" for c in classes) and undoable and keep(item):
             names = ", ".join(dict.fromkeys(classes))

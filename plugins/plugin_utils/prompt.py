@@ -28,7 +28,7 @@ PASSAGE_BUDGET = 450        # characters of one runbook passage
 # Most telling first: what the service said (config test, status, its journal and logs), what
 # runs and listens, the paths errors name; then the unit's settings and the declared paths.
 # The diff from the last known-good configuration leads when the host has a baseline.
-_KEY_ORDER = ("known_good", "degraded", "config_test", "config_context", "status", "dependency_evidence",
+_KEY_ORDER = ("known_good", "degraded", "config_test", "config_context", "status", "conditions", "dependency_evidence",
               "dependency_sessions", "recent_changes",
               "environment", "certificates", "processes", "listeners", "journal", "includes", "logs", "named_paths",
               "unit", "pid_files", "paths", "dependencies", "ports", "disk", "oom")
@@ -120,6 +120,8 @@ def _evidence_items(evidence) -> list[tuple[str, str]]:
                              for v in value)
         elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             text = "\n".join(value)
+        elif key == "named_paths" and isinstance(value, Mapping):
+            text = _named_paths_text(value)
         elif isinstance(value, Mapping) and all(isinstance(v, str) for v in value.values()):
             # {path: text}: one-line values as "path: text", longer ones as sub-sections
             parts = []
@@ -133,6 +135,21 @@ def _evidence_items(evidence) -> list[tuple[str, str]]:
             text = str(value)
         items.append((str(key), text))
     return items
+
+
+def _named_paths_text(value: Mapping) -> str:
+    """``named_paths`` as JSON, each entry's ``writer`` (whether the process the file names still
+    runs) first: it decides whether the file is still meant; the other keys in name order."""
+    parts = []
+    for path in sorted(value, key=str):
+        entry = value[path]
+        text = json.dumps(entry, sort_keys=True, default=str)
+        if isinstance(entry, Mapping) and "writer" in entry:
+            rest = {k: v for k, v in entry.items() if k != "writer"}
+            text = "{" + '"writer": ' + json.dumps(entry["writer"], default=str) + (
+                ", " + json.dumps(rest, sort_keys=True, default=str)[1:] if rest else "}")
+        parts.append(json.dumps(str(path)) + ": " + text)
+    return "{" + ", ".join(parts) + "}"
 
 
 def _process_table(processes) -> str:
@@ -163,7 +180,8 @@ def render_evidence(evidence, budget: int = EVIDENCE_BUDGET, item_budget: int = 
         terms += [t for t in re.findall(r"\bPID \d+\b", said) + re.findall(r"(?m)^cause in ([\w.@-]+):", said)
                   if t not in terms]
     return evidence_budget.render(items, budget, item_budget, terms, service=_clean(service)[:80], init=init,
-                                  first=_KEY_ORDER[:3] + ("dependency_sessions",))
+                                  first=("known_good", "degraded", "config_test", "config_context", "conditions",
+                                         "dependency_sessions"))
 
 
 def fence(text: str) -> tuple[str, str]:

@@ -1,0 +1,150 @@
+# Copyright: contributors to sentinel.remediation
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A guard file whose writer is gone, for real on a systemd lab host (issue 28).
+
+The catalogue's fault postgres_restore_guard_left_behind is injected as it is: a restore
+tool's drop-in adds ``ConditionPathExists=!RESTORE_IN_PROGRESS`` to PostgreSQL's unit and its
+marker names the restore's PID, long gone, so systemd skips every start. The real evidence
+module (through ansible, docker connection, become) must say, from the host's /proc, that
+the marker's writer is gone; with a real sleeping process's PID written into the marker, that
+the writer is alive and what it runs; with the marker older than that process, that the PID
+was reused. The request built from that evidence shows it, and the policy lets the marker be
+moved aside without a human only while its writer is gone. The truth each verdict is checked
+against is read in the container (`kill -0`, `pgrep`), not from the code under test.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import autonomy, policy
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.prompt import build_messages
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+ANSIBLE = str(Path(sys.executable).parent / "ansible")
+PREFIX = "sentinel-guard" + (f"-{os.environ['PYTEST_XDIST_WORKER']}" if os.environ.get("PYTEST_XDIST_WORKER") else "")
+FAULT = "postgres_restore_guard_left_behind"
+MARKER = "/var/lib/postgresql/15/main/RESTORE_IN_PROGRESS"
+DROP_IN = "/etc/systemd/system/postgresql@15-main.service.d/10-restore-guard.conf"
+CONDITION = f"ConditionPathExists=!{MARKER}"
+ERROR = "port 5432 is not listening"
+WRITER = "41877"   # the PID the fault's marker names
+SLEEPER = "sleep 4343"
+
+
+def _definition() -> dict:
+    """The lab's PostgreSQL definition for its systemd hosts (inventories/lab)."""
+    data = yaml.safe_load((REPO / "inventories/lab/group_vars/lab_systemd.yml").read_text(encoding="utf-8"))
+    return next(dict(s) for s in data["remediate_services"] if s["name"] == "postgresql")
+
+
+def _evidence(lab, host: str) -> dict:
+    """sentinel.remediation.evidence on the host as the role runs it (user sentinel, become)."""
+    definition = {k: v for k, v in _definition().items()
+                  if k not in ("stateful", "confirm_attempts", "confirm_interval", "name")}
+    args = dict(definition, service="postgresql", error=ERROR)
+    container = lab.container(host)
+    argv = [ANSIBLE, "all", "-i", f"{container},", "-c", "community.docker.docker", "-u", "sentinel", "-b",
+            "-m", "sentinel.remediation.evidence", "-a", json.dumps(args)]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=180, check=False)
+    try:
+        result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"][container]
+    except (ValueError, KeyError, IndexError) as exc:
+        raise AssertionError(f"ansible gave no result ({exc}): {proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    assert not result.get("failed"), result
+    return result["evidence"]
+
+
+def _verdict(command: str, evidence: dict) -> dict:
+    """The policy's verdict on one command, with the autonomy table applied as the loop does."""
+    definition = _definition()
+    loaded = policy.load_policy(None)
+    [checked] = policy.classify_many([command], loaded, scope=policy.scope_from_service(definition, [], {}))
+    [out] = autonomy.apply([checked], loaded["autonomy"], evidence=evidence, definition=definition)
+    return out
+
+
+def _request(evidence: dict) -> str:
+    messages = build_messages(service="postgresql", error=ERROR, evidence=evidence, max_commands=3, init="systemd")
+    return messages[-1]["content"]
+
+
+@pytest.fixture(scope="module")
+def guarded(lab_factory):
+    """A systemd lab host with the fault injected; put back as it was afterwards."""
+    lab = lab_factory(PREFIX, 1, kind="systemd")
+    host = lab.hosts("systemd")[0]
+    lab.wait_health(host, ["postgres"], timeout=120)
+    lab.inject(host, FAULT)
+    try:
+        yield lab, host
+    finally:
+        lab.exec(host, f"pkill -f '^{SLEEPER}$'; rm -f {MARKER} {DROP_IN}; systemctl daemon-reload; "
+                       "systemctl start postgresql@15-main.service", timeout=90)
+        lab.wait_health(host, ["postgres"], timeout=120)
+
+
+def test_the_evidence_says_the_restore_markers_writer_is_gone_and_the_marker_may_go_alone(guarded) -> None:
+    lab, host = guarded
+    # the host's truth: the unit is down, the marker is there, and no process has its PID
+    assert lab.exec(host, "systemctl show -p ActiveState --value postgresql@15-main").stdout.strip() == "inactive"
+    assert lab.exec(host, ["test", "-f", MARKER]).ok
+    assert not lab.exec(host, ["kill", "-0", WRITER]).ok
+
+    evidence = _evidence(lab, host)
+    condition = evidence["conditions"][CONDITION]
+    assert condition.startswith(f"NOT met now: {MARKER} exists (file, postgres:postgres, 0644, ")
+    assert f"writer gone: pid {WRITER} is not running" in condition
+    assert condition.endswith(f"(set in {DROP_IN})")
+    assert evidence["named_paths"][MARKER]["writer"].startswith(f"writer gone: pid {WRITER} is not running")
+
+    request = _request(evidence)
+    assert "\n### conditions\n" in request and f"\n{CONDITION}: NOT met now: {MARKER} exists" in request
+    # systemd's own unit-name specifiers are expanded: the package's Assert on %I holds
+    assert evidence["conditions"]["AssertPathExists=/etc/postgresql/%I/postgresql.conf"].startswith(
+        "met now: /etc/postgresql/15/main/postgresql.conf exists (file")
+    assert f'"{MARKER}": {{"writer": "writer gone: pid {WRITER} is not running' in request
+
+    moved = _verdict(f"mv {MARKER} {MARKER}.stale", evidence)
+    assert moved["verdict"] == "allow" and moved["autonomy"] == ["stale_state"], moved
+    # the guard itself is another team's drop-in: still a human's call
+    assert _verdict(f"rm {DROP_IN}", evidence)["verdict"] == "approval"
+
+
+def test_a_live_writer_is_reported_alive_and_an_older_marker_names_a_reused_pid(guarded) -> None:
+    lab, host = guarded
+    lab.exec(host, f"setsid -f {SLEEPER} </dev/null >/dev/null 2>&1", check=True)
+    pid = lab.exec(host, ["pgrep", "-xf", SLEEPER], check=True).stdout.split()[0]
+    try:
+        lab.exec(host, f"printf 'pgrestore-drill pid {pid} started: restoring backup into 15/main\\n' > {MARKER}",
+                 check=True)
+        assert lab.exec(host, ["kill", "-0", pid]).ok
+
+        evidence = _evidence(lab, host)
+        condition = evidence["conditions"][CONDITION]
+        assert f"writer alive: pid {pid} runs `{SLEEPER}` (user root, started " in condition, condition
+        assert "before the file was written): it may be the writer" in condition
+        assert evidence["named_paths"][MARKER]["writer"].startswith(f"writer alive: pid {pid} runs `{SLEEPER}`")
+        assert f"writer alive: pid {pid} runs `{SLEEPER}`" in _request(evidence)
+        # its writer may still be writing: moving the marker waits for a human
+        assert _verdict(f"mv {MARKER} {MARKER}.stale", evidence)["verdict"] == "approval"
+
+        # the same PID in a marker written before that process started: not its writer
+        lab.exec(host, ["touch", "-d", "2 hours ago", MARKER], check=True)
+        evidence = _evidence(lab, host)
+        condition = evidence["conditions"][CONDITION]
+        assert f"writer gone: pid {pid} now runs `{SLEEPER}` (user root)" in condition, condition
+        assert "the PID was reused, it is not the writer" in condition
+        assert _verdict(f"mv {MARKER} {MARKER}.stale", evidence)["verdict"] == "allow"
+    finally:
+        lab.exec(host, ["kill", pid])
