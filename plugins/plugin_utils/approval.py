@@ -222,15 +222,21 @@ def claim(directory: str | None, approval_id: str, by: str, run: str) -> None:
     os.makedirs(used, mode=0o700, exist_ok=True)
     path = os.path.join(used, approval_id)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Written whole under a name of its own, then linked into place (fails if the mark exists): a
+    # loser never reads a mark the winner has created and not yet written (who used it, and when).
+    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, json.dumps({"by": by, "run": run, "at": stamp}).encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.link(tmp, path)
     except FileExistsError:
         raise ApprovalRefused(used_note(directory, approval_id) or f"plan {approval_id} was already used") from None
-    try:
-        os.write(fd, json.dumps({"by": by, "run": run, "at": stamp}).encode("utf-8"))
-        os.fsync(fd)
     finally:
-        os.close(fd)
+        os.unlink(tmp)
 
 
 def write_pending(directory: str, sealed: Mapping[str, Any]) -> str:

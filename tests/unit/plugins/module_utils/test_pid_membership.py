@@ -15,7 +15,10 @@ from ansible_collections.sentinel.remediation.plugins.module_utils import host_p
 def sleeper():
     proc = subprocess.Popen(["sleep", "60"])
     deadline = time.monotonic() + 5
-    while (host_probe.read_stat(proc.pid) or {}).get("comm") != "sleep" and time.monotonic() < deadline:
+    # exec sets the new name before the new arguments: wait for both (a loaded machine shows the gap)
+    while time.monotonic() < deadline and not (
+            (host_probe.read_stat(proc.pid) or {}).get("comm") == "sleep"
+            and "sleep 60" in ((host_probe.process_info(proc.pid) or {}).get("cmdline") or "")):
         time.sleep(0.01)
     yield proc
     proc.kill()
