@@ -349,8 +349,8 @@ class AttemptLoop:
         the verdicts it has now (proven.py), runs without a canary; the journal and the
         attempt say so."""
         ctx = self.ctx
-        hosts = proven.proven_hosts(ctx.stores.memory.proven_index(), attempt.signature, [{"command": c.command, "verdict": c.verdict}
-                                                                for c in attempt.commands])
+        plan = [{"command": c.command, "verdict": c.verdict} for c in attempt.commands]
+        hosts = proven.proven_hosts(ctx.stores.memory.proven_index(), attempt.signature, plan)
         if len(hosts) < size:
             return False
         shown = ", ".join(hosts[:5]) + (f" and {len(hosts) - 5} more" if len(hosts) > 5 else "")
