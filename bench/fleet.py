@@ -309,6 +309,36 @@ class PeakMemory:
             self._stop.wait(self.interval)
 
 
+def rollout_timing(journal_dir: Path, since: float, until: float) -> dict:
+    """What the canary cost in one run, from the hosts' journals (records between ``since`` and
+    ``until``): per shared plan, the seconds from its canary's command going out to the first
+    host after the canary going out (the verified wave the others waited for); and how many
+    hosts ran a plan without a canary because the fleet's memory proved it (``proven``)."""
+    by_host: dict[str, list[dict]] = {}
+    for path in sorted(Path(journal_dir).glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and since <= float(record.get("ts") or 0) <= until:
+                by_host.setdefault(path.stem, []).append(record)
+    plans: dict[str, dict[str, list[float]]] = {}
+    proven = 0
+    for records in by_host.values():
+        place = None
+        for record in records:
+            if record.get("kind") == "rollout":
+                proven += record.get("action") == "proven"
+                place = (record.get("key"), "canary" if record.get("canary") else "after")
+            elif record.get("kind") == "intent" and place is not None:
+                plans.setdefault(place[0], {}).setdefault(place[1], []).append(float(record["ts"]))
+                place = None
+    waves = [round(min(p["after"]) - min(p["canary"]), 2) for p in plans.values() if p.get("canary") and p.get("after")]
+    return {"canary_wave_s": waves, "canary_wave_max_s": max(waves) if waves else 0.0, "proven_hosts": proven,
+            "plans_with_canary": sum(1 for p in plans.values() if p.get("canary"))}
+
+
 def read_report(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -365,6 +395,7 @@ class Bench:
             **self.opts.extra,
         }
         forks = forks or self.opts.forks
+        started = time.time()
         run = run_playbook(REPO / "playbooks" / "remediate.yml", self.fleet.inventory(hosts), forks,
                            {**base_env(cache, report_path), **(env or {})}, extra, log_path,
                            lab_prefix=self.opts.prefix)
@@ -388,11 +419,14 @@ class Bench:
             "refused": summary["refused"],
             "env": env or {},
             "task_profile": task_profile(log_path),
+            "rollout": rollout_timing(self.work / "artifacts" / "journal", started, time.time()),
         }
         self.server.latency = 0.0
         result["restored_by_bench"] = self.fleet.restore(plan)
-        log(f"{name}: {result['seconds']} s, rc {result['rc']}, llm calls {result['llm_calls']}, "
-            f"healed {result['healed_lab_check']}/{len(plan)}, commands {result['commands_executed']}")
+        log(f"{name}: {result['seconds']} s, controller cpu {result.get('cpu_s')} s, rc {result['rc']}, "
+            f"llm calls {result['llm_calls']}, healed {result['healed_lab_check']}/{len(plan)}, "
+            f"commands {result['commands_executed']}, canary wave {result['rollout']['canary_wave_max_s']} s, "
+            f"proven (no canary) {result['rollout']['proven_hosts']}, load {load_average()}")
         return result
 
     def floor(self, name: str, hosts: list[str], forks: int | None = None) -> dict:

@@ -247,6 +247,9 @@ options:
         failure signature) run it first and are verified; the other hosts with that plan wait for them (at most
         max_commands x command_timeout + settle + 60 s), run it when every canary healed, and run nothing
         and escalate with the canary's evidence when one did not (or none reported). V(0) runs every host at once.
+      - A plan already proven on this fleet needs no canary - the fleet's memory shows it healed this failure
+        signature on at least this many hosts, with the same commands and the verdicts the policy gives them now,
+        and no host's latest run of it failed to heal. Only such a remembered fix goes with the health check.
     type: int
     default: 1
   canary_waves:

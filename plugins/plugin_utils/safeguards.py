@@ -99,7 +99,8 @@ def weigh_restart_cost(checked: Sequence[Mapping], definition: Mapping, evidence
 
 
 # The words an outcome's ``safeguards`` list holds (the report counts them).
-GUARDS = ("recovered", "confirmed", "degraded", "restart_cost", "held", "canary", "rollout_stopped", "after_canary", "fleet_stop")
+GUARDS = ("recovered", "confirmed", "degraded", "restart_cost", "held", "canary", "rollout_stopped", "after_canary", "fleet_stop",
+          "proven_plan")
 
 
 def guards(row: Mapping | None, outcome: Mapping, checked_reasons: Sequence[str] = (),
@@ -108,8 +109,9 @@ def guards(row: Mapping | None, outcome: Mapping, checked_reasons: Sequence[str]
     ``confirmed`` (re-checks confirmed the failure), ``degraded``, ``restart_cost`` (a command
     waited for a human for what a restart costs), ``canary`` (this host ran a shared plan
     first), ``after_canary`` (it ran only once the canary and the waves before its own healed),
-    ``rollout_stopped`` (a canary did not heal: nothing ran here); ``fleet_stop`` is set by
-    ``fleet_stop.py``."""
+    ``rollout_stopped`` (a canary did not heal: nothing ran here), ``proven_plan`` (no canary:
+    the fleet's memory shows the plan healed this failure on enough hosts, ``proven.py``);
+    ``fleet_stop`` is set by ``fleet_stop.py``."""
     row = row or {}
     confirmation = row.get("confirmation") if isinstance(row.get("confirmation"), Mapping) else {}
     out = []
@@ -125,6 +127,8 @@ def guards(row: Mapping | None, outcome: Mapping, checked_reasons: Sequence[str]
         out.append("canary")
     if any(str(n).startswith("after the canary:") for n in notes):
         out.append("after_canary")
+    if any(str(n).startswith("no canary:") for n in notes):
+        out.append("proven_plan")
     if str(outcome.get("reason") or "").startswith("rollout stopped:"):
         out.append("rollout_stopped")
     return out

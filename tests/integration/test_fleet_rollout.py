@@ -142,3 +142,37 @@ def test_a_remembered_fix_goes_with_the_heal_phase_and_never_to_a_check_the_flee
         assert not [r for r in records if r.get("kind") in ("conditional", "intent")], (host, records)
         outcome = result.outcomes()[(host, "nginx")]
         assert outcome["state"] == "escalated" and outcome["safeguards"] == ["fleet_stop"], outcome
+
+
+def test_a_plan_proven_on_enough_hosts_runs_without_a_canary_and_an_unproven_one_canaries(fleet, tmp_path):
+    # Run 1, lab02 broken: the LLM's plan heals it; the fleet's memory now shows it healed on 1 host.
+    work, result, calls = run(fleet, tmp_path, ["lab02"])
+    assert result.outcomes()[("lab02", "nginx")]["state"] == "healed" and calls == 1
+    fleet.exec("lab02", f"rm -f {MARK}")
+    seen = {h: len(journal(work, h)) for h in FLEET}
+    # Run 2, every host broken, a canary of 2: one host's proof is not enough. The remembered plan
+    # goes through the loop (no fix with the health check): two canaries, then the third host.
+    work, result, calls = run(fleet, tmp_path, FLEET, remediate_canary_size=2)
+    outcomes = result.outcomes()
+    assert calls == 0 and all(outcomes[(h, "nginx")]["state"] == "healed" for h in FLEET), outcomes
+    assert all(fleet.exec(h, f"test -e {MARK}").ok and fleet.health(h, ["nginx"])["nginx"].healthy for h in FLEET)
+    records = {h: journal(work, h)[seen[h]:] for h in FLEET}
+    assert not [h for h in FLEET if [r for r in records[h] if r.get("kind") == "conditional"]], records
+    canaries = sorted(h for h in FLEET if "canary" in outcomes[(h, "nginx")]["safeguards"])
+    (last,) = [h for h in FLEET if h not in canaries]
+    assert len(canaries) == 2 and "after_canary" in outcomes[(last, "nginx")]["safeguards"], outcomes
+    sent_last = next(r["ts"] for r in records[last] if r.get("kind") == "intent")
+    assert all(next(r["ts"] for r in records[h] if r.get("kind") == "result") < sent_last for h in canaries)
+    for host in FLEET:
+        fleet.exec(host, f"rm -f {MARK}")
+    seen = {h: len(journal(work, h)) for h in FLEET}
+    # Run 3, every host broken again: the plan healed this failure on 3 hosts, at least the canary's
+    # 2: it goes with each host's health check, at once, with no canary and no rollout.
+    work, result, calls = run(fleet, tmp_path, FLEET, remediate_canary_size=2)
+    outcomes = result.outcomes()
+    assert calls == 0 and all(outcomes[(h, "nginx")]["state"] == "healed" for h in FLEET), outcomes
+    for host in FLEET:
+        assert fleet.exec(host, f"test -e {MARK}").ok and fleet.health(host, ["nginx"])["nginx"].healthy, host
+        records = journal(work, host)[seen[host]:]
+        assert [r.get("kind") for r in records if r.get("kind") in ("conditional", "rollout")] == ["conditional"], records
+        assert not {"canary", "after_canary"} & set(outcomes[(host, "nginx")]["safeguards"]), outcomes[(host, "nginx")]

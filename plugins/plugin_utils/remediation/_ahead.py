@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from ansible_collections.sentinel.remediation.plugins.module_utils.signature import signature_prefix
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import confinement
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import proven
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import PLACEHOLDER
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.undo import incident_id, keep, store_options
@@ -76,10 +77,17 @@ class AheadFixes:
                     continue
                 checked = self.check.check(plan["commands"], tools={}, scope=scope, definition=definition,
                                            evidence={}, source="memory")
-                if sendable(checked, ctx.args["confinement"]):
+                if sendable(checked, ctx.args["confinement"]) and self.proven_enough(signature, checked):
                     out.setdefault(name, {})[signature] = {
                         "commands": [dict(v, source="memory") for v in checked], "diagnosis": plan["diagnosis"]}
         return out
+
+    def proven_enough(self, signature: str, checked) -> bool:
+        """A fix runs unseen on every host that finds its failure only when it needs no canary:
+        the fleet's memory shows it healed this signature on at least canary_size hosts, with
+        the verdicts it has now (proven.py); else it goes through the loop and its canary."""
+        size = int(self.ctx.args.get("canary_size") or 0)
+        return size < 1 or len(proven.proven_hosts(self.ctx.stores.memory.proven_index(), signature, checked)) >= size
 
     def memory_plan(self, name: str, definition: Definition, signature: str, own: Mapping, scope: Mapping) -> Plan | None:
         """The plan the planner's memory source takes for ``signature``, or None."""

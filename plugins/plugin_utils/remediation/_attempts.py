@@ -23,6 +23,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils import journa
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import known_good_plan
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import canary as canary_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.canary import Rollout
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import proven
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import host_values, localize_values
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import share_key
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import Planner
@@ -321,6 +322,8 @@ class AttemptLoop:
         size = args["canary_size"]
         if not key or not size or ctx.check_mode:
             return None
+        if self._proven(incident, attempt, key, size):
+            return None
         # waves after the canary; across controllers through the plan share's Redis
         rollout, verdict, warning = canary_mod.rollout_verdict(
             ctx.host, ctx.stores.plans.signature_share(), ctx.stores.plans.run_share().dir, key, size,
@@ -343,6 +346,22 @@ class AttemptLoop:
             command.skipped, command.reason = True, f"not run: {verdict.detail}"
         incident.state, incident.reason = "escalated", f"rollout stopped: {verdict.detail}; this host ran nothing"
         return None
+
+    def _proven(self, incident, attempt, key: str, size: int) -> bool:
+        """A plan the fleet's memory shows healed this failure on at least ``size`` hosts, with
+        the verdicts it has now (proven.py), runs without a canary; the journal and the
+        attempt say so."""
+        ctx = self.ctx
+        plan = [{"command": c.command, "verdict": c.verdict} for c in attempt.commands]
+        hosts = proven.proven_hosts(ctx.stores.memory.proven_index(), attempt.signature, plan)
+        if len(hosts) < size:
+            return False
+        shown = ", ".join(hosts[:5]) + (f" and {len(hosts) - 5} more" if len(hosts) > 5 else "")
+        detail = f"no canary: this plan healed this failure on {len(hosts)} hosts before ({shown}), with the same verdicts"
+        ctx.stores.journal.append({"kind": "rollout", "run": ctx.run, "service": incident.service, "key": key,
+                                   "wave": 0, "canary": False, "action": "proven", "detail": detail})
+        attempt.notes.append(detail)
+        return True
 
     def _stopped(self, incident, attempt, reason: str) -> None:
         attempt.finished = self.ctx.now()

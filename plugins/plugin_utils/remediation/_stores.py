@@ -16,6 +16,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils import incide
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import memory as memory_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.fleet import generalize
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import proven
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import LeaseBusy, LeaseUnavailable, RedisLease
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import (
     PlanShare,
@@ -204,6 +205,10 @@ class MemoryStore:
         if self._index is None:
             self._index = self.plans.in_run("memory-index", lambda: memory_mod.index([self.episodes] + self.fleet()))[0]
         return self._index
+
+    def proven_index(self) -> dict:
+        """Which hosts each plan healed each signature on (proven.py), made once per run."""
+        return self.plans.in_run("proven-index", lambda: proven.index([self.episodes] + self.fleet()))[0]
 
     def own_index(self) -> dict:
         return memory_mod.index([self.episodes]) if self.episodes else {}

@@ -20,6 +20,6 @@ VERDICTS = ("allow", "approval", "reject")
 GATES = ("execute", "approval", "escalate", "dry_run")
 # What stopped the loop from acting, or made it wait (safeguards.GUARDS).
 SAFEGUARDS = ("recovered", "confirmed", "degraded", "restart_cost", "held", "canary", "rollout_stopped", "after_canary",
-              "fleet_stop")
+              "fleet_stop", "proven_plan")
 # Why an escalated outcome needs a human (incident.escalation_kind); notifications route by it.
 ESCALATION_KINDS = ("refused", "needs_human", "llm_error", "exhausted", "rejected")
