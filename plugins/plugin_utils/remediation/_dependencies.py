@@ -65,10 +65,8 @@ def with_dependencies(ctx: RunContext, port: HostPort, name: str, definition: Ma
     views: dict = {}
     states = dict(evidence.get("dependencies") or {}) if isinstance(evidence.get("dependencies"), Mapping) else {}
     sections = {}
-    for dep in dict.fromkeys(definition.get("depends_on") or []):
-        dep_definition = ctx.definitions.get(dep)
-        if dep == name or not isinstance(dep_definition, Mapping):
-            continue
+    for dep_definition in ctx.watched_dependencies(definition):
+        dep = str(dep_definition["name"])
         named = rules.naming(error, evidence, dep_definition)
         if not named:
             continue
@@ -99,8 +97,7 @@ def _where_it_waits(ctx: RunContext, port: HostPort, name: str, definition: Mapp
                     rows: Mapping[str, Mapping], views: dict) -> dict:
     """A degraded dependent's evidence with its watched dependencies' session views (each read
     once, with the evidence module) and its ``degraded`` entry naming the causes they show."""
-    watched = [dep for dep in dict.fromkeys(definition.get("depends_on") or [])
-               if dep != name and isinstance(ctx.definitions.get(dep), Mapping)]
+    watched = [str(d["name"]) for d in ctx.watched_dependencies(definition)]
     for dep in watched:
         if dep not in views and (rows.get(dep) or {}).get("healthy") is not False:
             read = _dependency_evidence(ctx, port, dep, ctx.definitions[dep], error, sessions=True)
