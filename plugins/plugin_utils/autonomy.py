@@ -16,7 +16,10 @@ Classes, decided from what the command does and where, never from who proposed i
 - ``restore_known_good``: ``cp`` of the known-good version the host staged for that very
   file (``restore/<sha256>`` under the known-good directory, named by the incident's drift),
   or a ``chmod``/``chown`` of a program the service's own unit runs that puts back exactly
-  the mode or owner the host recorded for it at the last healthy pass (``known_good.runs_as``);
+  the mode or owner the host recorded for it at the last healthy pass (``known_good.runs_as``),
+  or ``rm`` of a file NEW since the last healthy pass in the service's configuration or its own
+  unit's drop-ins, whose bytes the host kept in its content store (the drift's ``aside``): the
+  known-good state is the file's absence, and the snapshot puts it back if the attempt fails;
 - ``restore_membership``: adding the service's own account back to a group it was in at the
   last healthy pass and has lost since (``known_good.runs_as``); a membership it never held
   is an ``invented_value``, and the policy refuses the privileged groups whatever the table;
@@ -28,6 +31,9 @@ Classes, decided from what the command does and where, never from who proposed i
   out a setting about security the file now has (``known_good_plan.weakens_security``: TLS,
   certificates, verification, authentication, keys, access rules), or whose content cannot be
   read whole to tell. Such a drift is often a deliberate tightening;
+- ``owner_hold``: taking out or undoing a drifted file that expresses a hold
+  (``known_good_plan.holds``: a condition or refusal that stops the service from starting, a
+  "do not start" marker, a file a unit condition names). A hold is its owner's;
 - ``stale_state``: ``rm`` of a file, or its ``mv`` aside within its directory, when the host's
   evidence shows every process the file names (its writer) is gone (``stale_state.py``) and the
   file is the service's (its data or configuration) or its unit names it in a condition. Such a
@@ -42,12 +48,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .known_good_plan import weakens_security
+from .known_good_plan import holds, weakens_security
 from .snapshot_paths import keep
 from .stale_state import UNIT, stale_files
 
 CLASSES = ("create_directory", "tighten_mode", "restore_known_good", "restore_membership", "move_aside_config",
-           "config_edit", "stale_state", "weakens_security", "move_data_aside", "invented_value", "out_of_scope",
+           "config_edit", "stale_state", "weakens_security", "owner_hold", "move_data_aside", "invented_value", "out_of_scope",
            "irreversible")
 UNCLASSED = "unclassed"
 _GATED = re.compile(r"^(?P<verb>.*?)`(?P<path>[^`]+)`(?P<area>[^:`]*): (?P<why>.+); a human should confirm")
@@ -150,12 +156,18 @@ def _stale_target(verb: str, path: str, why: str, tool: str, argv: Sequence[str]
     return bool(where) and (ours or where == UNIT)
 
 
+def _own_config(why: str) -> bool:
+    """Whether a gated reason says the path is the service's configuration or its own unit's."""
+    return "an edit of the service's configuration" in why or "the incident's own unit" in why
+
+
 def classify_reason(reason: str, argv: Sequence[str], *, drift: Mapping[str, Mapping], config_test: bool,
                     effects: Sequence[str] = (), runs_as: tuple[Mapping, Mapping] = ({}, {}),
-                    stale: Mapping[str, str] | None = None) -> str:
+                    stale: Mapping[str, str] | None = None, held: Mapping[str, str] | None = None) -> str:
     """The effect class of one gated reason of a command (``UNCLASSED`` when none fits).
     ``effects``: the command's verdict's; ``runs_as``: ``_runs_as`` of the incident's evidence;
-    ``stale``: the files the evidence shows as stale state (stale_state.stale_files)."""
+    ``stale``: the files the evidence shows as stale state (stale_state.stale_files); ``held``: the
+    drifted files that express a hold (known_good_plan.holds)."""
     tool = argv[0].rsplit("/", 1)[-1] if argv else ""
     lost, programs = runs_as
     if tool in _MEMBERSHIP_TOOLS and "changes an account" in reason:
@@ -168,6 +180,15 @@ def classify_reason(reason: str, argv: Sequence[str], *, drift: Mapping[str, Map
         return _program_class(verb, path, programs)
     if stale and _stale_target(verb, path, why, tool, argv, stale):
         return "stale_state"
+    if held and path in held and (verb in ("deletes", "moves away", "copies to") or verb.startswith("applies")):
+        return "owner_hold"
+    new = drift.get(path) if tool == "rm" and verb == "deletes" else None
+    if new and new.get("change") == "new" and _own_config(why) and [a for a in argv[1:] if not a.startswith("-")] == [path] \
+            and {a for a in argv[1:] if a.startswith("-")} <= {"-f", "--force"}:
+        # Back to the last healthy state: a file that appeared since, its bytes kept by the host.
+        if not re.fullmatch(r"[0-9a-f]{64}", str(new.get("aside") or "")):
+            return "irreversible"
+        return "weakens_security" if weakens_security(new.get("diff")) else "restore_known_good"
     if "outside the incident's scope" in why or "not a service's runtime, log or data path" in why:
         return "out_of_scope"
     if "the service's data" in why:
@@ -218,6 +239,7 @@ def apply(checked: Sequence[Mapping], table: Mapping[str, str] | None, *, eviden
     drift = _drift(evidence)
     running = _runs_as(evidence)
     stale = stale_files(evidence)
+    held = holds("", evidence) if isinstance(evidence, Mapping) else {}
     config_test = bool(definition.get("config_test"))
     out = []
     for item in checked:
@@ -229,7 +251,7 @@ def apply(checked: Sequence[Mapping], table: Mapping[str, str] | None, *, eviden
         gated = [r for r in item.get("reasons") or [] if str(r).endswith("a human should confirm")]
         effects = [str(e) for e in item.get("effects") or []]
         classes = [classify_reason(str(r), argv, drift=drift, config_test=config_test, effects=effects,
-                                   runs_as=running, stale=stale) for r in gated]
+                                   runs_as=running, stale=stale, held=held) for r in gated]
         item["autonomy"] = classes
         if classes and all(table.get(c) == "auto" for c in classes) and undoable and keep(item):
             names = ", ".join(dict.fromkeys(classes))

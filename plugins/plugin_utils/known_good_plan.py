@@ -7,9 +7,20 @@ service was healthy (``module_utils/known_good.py``); what drifted arrives in th
 (``known_good.drift``: path, change, redacted diff, the staged known-good copy, the digest the
 bad version is kept under). When the drift explains the failure, the first attempt copies
 the known-good version back (``cp -p``, the policy judges it like any command) and restarts
-the service. Drift explains the failure when the failure names the drifted file (its path or
-file name in the health error, the config test's output, the status, the journal or the
-logs), or the service's config test fails and the file is part of its configuration.
+the service. Drift the failure names (its path or file name in the health error, the config
+test's output, the status, the journal or the logs) goes first, alone; when the failure names
+none, the last healthy state is the first fix: every drifted file of the service's
+configuration (declared config, unit file, drop-ins, environment files) goes back, whatever
+the failure says. A file that is NEW since the last healthy pass is taken out (``rm -f``): its
+bytes were kept in the host's content store when the evidence was gathered (``aside``), and
+the attempt's snapshot puts it back byte-identically if the service does not heal. A unit file
+or drop-in changed makes ``systemctl daemon-reload`` part of the plan, before the restart.
+
+A drift that expresses a HOLD is the owner's, never undone ahead of a human, and while one is
+there nothing is restored: added lines that stop the service from starting or running (systemd
+``Condition*=``/``Assert*=``/``ExecCondition=`` lines, an ``ExecStartPre=``/``ExecStart=`` that
+can only refuse: ``false``, ``test``, ``exit N``), a file saying not to start or touch the
+service (a freeze marker), or a file a unit condition names (in the drift or in the status).
 
 A restore never runs ahead when it would take out a setting about security: a line the drift
 added (now in the file, not in the known-good version) that speaks of TLS, certificates,
@@ -62,6 +73,57 @@ def weakens_security(diff: str) -> bool:
                if line.startswith("+") and not line.startswith("+++"))
 
 
+# A line that stops a unit from starting or running: a condition or assertion, or a start step that
+# can only refuse.
+_HOLD_LINE = re.compile(r"^\s*(?:Condition\w+|Assert\w+|ExecCondition)\s*=", re.I)
+_REFUSAL = re.compile(r"^\s*Exec(?:StartPre|Start)\s*=\s*[-@:+!|]*\s*(?:\S*/)?(?:false|test|\[)(?:\s|$)"
+                      r"|^\s*Exec(?:StartPre|Start)\s*=.*\bexit\s+[1-9]", re.I)
+# A marker an owner leaves: "do not start", "frozen"...
+_MARKER = re.compile(r"\b(?:do\s+not|don't|never)\s+(?:start|restart|run|touch|remove|delete)\b|\bfrozen\b|\bfreeze\b", re.I)
+_CONDITION_PATH = re.compile(r"\b(?:Condition|Assert)\w*\s*=\s*\|?\s*!?\s*(/[^\s'\"`]+)")
+_UNIT_DIRS = ("/etc/systemd/", "/lib/systemd/", "/usr/lib/systemd/", "/run/systemd/")
+
+
+def _added(diff: Any) -> list[str]:
+    return [line[1:] for line in str(diff or "").splitlines() if line.startswith("+") and not line.startswith("+++")]
+
+
+def _drift_items(evidence: Mapping) -> list[Mapping]:
+    known = evidence.get("known_good") if isinstance(evidence, Mapping) else None
+    items = known.get("drift") if isinstance(known, Mapping) else None
+    return [d for d in items or [] if isinstance(d, Mapping)]
+
+
+def holds(error: str, evidence: Mapping) -> dict[str, str]:
+    """``{path: why}``: the drifted files that express a hold (the owner's, never undone ahead of
+    a human): added lines that stop the service from starting or running, a "do not start" or
+    freeze marker, or a file a unit condition names (in the drift's added lines, the status or
+    the journal)."""
+    items = _drift_items(evidence)
+    named = set()
+    for item in items:
+        named.update(m.group(1) for line in _added(item.get("diff")) for m in _CONDITION_PATH.finditer(line))
+    named.update(m.group(1) for m in _CONDITION_PATH.finditer(_texts(error, evidence)))
+    out = {}
+    for item in items:
+        path = str(item.get("path") or "")
+        added = _added(item.get("diff"))
+        stops = next((line.strip() for line in added if _HOLD_LINE.match(line) or _REFUSAL.match(line)), "")
+        marker = next((line.strip() for line in added if _MARKER.search(line)), "")
+        if stops:
+            out[path] = f"adds `{stops[:120]}`: a line that stops the service from starting"
+        elif path in named:
+            out[path] = "a unit condition names it"
+        elif marker:
+            out[path] = f"says `{marker[:120]}`"
+    return out
+
+
+def is_unit_file(path: str) -> bool:
+    """Whether ``path`` is a systemd unit file or drop-in (a change needs ``daemon-reload``)."""
+    return path.startswith(_UNIT_DIRS)
+
+
 def _texts(error: str, evidence: Mapping) -> str:
     parts = [error or ""]
     for key in _TEXT_KEYS:
@@ -79,26 +141,40 @@ def config_test_failed(evidence: Mapping) -> bool:
     return bool(found and found.group(1) != "0")
 
 
+def restorable(item: Mapping) -> bool:
+    """Whether one drifted file can go back to known-good exactly: a modified or missing file
+    with a staged known-good copy, or a new file whose bytes the host kept (``aside``) with a
+    diff read whole; and going back takes out no security setting the file now has."""
+    path, change = str(item.get("path") or ""), item.get("change")
+    if not path.startswith("/"):
+        return False
+    if change in ("modified", "missing"):
+        ok = bool(item.get("restore"))
+    elif change == "new":
+        ok = bool(re.fullmatch(r"[0-9a-f]{64}", str(item.get("aside") or "")))
+    else:
+        return False
+    # Never ahead of a human: the drift may be a deliberate tightening.
+    return ok and not (change in ("modified", "new") and weakens_security(item.get("diff")))
+
+
 def explained(error: str, evidence: Mapping) -> list[dict]:
-    """The drifted files the failure is explained by, each with a staged known-good copy."""
-    known = evidence.get("known_good") if isinstance(evidence, Mapping) else None
-    drift = [d for d in (known or {}).get("drift") or [] if isinstance(d, Mapping)] if isinstance(known, Mapping) else []
+    """The drifted files to put back first: the ones the failure names, else every restorable
+    drifted file of the configuration (the last healthy state is the first fix); none while a
+    drift expresses a hold (``holds``)."""
+    if holds(error, evidence):
+        return []
     texts = _texts(error, evidence)
-    failed_test = config_test_failed(evidence)
     named, unnamed = [], []
-    for item in drift:
-        path = str(item.get("path") or "")
-        if item.get("change") not in ("modified", "missing") or not item.get("restore") or not path.startswith("/"):
+    for item in _drift_items(evidence):
+        if not restorable(item):
             continue
-        if item.get("change") == "modified" and weakens_security(item.get("diff")):
-            continue  # never ahead of a human: the drift may be a deliberate tightening
+        path = str(item["path"])
         if path in texts or re.search(r"(?<![\w.-])" + re.escape(os.path.basename(path)) + r"(?![\w-])", texts):
             named.append(dict(item))
         else:
             unnamed.append(dict(item))
-    # The files the failure names; only when it names none does a failed config test stand for
-    # every drifted file of the configuration.
-    return named or (unnamed if failed_test else [])
+    return named or unnamed
 
 
 def runs_as_explained(error: str, evidence: Mapping, privileged: Sequence[str] = ()) -> tuple[list[dict], list[str]]:
@@ -157,7 +233,9 @@ def report_text(items: list[Mapping], recorded: Any = None) -> str:
     lines = []
     for item in items:
         aside = item.get("aside")
-        lines.append(f"{item['path']} drifted from its last known-good version ({item.get('change')}); restored it"
+        did = ("is new since the last healthy pass; took it out" if item.get("change") == "new"
+               else f"drifted from its last known-good version ({item.get('change')}); restored it")
+        lines.append(f"{item['path']} {did}"
                      + (f"; the bad version is kept aside on the host (content store, sha256 {aside})" if aside else "")
                      + (f"; {item['package']}" if item.get("package") else ""))
         if item.get("diff"):
@@ -178,17 +256,21 @@ def plan(service: str, error: str, evidence: Mapping, definition: Mapping, tried
     restoring = [c for r in running for c in r["commands"]][:_RESTORE_COMMANDS]
     if not items and not restoring:
         return None
-    commands = [{"command": f"cp -p {item['restore']} {item['path']}", "source": SOURCE} for item in items]
+    commands = [{"command": f"rm -f {item['path']}" if item.get("change") == "new"
+                 else f"cp -p {item['restore']} {item['path']}", "source": SOURCE} for item in items]
+    if evidence.get("init") == "systemd" and any(is_unit_file(str(item["path"])) for item in items):
+        commands.append({"command": "systemctl daemon-reload", "source": SOURCE})
     commands.extend({"command": c, "source": SOURCE} for c in restoring)
     commands.append({"command": restart_command(service, definition, evidence), "source": SOURCE})
     recorded = (evidence.get("known_good") or {}).get("recorded")
     diagnosis = "\n".join(_runs_as_text(running, left) + ([report_text(items, recorded)] if items else []))
-    what = [f"{len(items)} drifted file(s) the failure names restored"] if items else []
+    what = [f"{len(items)} drifted file(s) put back as they were at the last healthy pass"] if items else []
     what += ["what it runs as and runs put back as recorded while healthy"] if restoring else []
     return {"source": SOURCE, "commands": commands, "diagnosis": diagnosis,
             "msg": f"Plan for {service} from its known-good baseline: {', '.join(what)}, then a restart (ahead of "
                    "memory and the model)",
-            "restored": [{"path": i["path"], "aside": i.get("aside", ""), "diff": i.get("diff", "")} for i in items]
+            "restored": [{"path": i["path"], "change": i.get("change", ""), "aside": i.get("aside", ""),
+                          "diff": i.get("diff", "")} for i in items]
             + [{"path": i.get("path") or "", "account": i.get("account") or "", "commands": i["commands"],
                 "known_good": i.get("known_good"), "now": i.get("now")} for i in running]}
 

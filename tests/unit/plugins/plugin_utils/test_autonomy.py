@@ -110,12 +110,16 @@ def test_drift_the_config_test_names_plans_a_restore_and_a_restart_once():
     assert known_good_plan.plan("nginx", "down", EVIDENCE, NGINX, tried=True) is None
 
 
-def test_drift_the_failure_does_not_name_plans_nothing():
+def test_drift_the_failure_does_not_name_is_restored_too_unless_it_weakens_security():
     evidence = dict(EVIDENCE, config_test="$ nginx -t\nrc 0\nsyntax is ok")
-    assert known_good_plan.plan("nginx", "port 80 is held by python3", evidence, NGINX, tried=False) is None
+    unnamed = known_good_plan.plan("nginx", "port 80 is held by python3", evidence, NGINX, tried=False)
+    # The last healthy state is the first fix; the TLS drifts (a new file, a modified one) stay a human's.
+    assert [c["command"] for c in unnamed["commands"]] == [
+        f"cp -p {STAGED} /etc/nginx/sites-enabled/default", "rm -f /etc/nginx/conf.d/broken.conf", "service nginx restart"]
     named = known_good_plan.plan("nginx", "cannot load /etc/nginx/sites-enabled/default", evidence, NGINX,
                                  tried=False)
-    assert named is not None
+    assert [c["command"] for c in named["commands"]] == [
+        f"cp -p {STAGED} /etc/nginx/sites-enabled/default", "service nginx restart"]
     assert known_good_plan.plan("nginx", "down", {"init": "sysv"}, NGINX, tried=False) is None
 
 
@@ -125,3 +129,38 @@ def test_without_snapshots_nothing_runs_alone_whatever_the_table_says():
     [verdict] = policy.classify_many(["mkdir -p /etc/nginx/snippets"], loaded, scope=scope)
     [out] = autonomy.apply([verdict], loaded["autonomy"], evidence=EVIDENCE, definition=NGINX, undoable=False)
     assert out["verdict"] == "approval" and out["autonomy"] == ["create_directory"]
+
+
+DROP_IN = "/etc/systemd/system/nginx.service.d/20-hook.conf"
+FREEZE = "/etc/systemd/system/nginx.service.d/50-freeze.conf"
+NEW_FILES = dict(EVIDENCE, init="systemd", known_good={"recorded": 1, "files": 9, "drift": EVIDENCE["known_good"]["drift"] + [
+    {"path": DROP_IN, "change": "new", "aside": "ef" * 32,
+     "diff": "--- known-good\n+++ now\n@@ -0,0 +1,2 @@\n+[Service]\n+ExecStartPre=/usr/local/sbin/render-upstreams"},
+    {"path": FREEZE, "change": "new", "aside": "ef" * 32,
+     "diff": "--- known-good\n+++ now\n@@ -0,0 +1,2 @@\n+[Unit]\n+ConditionPathExists=!/etc/nginx/FROZEN"},
+    {"path": "/etc/nginx/conf.d/unkept.conf", "change": "new", "diff": "--- known-good\n+++ now\n+x"}]})
+
+
+@pytest.mark.parametrize("command", [f"rm -f {DROP_IN}", "rm -f /etc/nginx/conf.d/broken.conf",
+                                     "rm /etc/nginx/conf.d/broken.conf"])
+def test_taking_out_a_file_new_since_the_healthy_pass_whose_bytes_are_kept_runs_alone(command):
+    before, out = _decide(command, evidence=NEW_FILES)
+    assert before == "approval"
+    assert out["verdict"] == "allow" and out["autonomy"] == ["restore_known_good"]
+
+
+@pytest.mark.parametrize("command, effect_class", [
+    (f"rm -f {FREEZE}", "owner_hold"),                              # a hold is its owner's
+    ("rm -f /etc/nginx/conf.d/tls.conf", "weakens_security"),       # a new TLS setting
+    ("rm -f /etc/nginx/conf.d/unkept.conf", "irreversible"),        # its bytes were not kept
+    ("rm -f /etc/nginx/sites-enabled/default", "irreversible"),     # known-good had it: not new
+])
+def test_taking_out_a_hold_a_security_file_or_an_old_one_keeps_its_approval(command, effect_class):
+    before, out = _decide(command, evidence=NEW_FILES)
+    assert before == "approval"
+    assert out["verdict"] == "approval" and effect_class in out["autonomy"]
+
+
+def test_an_operator_may_not_let_a_hold_be_undone_alone():
+    with pytest.raises(policy.PolicyError, match="owner_hold"):
+        policy.load_policy({"autonomy": {"owner_hold": "auto"}})

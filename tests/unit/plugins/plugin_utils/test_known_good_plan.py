@@ -35,10 +35,80 @@ def test_a_failed_config_test_naming_no_file_restores_every_drifted_one():
     assert planned["commands"][-1]["command"] == "service nginx restart"
 
 
-def test_a_new_file_or_one_without_a_staged_copy_is_never_restored():
+def test_a_file_without_a_staged_copy_is_never_restored():
     unstaged = dict(_item("/etc/nginx/nginx.conf"), restore="")
-    evidence = _evidence("rc 1\nin /etc/nginx/nginx.conf", unstaged, _item("/etc/nginx/conf.d/new.conf", "new"))
+    evidence = _evidence("rc 1\nin /etc/nginx/nginx.conf", unstaged)
     assert known_good_plan.plan("nginx", "down", evidence, NGINX, tried=False) is None
+
+
+def test_drift_the_failure_does_not_name_goes_back_to_known_good_whole():
+    # No config test failed and nothing names a file: the last healthy state is still the first fix.
+    evidence = _evidence("rc 0\nsyntax is ok", _item("/etc/nginx/a.conf"), _item("/etc/nginx/b.conf", "missing"),
+                         _item("/etc/nginx/conf.d/new.conf", "new"))
+    planned = known_good_plan.plan("nginx", "nothing answers on port 80", evidence, NGINX, tried=False)
+    assert [c["command"] for c in planned["commands"]] == [
+        f"cp -p {_item('x')['restore']} /etc/nginx/a.conf", f"cp -p {_item('x')['restore']} /etc/nginx/b.conf",
+        "rm -f /etc/nginx/conf.d/new.conf", "systemctl restart nginx.service"]
+    assert "/etc/nginx/conf.d/new.conf is new since the last healthy pass; took it out" in planned["diagnosis"]
+    assert "sha256 " + "cd" * 32 in planned["diagnosis"]
+
+
+def test_a_named_drift_still_goes_first_alone():
+    evidence = _evidence("rc 0", _item("/etc/nginx/a.conf"), _item("/etc/nginx/conf.d/new.conf", "new"))
+    planned = known_good_plan.plan("nginx", "error in /etc/nginx/conf.d/new.conf line 1", evidence, NGINX, tried=False)
+    assert [c["command"] for c in planned["commands"]] == ["rm -f /etc/nginx/conf.d/new.conf",
+                                                           "systemctl restart nginx.service"]
+
+
+def test_a_new_unit_drop_in_is_taken_out_and_systemd_reloaded_before_the_restart():
+    path = "/etc/systemd/system/nginx.service.d/20-hook.conf"
+    item = dict(_item(path, "new"), diff=f"--- known-good {path}\n+++ now {path}\n@@ -0,0 +1,2 @@\n+[Service]\n"
+                                         "+ExecStartPre=/usr/local/sbin/render-upstreams")
+    planned = known_good_plan.plan("nginx", "nginx.service failed", _evidence("rc 0", item), NGINX, tried=False)
+    assert [c["command"] for c in planned["commands"]] == [
+        f"rm -f {path}", "systemctl daemon-reload", "systemctl restart nginx.service"]
+    assert planned["restored"][0]["change"] == "new" and planned["restored"][0]["aside"] == "cd" * 32
+
+
+def test_a_new_file_whose_bytes_were_not_kept_is_never_taken_out():
+    evidence = _evidence("rc 0", dict(_item("/etc/nginx/conf.d/big.conf", "new"), aside=""))
+    assert known_good_plan.plan("nginx", "down", evidence, NGINX, tried=False) is None
+
+
+def _new(path, *lines):
+    body = "\n".join("+" + line for line in lines)
+    return dict(_item(path, "new"), diff=f"--- known-good {path}\n+++ now {path}\n@@ -0,0 +1,{len(lines)} @@\n{body}")
+
+
+def test_a_drift_that_holds_the_service_is_the_owners_and_nothing_is_restored():
+    unit = "/etc/systemd/system/postgresql@15-main.service.d/50-freeze.conf"
+    flag = "/etc/postgresql/15/main/FROZEN"
+    freeze = _new(unit, "[Unit]", "# no start while the copy runs", f"ConditionPathExists=!{flag}")
+    marker = _new(flag, "Frozen for the copy of the data directory.")
+    other = _item("/etc/postgresql/15/main/postgresql.conf")
+    evidence = _evidence("rc 0", freeze, marker, other)
+    held = known_good_plan.holds("postgres is down", evidence)
+    assert set(held) == {unit, flag}
+    assert "ConditionPathExists" in held[unit] and "condition names it" in held[flag]
+    assert known_good_plan.plan("postgres", "postgres is down", evidence, NGINX, tried=False) is None
+
+
+def test_refusals_and_do_not_start_markers_are_holds_an_ordinary_start_step_is_not():
+    refusal = _new("/etc/systemd/system/app.service.d/10-stop.conf", "[Service]", "ExecStartPre=/bin/false")
+    guard = _new("/etc/systemd/system/app.service.d/11-stop.conf", "[Service]", "ExecStartPre=/bin/sh -c 'exit 1'")
+    note = _new("/etc/app/MAINTENANCE", "Do not start the app until the migration is done (OPS-1)")
+    hook = _new("/etc/systemd/system/app.service.d/20-hook.conf", "[Service]", "ExecStartPre=/usr/local/sbin/render")
+    held = known_good_plan.holds("app is down", _evidence("rc 0", refusal, guard, note, hook))
+    assert set(held) == {refusal["path"], guard["path"], note["path"]}
+    # A path a unit condition names in the status is a hold too, whatever it says.
+    flag = _new("/etc/app/flag", "x")
+    status = dict(_evidence("rc 0", flag), status="Condition check resulted in ConditionPathExists=!/etc/app/flag")
+    assert set(known_good_plan.holds("down", status)) == {"/etc/app/flag"}
+
+
+def test_a_new_file_that_adds_a_security_setting_stays_for_a_human():
+    tls = _new("/etc/nginx/conf.d/tls.conf", "ssl_verify_client on;")
+    assert known_good_plan.plan("nginx", "down", _evidence("rc 0", tls), NGINX, tried=False) is None
 
 
 def test_the_human_is_told_each_file_where_its_bad_version_is_and_the_diff():

@@ -46,7 +46,7 @@ def test_a_drift_the_failure_names_is_restored_first_without_the_planner_or_a_hu
     assert attempt.source == "known_good" and not attempt.llm
     assert DIFF in attempt.diagnosis and "cd" * 32 in attempt.diagnosis  # the diff, and where the bad version is
     (record,) = [r for r in _journal(tmp_path) if r["kind"] == "known_good"]
-    assert record["restored"] == [{"path": SITE, "aside": "cd" * 32, "diff": DIFF}]
+    assert record["restored"] == [{"path": SITE, "change": "modified", "aside": "cd" * 32, "diff": DIFF}]
     assert any(DIFF in w for w in done.warnings)
     # The host keeps the file before the copy overwrites it: the attempt can be undone.
     (sent,) = [a for name, a in host.calls if name == "sentinel.remediation.execute_plan"]
