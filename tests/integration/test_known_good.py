@@ -10,6 +10,7 @@ import json
 import pytest
 
 from llm_server import LLMServer
+from sentinel_lab import kind_group_vars
 from workflow_support import Workspace, require_docker
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -28,8 +29,8 @@ def plan(*commands: str) -> dict:
     return {"plan": {"diagnosis": "scripted", "commands": list(commands), "rationale": "scripted"}}
 
 
-def sha256(lab, path: str) -> str:
-    return lab.exec(HOST, ["sha256sum", path], check=True).stdout.split()[0]
+def sha256(lab, path: str, host: str = HOST) -> str:
+    return lab.exec(host, ["sha256sum", path], check=True).stdout.split()[0]
 
 
 @pytest.fixture
@@ -111,3 +112,82 @@ def test_the_autonomy_table_runs_a_reversible_step_alone_and_keeps_an_invented_v
     assert outcome["state"] == "waiting_approval", outcome
     assert sha256(lab, CONF) == good  # nothing ran: the file is as it was
     assert not lab.health(HOST, ["nginx"])["nginx"].healthy
+
+
+SD_HOST = "lab02"  # the systemd host of the confinement tests' mixed lab (shared, not a new one)
+UNIT_DIR = "/etc/systemd/system/nginx.service.d"
+NEW_DROP_IN = f"{UNIT_DIR}/20-render-upstreams.conf"  # lab/faults.yml nginx_prestart_hook_not_executable
+HOLD_DROP_IN = f"{UNIT_DIR}/50-freeze.conf"
+FLAG = "/etc/nginx/FROZEN"
+# The web team freezes nginx for a certificate migration: a condition on a flag file, and the flag.
+HOLD = (f"mkdir -p {UNIT_DIR} && printf '%s\\n' '[Unit]' '# WEB-77: no start while {FLAG} exists' "
+        f"'ConditionPathExists=!{FLAG}' > {HOLD_DROP_IN} && "
+        f"printf 'WEB-77: frozen for the certificate migration; the web team removes this file.\\n' > {FLAG} && "
+        "systemctl daemon-reload && systemctl stop nginx")
+UNIT_TEARDOWN = (f"rm -f {NEW_DROP_IN} {HOLD_DROP_IN} {FLAG} /usr/local/sbin/render-upstreams; rmdir {UNIT_DIR} 2>/dev/null; "
+                 "systemctl daemon-reload; systemctl reset-failed nginx; systemctl restart nginx")
+
+
+@pytest.fixture
+def systemd_nginx(lab_factory, tmp_path_factory):
+    require_docker()
+    lab = lab_factory("sentinel-confine", 2, kind="mixed")
+    assert lab.kind(SD_HOST) == "systemd"
+    inventory = lab.write_inventory(tmp_path_factory.mktemp("kg-new-files") / "hosts.yml")
+    lab.exec(SD_HOST, UNIT_TEARDOWN, timeout=60)
+    lab.wait_health(SD_HOST, ["nginx"], timeout=60)
+    yield lab, inventory
+    lab.exec(SD_HOST, UNIT_TEARDOWN, timeout=60)
+    if not lab.health(SD_HOST, ["nginx"])["nginx"].healthy:
+        lab.reset(SD_HOST)
+
+
+def _run_nginx(work: Workspace):
+    nginx = [d for d in kind_group_vars("systemd")["remediate_services"] if d["name"] == "nginx"]
+    return work.run(extravars={"remediate_hosts": SD_HOST, "remediate_canary_size": 0, "remediate_services": nginx})
+
+
+def test_a_new_drop_in_after_a_healthy_pass_is_taken_out_alone_and_a_hold_is_left_to_its_owner(systemd_nginx, tmp_path):
+    lab, inventory = systemd_nginx
+    work = Workspace(tmp_path, inventory)  # no LLM configured, no approval given
+    healthy = _run_nginx(work)  # as a watch would: the healthy pass records the baseline
+    assert healthy.status == "successful", healthy.stdout[-3000:]
+    assert healthy.outcomes()[(SD_HOST, "nginx")]["state"] == "healthy"
+
+    lab.inject(SD_HOST, "nginx_prestart_hook_not_executable")  # a new drop-in whose hook cannot run (203/EXEC)
+    bad = sha256(lab, NEW_DROP_IN, SD_HOST)
+    assert not lab.health(SD_HOST, ["nginx"])["nginx"].healthy
+    run = _run_nginx(work)
+    assert run.status == "successful", run.stdout[-3000:]
+    outcome = run.outcomes()[(SD_HOST, "nginx")]
+    assert outcome["state"] == "healed" and outcome["attempts"] == 1, json.dumps(outcome, indent=1)[:4000]
+    ran = [c for c in outcome["commands"] if c.get("source") == "known_good"]
+    assert [c["command"] for c in ran] == [f"rm -f {NEW_DROP_IN}", "systemctl daemon-reload",
+                                           "systemctl restart nginx.service"], ran
+    assert all(c["verdict"] == "allow" and c["rc"] == 0 for c in ran), ran
+    # From inside the container: the drop-in is gone from the unit's directory, its bytes are in
+    # the host's store, systemd no longer reads it, nginx passes the lab's own check.
+    assert lab.exec(SD_HOST, ["test", "-e", NEW_DROP_IN]).rc != 0
+    kept = lab.exec(SD_HOST, ["cat", f"{STORE}/{bad[:2]}/{bad[2:]}"], check=True).stdout
+    assert "ExecStartPre=/usr/local/sbin/render-upstreams" in kept
+    assert "20-render-upstreams" not in lab.exec(SD_HOST, ["systemctl", "show", "-p", "DropInPaths", "nginx"]).stdout
+    assert lab.health(SD_HOST, ["nginx"])["nginx"].healthy
+    # The human is told: what was taken out, where its bytes are kept, the diff.
+    assert f"{NEW_DROP_IN} is new since the last healthy pass; took it out" in outcome["timeline"][0]["diagnosis"]
+    assert bad in outcome["timeline"][0]["diagnosis"]
+    records = [json.loads(line) for line in (run.artifacts_dir / "journal" / f"{SD_HOST}.jsonl").read_text().splitlines()]
+    (record,) = [r for r in records if r["kind"] == "known_good"]
+    assert record["restored"][0]["change"] == "new" and record["restored"][0]["aside"] == bad
+    assert "+ExecStartPre=/usr/local/sbin/render-upstreams" in record["restored"][0]["diff"]
+
+    # A hold: a new drop-in with a condition on a flag file, and the flag. The owner's: untouched.
+    assert _run_nginx(work).outcomes()[(SD_HOST, "nginx")]["state"] == "healthy"  # the baseline again
+    lab.exec(SD_HOST, HOLD, check=True, timeout=60)
+    held = lab.exec(SD_HOST, f"sha256sum {HOLD_DROP_IN} {FLAG}", check=True).stdout
+    assert not lab.health(SD_HOST, ["nginx"])["nginx"].healthy
+    run = _run_nginx(Workspace(tmp_path / "hold", inventory))
+    outcome = run.outcomes()[(SD_HOST, "nginx")]
+    assert outcome["state"] != "healed", json.dumps(outcome, indent=1)[:4000]
+    assert not [c for c in outcome["commands"] if c.get("source") == "known_good"], outcome["commands"]
+    assert lab.exec(SD_HOST, f"sha256sum {HOLD_DROP_IN} {FLAG}", check=True).stdout == held
+    assert not lab.health(SD_HOST, ["nginx"])["nginx"].healthy
