@@ -119,6 +119,20 @@ def holds(error: str, evidence: Mapping) -> dict[str, str]:
     return out
 
 
+HOLD_NOTE = ("the owner's hold, not a fault: leave it in place, do not start around it; escalate naming the file "
+             "and its owner")
+
+
+def mark_holds(error: str, evidence: Any) -> dict[str, str]:
+    """Put the drift's holds (``holds``) in the evidence's ``known_good.holds`` for the model and
+    the human, each with ``HOLD_NOTE``; the holds found."""
+    found = holds(error, evidence) if isinstance(evidence, Mapping) else {}
+    known = evidence.get("known_good") if isinstance(evidence, Mapping) else None
+    if found and isinstance(known, dict):
+        known["holds"] = [{"path": path, "why": why, "note": HOLD_NOTE} for path, why in sorted(found.items())]
+    return found
+
+
 def is_unit_file(path: str) -> bool:
     """Whether ``path`` is a systemd unit file or drop-in (a change needs ``daemon-reload``)."""
     return path.startswith(_UNIT_DIRS)

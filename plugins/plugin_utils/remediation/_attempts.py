@@ -102,6 +102,8 @@ class AttemptLoop:
         instead of the planner's, as a plan dict (``contracts.Plan``); None: plan as usual."""
         # The last known-good version of a drifted file the failure names, ahead of memory and
         # the model, once per incident; the journal and the warnings tell the human, with the diff.
+        # A drift that holds the service is its owner's: marked in the evidence, never restored.
+        known_good_plan.mark_holds(incident.current_error, evidence)
         restore = known_good_plan.plan(
             incident.service, incident.current_error, evidence, definition,
             tried=not self.ctx.args.get("known_good", True)

@@ -4,9 +4,12 @@
 judged on the real policy engine's verdicts."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from ansible_collections.sentinel.remediation.plugins.plugin_utils import autonomy, policy
+from ansible_collections.sentinel.remediation.plugins.module_utils import snapshot
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import autonomy, policy, snapshot_paths
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import known_good_plan
 
 NGINX = {"name": "nginx", "units": ["nginx.service"], "processes": ["nginx"], "config_paths": ["/etc/nginx"],
@@ -164,3 +167,18 @@ def test_taking_out_a_hold_a_security_file_or_an_old_one_keeps_its_approval(comm
 def test_an_operator_may_not_let_a_hold_be_undone_alone():
     with pytest.raises(policy.PolicyError, match="owner_hold"):
         policy.load_policy({"autonomy": {"owner_hold": "auto"}})
+
+
+def test_taking_out_a_new_file_is_undone_byte_identically_when_the_attempt_does_not_heal(tmp_path):
+    _before, out = _decide(f"rm -f {DROP_IN}", evidence=NEW_FILES)
+    assert snapshot_paths.keep(out) == [{"path": DROP_IN, "tree": True}]  # the runner keeps it before the rm
+    # The same kept path, on a file of our own: removed, then the attempt's rollback.
+    drop_in = tmp_path / "20-hook.conf"
+    drop_in.write_bytes(b"[Service]\nExecStartPre=/usr/local/sbin/render-upstreams\n")
+    os.chmod(drop_in, 0o640)
+    session = snapshot.Session(str(tmp_path / "state"), "nginx-20261128T060000Z", 1, 10 ** 7, 3600)
+    assert session.keep([{"path": str(drop_in), "tree": True}]) == []
+    os.unlink(drop_in)
+    assert session.rollback()["restored"] == [str(drop_in)]
+    assert drop_in.read_bytes() == b"[Service]\nExecStartPre=/usr/local/sbin/render-upstreams\n"
+    assert os.stat(drop_in).st_mode & 0o777 == 0o640

@@ -153,3 +153,13 @@ def test_security_words_are_whole_words_of_the_added_lines_only():
     assert known_good_plan.weakens_security("--- a\n+++ b\n-x\n+allow 10.0.0.0/8;")
     assert not known_good_plan.weakens_security("--- a\n+++ b\n-ssl on\n+port 5433")  # only what the drift added
     assert not known_good_plan.weakens_security("--- a\n+++ b\n-x\n+worker_connections 512")
+
+
+def test_a_hold_is_marked_in_the_evidence_for_the_model_and_the_human():
+    freeze = _new("/etc/systemd/system/nginx.service.d/50-freeze.conf", "[Unit]", "ConditionPathExists=!/etc/nginx/FROZEN")
+    evidence = _evidence("rc 0", freeze, _item("/etc/nginx/nginx.conf"))
+    assert set(known_good_plan.mark_holds("down", evidence)) == {freeze["path"]}
+    (held,) = evidence["known_good"]["holds"]
+    assert held["path"] == freeze["path"] and "owner's hold" in held["note"]
+    plain = _evidence("rc 0", _item("/etc/nginx/nginx.conf"))
+    assert known_good_plan.mark_holds("down", plain) == {} and "holds" not in plain["known_good"]
