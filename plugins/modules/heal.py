@@ -182,10 +182,11 @@ options:
     description:
       - Keep a known-good baseline of each service's configuration on the host at every healthy check
         (M(sentinel.remediation.service_health) O(sentinel.remediation.service_health#module:known_good), in the
-        store of O(snapshot_dir)). At an incident the evidence leads with the redacted diff from it, and when
-        the failure names a drifted file (or the config test fails), the first attempt restores the last
-        known-good version, ahead of memory and the model; the bad version is kept aside on the host and the
-        diff is in the report, the journal and the task's warnings.
+        store of O(snapshot_dir)). At an incident the evidence leads with the redacted diff from it, and the
+        first attempt goes back to the last known-good state, ahead of memory and the model (the drifted files
+        the failure names, else every drifted one; a file new since then is taken out, its bytes kept); the bad
+        version is kept aside on the host and the diff is in the report, the journal and the task's warnings. A
+        drift that holds the service (a condition, a refusal, a do-not-start marker) is left to its owner.
       - The baseline holds what the service runs as and runs too (its accounts' groups, the mode and owner of its
         unit's programs and its directories); a lost membership or a changed mode or owner the failure explains
         is put back the same way (C(gpasswd -a), C(chown), C(chmod) with the recorded values).
