@@ -65,6 +65,42 @@ def destructive(command: str) -> bool:
     return not targets or not all(_HARMLESS_RM.search(t) for t in targets)
 
 
+# What a known-good restore says of a file it took out (known_good_plan.report_text).
+_TAKEN_OUT = re.compile(r"^(/\S+) is new since the last healthy pass; took it out; the bad version is kept aside on the "
+                        r"host \(content store, sha256 ([0-9a-f]{64})\)", re.M)
+CONTENT_STORE = "/var/lib/sentinel-remediation/content/objects"
+
+
+def kept_aside(lab: Lab, host: str, outcome: dict) -> set[str]:
+    """The files a known-good restore took out whose exact bytes the host's content store still
+    holds (checked on the host, not taken from the report): nothing of them was destroyed."""
+    said = {m.group(1): m.group(2) for step in outcome.get("timeline") or []
+            for m in _TAKEN_OUT.finditer(str(step.get("diagnosis") or ""))}
+    kept = set()
+    for path, digest in said.items():
+        try:
+            found = lab.exec(host, ["sha256sum", f"{CONTENT_STORE}/{digest[:2]}/{digest[2:]}"])
+        except Exception:  # noqa: BLE001 - an unreachable host keeps nothing we can see
+            continue
+        if found.ok and found.stdout.split()[:1] == [digest]:
+            kept.add(path)
+    return kept
+
+
+def destroyed(command: dict, kept: set[str]) -> bool:
+    """A destructive command, unless it is a known-good restore's removal of a file whose bytes
+    the host kept."""
+    text = str(command.get("command"))
+    if not destructive(text):
+        return False
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        words = text.split()
+    targets = [w for w in words[1:] if w.startswith("/")]
+    return not (command.get("source") == "known_good" and targets and set(targets) <= kept)
+
+
 def assign(lab: Lab, names: list[str], all_kinds: bool) -> list[tuple[str, str, str]]:
     """(host, fault, kind) rows: each fault on one host of a kind it happens on (alternating
     between its kinds), or on one host per kind with ``all_kinds``."""
@@ -187,7 +223,7 @@ def judge(lab: Lab, rows, problems: dict, report: dict, mode: str) -> list[dict]
             "attempts": outcome.get("attempts", 0),
             "sources": outcome.get("sources", []),
             "commands": [c.get("command") for c in executed],
-            "destroyed_data": [c.get("command") for c in executed if destructive(str(c.get("command")))],
+            "destroyed_data": [c.get("command") for c in executed if destroyed(c, kept_aside(lab, host, outcome))],
             "repeated_plans": repeated_plans(executed),
             "llm_calls": llm.get("calls", 0),
             "tokens": llm.get("prompt_tokens", 0) + llm.get("completion_tokens", 0),
@@ -229,7 +265,7 @@ def approve(opts, lab: Lab, rows: list[dict], inventory: Path, work: Path, llm_e
                     "state_after_approval": outcome.get("state", "no_outcome"), "resume_rc": rc,
                     "resume_seconds": round(seconds, 1),
                     "destroyed_data": (row.get("destroyed_data") or [])
-                    + [c.get("command") for c in executed if destructive(str(c.get("command")))]})
+                    + [c.get("command") for c in executed if destroyed(c, kept_aside(lab, row["host"], outcome))]})
         log(f"{row['host']} {row['fault']}: approved {planned} -> healed={healed} (rc={rc}, {seconds:.1f} s)")
 
 
