@@ -63,13 +63,22 @@ _SECURITY = re.compile(
     r"chroot|user\w*|group\w*|owner\w*|login\w*|sudo\w*)(?![a-z])", re.I)
 
 
+_COMMENT = re.compile(r"^\s*[#;]|\s#.*$")
+
+
+def _setting(line: str) -> str:
+    """An added line without its comment (a whole comment line, or ``# ...`` after a blank): a
+    setting's words, not a note's (``port = 5433  # (change requires restart)``)."""
+    return "" if re.match(r"^\s*[#;]", line) else _COMMENT.sub("", line)
+
+
 def weakens_security(diff: str) -> bool:
     """Whether going back to known-good would take out a security setting the drift added (or
-    the diff cannot be read whole to tell)."""
+    the diff cannot be read whole to tell). Comments are not settings."""
     text = str(diff or "")
     if not text or text.startswith("binary") or "(diff cut at" in text or "not kept" in text:
         return True
-    return any(_SECURITY.search(line[1:]) for line in text.splitlines()
+    return any(_SECURITY.search(_setting(line[1:])) for line in text.splitlines()
                if line.startswith("+") and not line.startswith("+++"))
 
 

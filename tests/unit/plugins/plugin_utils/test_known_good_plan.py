@@ -163,3 +163,12 @@ def test_a_hold_is_marked_in_the_evidence_for_the_model_and_the_human():
     assert held["path"] == freeze["path"] and "owner's hold" in held["note"]
     plain = _evidence("rc 0", _item("/etc/nginx/nginx.conf"))
     assert known_good_plan.mark_holds("down", plain) == {} and "holds" not in plain["known_good"]
+
+
+def test_a_comment_on_a_changed_line_is_not_a_security_setting():
+    port = "--- a\n+++ b\n@@ -64 +64 @@\n-port = 5432\t\t\t\t# (change requires restart)\n" \
+           "+port = 5433\t\t\t\t# (change requires restart)"
+    assert not known_good_plan.weakens_security(port)
+    assert not known_good_plan.weakens_security("--- a\n+++ b\n+# the auth team asked for this\n+workers = 4")
+    assert known_good_plan.weakens_security("--- a\n+++ b\n+ssl = on  # verify clients")
+    assert known_good_plan.weakens_security("--- a\n+++ b\n+dsn = host=db sslmode=verify-full")
