@@ -106,10 +106,12 @@ def test_run_heals_faults_and_reports(drv_lab: Lab, env: dict[str, str]) -> None
 
 def test_approval_is_listed_approved_and_heals(drv_lab: Lab, env: dict[str, str]) -> None:
     # The runbook's fix renames a config file: the policy gates `mv` behind a human. The file is
-    # new since the last healthy pass, so the autonomy table would let it run alone: this
-    # operator keeps moves aside for a human.
+    # new since the last healthy pass, so the autonomy table would let it run alone, and the
+    # known-good restore would take it out first: this operator keeps moves aside for a human
+    # and has no known-good baselines.
     drv_lab.inject("lab02", "nginx_config_syntax")
-    human = ["-e", "remediate_policy=" + json.dumps({"autonomy": {"move_aside_config": "human"}})]
+    human = ["-e", "remediate_policy=" + json.dumps({"autonomy": {"move_aside_config": "human"}}),
+             "-e", "remediate_known_good=false"]
     proc = cli(env, "run", *inventory(env), "--limit", "lab02", *RUNBOOK, *human)
     assert proc.returncode == 3, proc.stderr + proc.stdout      # waiting approval only
     assert "WAITING APPROVAL" in proc.stdout
