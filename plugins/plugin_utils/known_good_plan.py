@@ -59,7 +59,7 @@ _RESTORE_COMMANDS = 3
 _SECURITY = re.compile(
     r"(?<![a-z])(ssl\w*|tls\w*|https|verif\w*|cert\w*|ca_?file|ca_?path|rootcert|crl\w*|cipher\w*|key\w*|"
     r"auth\w*|passw\w*|secret\w*|token\w*|credential\w*|scram\w*|md5|gss\w*|hba|trust\w*|"
-    r"permi\w*|allow\w*|deny\w*|acl\w*|requir\w*|secur\w*|protect\w*|privat\w*|sandbox\w*|umask|"
+    r"permi\w*|allow\w*|deny\w*|reject\w*|acl\w*|requir\w*|secur\w*|protect\w*|privat\w*|sandbox\w*|umask|"
     r"chroot|user\w*|group\w*|owner\w*|login\w*|sudo\w*)(?![a-z])", re.I)
 
 
@@ -77,6 +77,10 @@ def weakens_security(diff: str) -> bool:
     the diff cannot be read whole to tell). Comments are not settings."""
     text = str(diff or "")
     if not text or text.startswith("binary") or "(diff cut at" in text or "not kept" in text:
+        return True
+    # A file whose very name speaks of security (pg_hba.conf, a TLS snippet, a key): every line is.
+    named = [os.path.basename(line.split()[-1]) for line in text.splitlines() if line.startswith(("+++ ", "--- "))]
+    if any(_SECURITY.search(name.replace("_", " ").replace("-", " ")) for name in named if "/" not in name):
         return True
     return any(_SECURITY.search(_setting(line[1:])) for line in text.splitlines()
                if line.startswith("+") and not line.startswith("+++"))

@@ -97,7 +97,9 @@ def test_installed_collection_heals_and_escalates_with_ansible_core_alone(lab: L
 
 def test_installed_resume_playbook_runs_an_approved_plan(lab: Lab, installed: Installed) -> None:
     lab.inject("lab01", "nginx_config_syntax")   # its runbook edits nginx's configuration: gated
-    proc, report = installed.playbook("remediate", "-e", "remediate_backend=runbook", "-e", "remediate_hosts=lab01")
+    # No known-good restore ahead of the runbook: it would take the new snippet out alone.
+    proc, report = installed.playbook("remediate", "-e", "remediate_backend=runbook", "-e", "remediate_hosts=lab01",
+                                      "-e", json.dumps({"remediate_known_good": False}))
     waiting = _outcomes(report)[("lab01", "nginx")]
     assert waiting["state"] == "waiting_approval", (waiting, proc.stdout[-3000:])
     pending = installed.state / "sentinel-remediation" / "remediation" / "pending" / f"{waiting['approval_id']}.json"

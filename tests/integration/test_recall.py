@@ -24,6 +24,9 @@ from workflow_support import Workspace, require_docker
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 PREFIX = f"{os.environ.get('SENTINEL_LAB_PREFIX', 'sentinel')}-recall"
+# Recall is what is under test: no known-good restore ahead of it (a healthy pass of lab01 in the
+# first test would make the snippet "new since the last healthy pass" in the second).
+NO_KNOWN_GOOD = {"remediate_known_good": False}
 OLD = "/etc/nginx/conf.d/zz-broken.conf"
 NEW = "/etc/nginx/conf.d/yy-deploy.conf"
 BROKEN = "server {\\n    listen 8081\\n    location / { return 204; }\\n}\\n"
@@ -67,7 +70,8 @@ def repair(lab, host: str, path: str) -> None:
 
 def heal_lab01_first(lab, work: Workspace, extravars: dict) -> None:
     lab.inject("lab01", "nginx_config_syntax")
-    first = work.run(extravars={"remediate_auto_approve": True, "remediate_hosts": "lab01", **extravars})
+    first = work.run(extravars={"remediate_auto_approve": True, "remediate_hosts": "lab01", **NO_KNOWN_GOOD,
+                                **extravars})
     assert first.status == "successful", first.stdout[-3000:]
     assert first.outcomes()[("lab01", "nginx")]["state"] == "healed", first.outcomes()[("lab01", "nginx")]
     assert lab.health("lab01", ["nginx"])["nginx"].healthy
@@ -82,7 +86,7 @@ def test_a_similar_incident_is_offered_to_the_model_adapted_to_this_host(lab, se
 
     break_with(lab, "lab02", NEW)
     try:
-        second = work.run(extravars={"remediate_backend": "llm", "remediate_auto_approve": True})
+        second = work.run(extravars={"remediate_backend": "llm", "remediate_auto_approve": True, **NO_KNOWN_GOOD})
         assert second.status == "successful", second.stdout[-3000:]
         outcome = second.outcomes()[("lab02", "nginx")]
         assert outcome["signature"] != first_signature(work)
@@ -110,7 +114,7 @@ def test_without_a_model_the_similar_fix_is_a_hint_and_nothing_of_it_runs(lab, t
 
     break_with(lab, "lab02", NEW)
     try:
-        second = work.run(extravars={"remediate_backend": "memory", "remediate_max_retries": 1})
+        second = work.run(extravars={"remediate_backend": "memory", "remediate_max_retries": 1, **NO_KNOWN_GOOD})
         outcome = second.outcomes()[("lab02", "nginx")]
         assert outcome["state"] == "escalated", outcome
         assert outcome["recall"] == "hint"

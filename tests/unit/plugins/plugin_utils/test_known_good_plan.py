@@ -172,3 +172,12 @@ def test_a_comment_on_a_changed_line_is_not_a_security_setting():
     assert not known_good_plan.weakens_security("--- a\n+++ b\n+# the auth team asked for this\n+workers = 4")
     assert known_good_plan.weakens_security("--- a\n+++ b\n+ssl = on  # verify clients")
     assert known_good_plan.weakens_security("--- a\n+++ b\n+dsn = host=db sslmode=verify-full")
+
+
+def test_a_file_named_for_security_is_a_humans_whatever_its_lines_say():
+    hba = "--- known-good /etc/postgresql/15/main/pg_hba.conf\n+++ now /etc/postgresql/15/main/pg_hba.conf\n" \
+          "@@ -0,0 +1 @@\n+host  sentinelapp  sentinelapp  127.0.0.1/32  reject  # SEC-2291"
+    assert known_good_plan.weakens_security(hba)
+    assert known_good_plan.weakens_security(hba.replace("reject  # SEC-2291", "md5").replace("pg_hba", "pg_access"))
+    plain = "--- known-good /etc/redis/redis.conf\n+++ now /etc/redis/redis.conf\n@@ -1 +1 @@\n-logfile /a\n+logfile /b"
+    assert not known_good_plan.weakens_security(plain)
