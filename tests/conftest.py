@@ -27,11 +27,18 @@ def _ensure_collection_path() -> None:
 _ensure_collection_path()
 
 
-# The longest test files first: scripts/test runs the suite on two workers, one file whole on
-# one worker, handed out in collection order; a long file handed out last would run alone.
-_LONGEST_FIRST = ("test_efficacy_replay.py", "test_lab_faults.py", "test_reliability.py", "test_fault_injection.py")
-
-
+# The longest test files first (tests/durations.py): scripts/test runs the suite on two workers,
+# one file whole on one worker, handed out in collection order; a long file handed out last
+# would run alone while the other worker idles.
 def pytest_collection_modifyitems(session, config, items):  # pylint: disable=unused-argument
-    rank = {name: index for index, name in enumerate(_LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+    from tests.durations import expected_seconds, load_table  # pylint: disable=import-outside-toplevel
+
+    table = load_table()
+
+    def relpath(item) -> str:
+        try:
+            return item.path.resolve().relative_to(REPO).as_posix()
+        except ValueError:
+            return item.path.name
+
+    items.sort(key=lambda item: -expected_seconds(relpath(item), table))  # stable: ties keep their order

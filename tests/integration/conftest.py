@@ -1,6 +1,7 @@
 """Fixtures for tests against the lab's real containers (see docs/lab.md).
 
 `lab` is one session lab of three hosts for any test that needs hosts to break and heal;
+`mixed_lab` is one SysV and one systemd host for the tests that need systemd;
 `lab_factory(prefix, count, kind="sysv")` makes a lab of one's own (its own container
 prefix; `kind` sysv, systemd or mixed) when a test must not share hosts. Every lab made
 here is removed when the session ends, unless SENTINEL_LAB_KEEP=1. Without Docker or the
@@ -28,7 +29,9 @@ from installed_support import Installed, install_collection, install_driver, und
 from sentinel_lab import Lab, kinds_for  # noqa: E402
 
 # One per pytest-xdist worker (scripts/test runs two): workers never share containers.
-SESSION_PREFIX = "sentinel-test" + (f"-{os.environ['PYTEST_XDIST_WORKER']}" if os.environ.get("PYTEST_XDIST_WORKER") else "")
+_WORKER = f"-{os.environ['PYTEST_XDIST_WORKER']}" if os.environ.get("PYTEST_XDIST_WORKER") else ""
+SESSION_PREFIX = "sentinel-test" + _WORKER
+MIXED_PREFIX = "sentinel-confine" + _WORKER
 
 
 def _unavailable(reason: str) -> None:
@@ -67,6 +70,13 @@ def lab_factory() -> Iterator[Callable[..., Lab]]:
 def lab(lab_factory: Callable[..., Lab]) -> Lab:
     """Three running hosts (lab01..lab03, prefix sentinel-test) with healthy services."""
     return lab_factory(SESSION_PREFIX, 3)
+
+
+@pytest.fixture(scope="session")
+def mixed_lab(lab_factory: Callable[..., Lab]) -> Lab:
+    """Two hosts, lab01 SysV and lab02 systemd (prefix sentinel-confine), shared by the files
+    that need a systemd host: one systemd boot per worker. Each file puts back what it changes."""
+    return lab_factory(MIXED_PREFIX, 2, kind="mixed")
 
 
 @pytest.fixture(scope="session")

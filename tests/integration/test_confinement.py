@@ -12,22 +12,17 @@ the tests prove the mechanism, not a broken command.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import confinement
 from policy_misread import misread
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import classify
+from host_module import run_host_module
 
 pytestmark = pytest.mark.lab
 
-REPO = Path(__file__).resolve().parents[2]
-ANSIBLE = str(Path(sys.executable).parent / "ansible")
 PORT = 7731
 LISTENER = f"""
 import socket
@@ -44,9 +39,9 @@ while True:
 
 
 @pytest.fixture(scope="module")
-def hosts(lab_factory: Callable) -> dict[str, str]:
-    """kind -> container of a two-host mixed lab (lab01 SysV, lab02 systemd)."""
-    lab = lab_factory("sentinel-confine", 2, kind="mixed")
+def hosts(mixed_lab) -> dict[str, str]:
+    """kind -> container of the session's two-host mixed lab (lab01 SysV, lab02 systemd)."""
+    lab = mixed_lab
     return {lab.kind(host): lab.container(host) for host in lab.hosts()}
 
 
@@ -66,18 +61,8 @@ def run_misread(container: str, command: str, believed: str, mode: str, monkeypa
     args = {"commands": [{"argv": verdict["argv"], "become": True, "label": command,
                           "confine": confinement.derive(verdict), "approved": True}],
             "confinement": mode}
-    argv = [ANSIBLE, "all", "-i", f"{container},", "-c", "community.docker.docker", "-u", "sentinel", "-b",
-            "-m", "sentinel.remediation.execute_plan", "-a", json.dumps(args)]
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1")
-    env.pop("SENTINEL_TEST_POLICY_MISREAD", None)
-    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=180, check=False)
-    try:
-        result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"][container]
-    except (ValueError, KeyError, IndexError) as exc:
-        raise AssertionError(f"ansible gave no result ({exc}): {proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    assert not result.get("failed"), result
-    return result["results"][0]
+    # the host module runs with the verdict it was given, not the misreading (the action's seam)
+    return run_host_module(container, "execute_plan", args, unset_env=("SENTINEL_TEST_POLICY_MISREAD",))["results"][0]
 
 
 KINDS = ("sysv", "systemd")

@@ -13,23 +13,21 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
+from host_module import run_host_module
+
 pytestmark = pytest.mark.lab
 
-REPO = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("SENTINEL_LAB_IMAGE", "sentinel-lab:latest")
 SYSTEMD_IMAGE = os.environ.get("SENTINEL_LAB_SYSTEMD_IMAGE", "sentinel-lab-systemd:latest")
 PREFIX = os.environ.get("SENTINEL_LAB_PREFIX", "sentinel-test")
 # What systemd as PID 1 needs in a container here (no --privileged), see docs/lab.md.
 SYSTEMD_RUN_FLAGS = ("--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro", "--tmpfs", "/run",
                      "--tmpfs", "/run/lock", "-e", "container=docker")
-ANSIBLE = str(Path(sys.executable).parent / "ansible")
 
 
 def _unavailable(reason: str) -> None:
@@ -61,20 +59,7 @@ class Host:
 
     def module(self, name: str, args: dict, check_mode: bool = False, become: bool = True) -> dict:
         """Run sentinel.remediation.<name> as user sentinel (with become); the host's result."""
-        argv = [ANSIBLE, "all", "-i", f"{self.name},", "-c", "community.docker.docker", "-u", "sentinel",
-                "-m", f"sentinel.remediation.{name}", "-a", json.dumps(args)] + (["-b"] if become else [])
-        if check_mode:
-            argv.append("--check")
-        env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-                   ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1")
-        proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
-        try:
-            report = json.loads(proc.stdout)
-            result = report["plays"][0]["tasks"][0]["hosts"][self.name]
-        except (ValueError, KeyError, IndexError) as exc:
-            raise AssertionError(f"ansible gave no result ({exc}): {proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-        assert not result.get("failed") and not result.get("unreachable"), result
-        return result
+        return run_host_module(self.name, name, args, become=become, check_mode=check_mode, timeout=120)
 
     def nginx_running(self) -> None:
         self.sh("test -d /var/log/nginx || install -d -o root -g adm -m 0755 /var/log/nginx;"

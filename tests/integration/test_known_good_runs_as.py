@@ -17,7 +17,7 @@ from workflow_support import Workspace, require_docker
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 PG_HOST = "lab01"  # a SysV host of the session lab
-SD_HOST = "lab02"  # the systemd host of the confinement tests' mixed lab
+SD_HOST = "lab02"  # the systemd host of the session's mixed lab (conftest mixed_lab)
 KEY = "/etc/ssl/private/ssl-cert-snakeoil.key"
 HOOK = "/usr/local/sbin/render-upstreams"
 DROP_IN = "/etc/systemd/system/nginx.service.d/20-render-upstreams.conf"
@@ -72,9 +72,9 @@ def postgres_host(lab, lab_inventory):
 
 
 @pytest.fixture
-def systemd_nginx(lab_factory, tmp_path_factory):
+def systemd_nginx(mixed_lab, tmp_path_factory):
     require_docker()
-    lab = lab_factory("sentinel-confine", 2, kind="mixed")
+    lab = mixed_lab
     assert lab.kind(SD_HOST) == "systemd"
     inventory = lab.write_inventory(tmp_path_factory.mktemp("kg-runs-as") / "hosts.yml")
     lab.exec(SD_HOST, HOOK_SETUP, check=True, timeout=60)

@@ -14,9 +14,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,12 +22,12 @@ import yaml
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import read_pids
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import classify, scope_from_service
+from host_module import run_host_module
 
 pytestmark = pytest.mark.lab
 
 HOST = "lab01"
 REPO = Path(__file__).resolve().parents[2]
-ANSIBLE = str(Path(sys.executable).parent / "ansible")
 POSTMASTER_PID = "head -1 /var/lib/postgresql/15/main/postmaster.pid"
 TABLE = "sentinel_lock_probe"
 GROUP = "lab-tls"
@@ -102,18 +99,7 @@ def test_a_blocking_locks_backend_is_terminated_after_approval_and_postgresql_ke
 
 def _module(lab, name: str, args: dict) -> dict:
     """sentinel.remediation.NAME on the host as the role runs it (docker connection, user sentinel, become)."""
-    container = lab.container(HOST)
-    argv = [ANSIBLE, "all", "-i", f"{container},", "-c", "community.docker.docker", "-u", "sentinel", "-b",
-            "-m", f"sentinel.remediation.{name}", "-a", json.dumps(args)]
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=180, check=False)
-    try:
-        result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"][container]
-    except (ValueError, KeyError, IndexError) as exc:
-        raise AssertionError(f"ansible gave no result ({exc}): {proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    assert not result.get("failed"), result
-    return result
+    return run_host_module(lab.container(HOST), name, args)
 
 
 def _host_definition(definition: dict) -> dict:

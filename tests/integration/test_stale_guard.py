@@ -14,10 +14,6 @@ against is read in the container (`kill -0`, `pgrep`), not from the code under t
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,12 +21,11 @@ import yaml
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import autonomy, policy
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.prompt import build_messages
+from host_module import run_host_module
 
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
-ANSIBLE = str(Path(sys.executable).parent / "ansible")
-PREFIX = "sentinel-guard" + (f"-{os.environ['PYTEST_XDIST_WORKER']}" if os.environ.get("PYTEST_XDIST_WORKER") else "")
 FAULT = "postgres_restore_guard_left_behind"
 MARKER = "/var/lib/postgresql/15/main/RESTORE_IN_PROGRESS"
 DROP_IN = "/etc/systemd/system/postgresql@15-main.service.d/10-restore-guard.conf"
@@ -51,18 +46,7 @@ def _evidence(lab, host: str) -> dict:
     definition = {k: v for k, v in _definition().items()
                   if k not in ("stateful", "confirm_attempts", "confirm_interval", "name")}
     args = dict(definition, service="postgresql", error=ERROR)
-    container = lab.container(host)
-    argv = [ANSIBLE, "all", "-i", f"{container},", "-c", "community.docker.docker", "-u", "sentinel", "-b",
-            "-m", "sentinel.remediation.evidence", "-a", json.dumps(args)]
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=180, check=False)
-    try:
-        result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"][container]
-    except (ValueError, KeyError, IndexError) as exc:
-        raise AssertionError(f"ansible gave no result ({exc}): {proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    assert not result.get("failed"), result
-    return result["evidence"]
+    return run_host_module(lab.container(host), "evidence", args)["evidence"]
 
 
 def _verdict(command: str, evidence: dict) -> dict:
@@ -80,11 +64,14 @@ def _request(evidence: dict) -> str:
 
 
 @pytest.fixture(scope="module")
-def guarded(lab_factory):
-    """A systemd lab host with the fault injected; put back as it was afterwards."""
-    lab = lab_factory(PREFIX, 1, kind="systemd")
+def guarded(mixed_lab):
+    """The systemd host of the mixed lab the confinement and known-good tests share (no host of
+    its own to boot), with the fault injected; put back as it was afterwards."""
+    lab = mixed_lab
     host = lab.hosts("systemd")[0]
     lab.wait_health(host, ["postgres"], timeout=120)
+    # what a test before may have left: none of the fault's parts, PostgreSQL running
+    assert lab.exec(host, f"test ! -e {MARKER} && test ! -e {DROP_IN} && ! pgrep -xf '{SLEEPER}'").ok
     lab.inject(host, FAULT)
     try:
         yield lab, host
