@@ -129,9 +129,9 @@ UNIT_TEARDOWN = (f"rm -f {NEW_DROP_IN} {HOLD_DROP_IN} {FLAG} /usr/local/sbin/ren
 
 
 @pytest.fixture
-def systemd_nginx(lab_factory, tmp_path_factory):
+def systemd_nginx(mixed_lab, tmp_path_factory):
     require_docker()
-    lab = lab_factory("sentinel-confine", 2, kind="mixed")
+    lab = mixed_lab
     assert lab.kind(SD_HOST) == "systemd"
     inventory = lab.write_inventory(tmp_path_factory.mktemp("kg-new-files") / "hosts.yml")
     lab.exec(SD_HOST, UNIT_TEARDOWN, timeout=60)
