@@ -152,6 +152,14 @@ _RULES = (
     # .pgpass: host:port:database:user:password
     ("password", re.compile(r"(?m)(?:^|(?<=[\s:]))((?:[A-Za-z0-9_.*\[\]-]+|\*):(?:[0-9]{1,5}|\*):(?![0-9]+:)[^:\s]+:(?![0-9]+:)[^:\s]+:)(\S+)$"),
      lambda m, kind: m.group(1) + MARK % kind),
+    # SQL statements that set a password: the quoted literal after PASSWORD or IDENTIFIED [WITH
+    # plugin] BY (CREATE/ALTER ROLE|USER, SET PASSWORD = PASSWORD('...')), as typed in psql -c,
+    # mysql -e or logged by the server; '' inside the literal is an escaped quote.
+    ("password", re.compile(
+        r"(?i)((?<![\"'\w])(?:(?:UN)?ENCRYPTED[ \t]+)?(?:PASSWORD|IDENTIFIED[ \t]+(?:WITH[ \t]+[A-Za-z0-9_]+[ \t]+)?BY"
+        r"(?:[ \t]+PASSWORD)?)(?:[ \t]+(?:=[ \t]*)?(?:PASSWORD[ \t]*)?\(?|\()[ \t]*)"
+        r"('(?:[^'\n]|'')*'|\"[^\"\n]*\"|\$[A-Za-z0-9_]*\$.*?\$[A-Za-z0-9_]*\$)"),
+     lambda m, kind: m.group(1) + "'" + MARK % kind + "'"),
     # Cookie / Set-Cookie headers: every cookie value is a session credential (attributes stay).
     ("cookie", re.compile(r"(?im)^(?P<head>.*?\b(?:set-)?cookie\s*:\s*)(?P<rest>[^\n]*)$"),
      "cookie"),

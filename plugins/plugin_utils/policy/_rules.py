@@ -100,7 +100,7 @@ def _secret(chk: Check, canon: str) -> str | None:
     if c["secret_paths"] is not None and c["secret_paths"].match(canon):
         return "holds credentials, keys, password hashes or process memory"
     if c["credential_configs"] is not None and c["credential_configs"].match(canon):
-        return "holds credentials by what it is for (a cluster cookie, a mail relay password map, a directory bind)"
+        return "holds credentials by what it is for (a cluster cookie, a mail relay password map, a directory bind, a server's user list)"
     names = c["secret_names"]
     if names is not None:
         found = names.search(canon)
