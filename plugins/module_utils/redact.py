@@ -129,6 +129,11 @@ _RULES = (
         r"(?:\"[^\"\n]*\"|'[^'\n]*'|\S+)",
         re.IGNORECASE),
      lambda m, kind: m.group(1) + MARK % kind),
+    # Redis ACL rules (users.acl, ACL LIST, ACL SETUSER): `>pw` and `<pw` carry a password in
+    # clear, `#hex` and `!hex` its SHA-256; the user name and the permissions stay readable.
+    ("password", re.compile(r"(?i)\b(?:user|setuser)[ \t]+\S+[ \t]+(?:on|off|reset)\b[^\n]*"),
+     lambda m, kind: re.sub(r"(?<=[ \t])([<>])(?!\[REDACTED)\S+|(?<=[ \t])([#!])[0-9A-Fa-f]{64}(?![0-9A-Za-z])",
+                            lambda t: (t.group(1) or t.group(2)) + MARK % kind, m.group(0))),
     # Redis AUTH [user] password, as typed, logged or shown by MONITOR ("AUTH" "user" "pw").
     ("password", re.compile(r"((?:\bAUTH|\"auth\"|\"AUTH\")\s+(?:\"?[A-Za-z0-9_.@-]+\"?\s+)?)"
                             r"(?!(?:required|failed|failure|ok|error|errors|succeeded|successful|timeout|disabled|enabled)\b)"
