@@ -129,6 +129,11 @@ _RULES = (
         r"(?:\"[^\"\n]*\"|'[^'\n]*'|\S+)",
         re.IGNORECASE),
      lambda m, kind: m.group(1) + MARK % kind),
+    # Redis ACL rules (users.acl, ACL LIST, ACL SETUSER): `>pw` and `<pw` carry a password in
+    # clear, `#hex` and `!hex` its SHA-256; the user name and the permissions stay readable.
+    ("password", re.compile(r"(?i)\b(?:user|setuser)[ \t]+\S+[ \t]+(?:on|off|reset)\b[^\n]*"),
+     lambda m, kind: re.sub(r"(?<=[ \t])([<>])(?!\[REDACTED)\S+|(?<=[ \t])([#!])[0-9A-Fa-f]{64}(?![0-9A-Za-z])",
+                            lambda t: (t.group(1) or t.group(2)) + MARK % kind, m.group(0))),
     # Redis AUTH [user] password, as typed, logged or shown by MONITOR ("AUTH" "user" "pw").
     ("password", re.compile(r"((?:\bAUTH|\"auth\"|\"AUTH\")\s+(?:\"?[A-Za-z0-9_.@-]+\"?\s+)?)"
                             r"(?!(?:required|failed|failure|ok|error|errors|succeeded|successful|timeout|disabled|enabled)\b)"
@@ -152,6 +157,14 @@ _RULES = (
     # .pgpass: host:port:database:user:password
     ("password", re.compile(r"(?m)(?:^|(?<=[\s:]))((?:[A-Za-z0-9_.*\[\]-]+|\*):(?:[0-9]{1,5}|\*):(?![0-9]+:)[^:\s]+:(?![0-9]+:)[^:\s]+:)(\S+)$"),
      lambda m, kind: m.group(1) + MARK % kind),
+    # SQL statements that set a password: the quoted literal after PASSWORD or IDENTIFIED [WITH
+    # plugin] BY (CREATE/ALTER ROLE|USER, SET PASSWORD = PASSWORD('...')), as typed in psql -c,
+    # mysql -e or logged by the server; '' inside the literal is an escaped quote.
+    ("password", re.compile(
+        r"(?i)((?<![\"'\w])(?:(?:UN)?ENCRYPTED[ \t]+)?(?:PASSWORD|IDENTIFIED[ \t]+(?:WITH[ \t]+[A-Za-z0-9_]+[ \t]+)?BY"
+        r"(?:[ \t]+PASSWORD)?)(?:[ \t]+(?:=[ \t]*)?(?:PASSWORD[ \t]*)?\(?|\()[ \t]*)"
+        r"('(?:[^'\n]|'')*'|\"[^\"\n]*\"|\$[A-Za-z0-9_]*\$.*?\$[A-Za-z0-9_]*\$)"),
+     lambda m, kind: m.group(1) + "'" + MARK % kind + "'"),
     # Cookie / Set-Cookie headers: every cookie value is a session credential (attributes stay).
     ("cookie", re.compile(r"(?im)^(?P<head>.*?\b(?:set-)?cookie\s*:\s*)(?P<rest>[^\n]*)$"),
      "cookie"),

@@ -169,6 +169,14 @@ def parse(raw: bytes, key: bytes, approval_id: str) -> dict:
     if record.get("id") != approval_id:
         raise ApprovalRefused(f"plan {approval_id}: the pending file holds plan {record.get('id')!r}, "
                               "authentic but not the one named")
+    if raw != dumps(record):
+        # The MAC covers what the JSON parser keeps; a reader of the file may see more: an earlier
+        # duplicate key (the parser keeps the last one), text after the object, escapes that
+        # render otherwise. Only the controller's own rendering is what an approver was shown.
+        raise ApprovalRefused(f"plan {approval_id}: the pending file's bytes are not the controller's rendering of "
+                              "its record (a duplicate key, added text or reformatting): it was edited after it "
+                              "was written, and a reader may have seen other commands than those that would run; "
+                              "nothing of it runs")
     return record
 
 

@@ -100,7 +100,7 @@ def _secret(chk: Check, canon: str) -> str | None:
     if c["secret_paths"] is not None and c["secret_paths"].match(canon):
         return "holds credentials, keys, password hashes or process memory"
     if c["credential_configs"] is not None and c["credential_configs"].match(canon):
-        return "holds credentials by what it is for (a cluster cookie, a mail relay password map, a directory bind)"
+        return "holds credentials by what it is for (a cluster cookie, a mail relay password map, a directory bind, a server's user list)"
     names = c["secret_names"]
     if names is not None:
         found = names.search(canon)
@@ -266,6 +266,12 @@ def _judge_write(chk: Check, value: str, canon: str, access: str, recursive: boo
         if user not in allowed or (group and group not in allowed | {"adm"} and group != user):
             chk.approve(f"`{chk.tool}` gives {q(value)} to {q(owner)}, not the service's account "
                         f"({', '.join(sorted(scope.users)) or 'unknown'}); a human should confirm")
+        elif kind == "data" and user in ("root", "0") and scope.users - {"root", "0"}:
+            # Root may own a log directory or a pid file; a service's data owned by root is data
+            # the service (which runs as its own account) can no longer write: an outage, not a fix.
+            chk.approve(f"`{chk.tool}` gives the service's data {q(value)} to root, away from its account "
+                        f"({', '.join(sorted(scope.users - {'root', '0'}))}): the service can no longer write it; "
+                        "a human should confirm")
     if kind == "config":
         if access == "delete" and recursive:
             chk.reject(f"recursive deletion of {q(value)} destroys the service's configuration")

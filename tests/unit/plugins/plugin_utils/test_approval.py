@@ -89,6 +89,23 @@ def test_a_record_without_a_mac_or_under_another_id_is_refused(key_dir):
         approval.parse(approval.dumps(approval.seal(record(), b"k" * 32)), key, "0123456789abcdef")
 
 
+def test_a_pending_file_showing_other_commands_than_its_sealed_ones_is_refused(key_dir):
+    key = approval.controller_key()
+    raw = approval.dumps(approval.seal(record(), key))
+    shown = json.dumps([{"command": "systemctl status nginx", "argv": ["systemctl", "status", "nginx"]}])
+    # An earlier duplicate "commands" key: a person reading the file sees it first, the parser keeps
+    # the sealed (last) one, so the MAC still matches.
+    two_lists = raw.replace(b'{\n', b'{\n  "commands": ' + shown.encode() + b',\n', 1)
+    assert json.loads(two_lists)["commands"] == CMDS
+    with pytest.raises(approval.ApprovalRefused, match="duplicate key, added text or reformatting"):
+        approval.parse(two_lists, key, "0123456789abcdef")
+    for edited in (raw + b"\n" * 40 + b" " * 4, raw.replace(b"nginx", b"ngin\\u0078"),
+                   json.dumps(json.loads(raw)).encode()):
+        with pytest.raises(approval.ApprovalRefused, match="it was edited after it was written"):
+            approval.parse(edited, key, "0123456789abcdef")
+    assert approval.parse(raw, key, "0123456789abcdef")["commands"] == CMDS
+
+
 def test_a_record_binds_its_host_and_its_failure(key_dir):
     r = record()
     assert approval.binding_problem(r, "web1", "ssh://10.0.0.5:") == ""
