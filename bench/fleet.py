@@ -398,7 +398,7 @@ class Bench:
         started = time.time()
         run = run_playbook(REPO / "playbooks" / "remediate.yml", self.fleet.inventory(hosts), forks,
                            {**base_env(cache, report_path), **(env or {})}, extra, log_path,
-                           lab_prefix=self.opts.prefix)
+                           lab_prefix=self.fleet.lab.prefix)
         chat = self.server.chat_requests
         summary = summarise_report(read_report(report_path))
         healed = self.fleet.healed(plan)
@@ -439,7 +439,7 @@ class Bench:
         forks = forks or self.opts.forks
         run = run_playbook(BENCH / "floor.yml", self.fleet.inventory(hosts), forks,
                            base_env(self.work / "cache-floor", None), {"floor_broken": broken}, log_path,
-                           lab_prefix=self.opts.prefix)
+                           lab_prefix=self.fleet.lab.prefix)
         healed = self.fleet.healed(plan)
         commands = re.findall(r"^changed: \[", Path(log_path).read_text(encoding="utf-8"), re.MULTILINE)
         result = {"scenario": name, "hosts": len(hosts), "forks": forks, **run, "llm_calls": 0,
@@ -454,12 +454,12 @@ class Bench:
         report_path, log_path = self._paths("healthy-monitor")
         monitor = run_playbook(REPO / "playbooks" / "remediate.yml", inventory, self.opts.forks,
                                base_env(self.work / "cache-healthy", report_path), None, log_path,
-                               ("--tags", "monitor"), lab_prefix=self.opts.prefix)
+                               ("--tags", "monitor"), lab_prefix=self.fleet.lab.prefix)
         summary = summarise_report(read_report(report_path))
         _report_path, log_path = self._paths("healthy-floor")
         floor = run_playbook(BENCH / "healthy_floor.yml", inventory, self.opts.forks,
                              base_env(self.work / "cache-healthy-floor", None), None, log_path,
-                             lab_prefix=self.opts.prefix)
+                             lab_prefix=self.fleet.lab.prefix)
         result = {"hosts": len(hosts), "monitor": {**monitor, "states": summary["states"],
                                                    "task_profile": task_profile(monitor["log"])},
                   "floor": {**floor, "task_profile": task_profile(floor["log"])},

@@ -30,6 +30,7 @@ from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec impo
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.knowledge import load_knowledge
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import target_key
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.llm_client import LLMError, resolve_settings
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.plain_data import plain
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.planner import PlannerError
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.role_inputs import check_role_inputs
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.remediation import vocabulary as words
@@ -112,6 +113,9 @@ class ActionModule(ActionBase):
         if entry_point:
             # The role's variables first: a bad one is named as the operator wrote it.
             check_role_inputs(self, str(entry_point), task_vars)
+        # The arguments as plain data: the validation deep-copies them, and tagged values cost
+        # that copy most of this action's controller CPU (plain_data.py); nothing here reads a tag.
+        self._task.args = plain(self._task.args)
         _spec, args = self.validate_argument_spec(argument_spec=argument_spec())
         args["artifacts_dir"] = _state_dir(args["artifacts_dir"])
         # Every input is checked before the host is touched (the health check included).

@@ -13,6 +13,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.sentinel.remediation.plugins.plugin_utils._argspec import load_yaml
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.plain_data import plain
 
 _NAME = "sentinel.remediation.heal"
 
@@ -23,7 +24,8 @@ def check_role_inputs(action: ActionBase, entry_point: str, task_vars: Mapping) 
     spec = role_argument_spec(entry_point)
     provided = {name: task_vars[name] for name in spec if name in task_vars}
     provided = action._templar.template(provided)
-    validation = role_validator(entry_point).validate(provided)
+    # Only the error messages are read: the validator's deep copy is of plain data (plain_data.py).
+    validation = role_validator(entry_point).validate(plain(provided))
     if validation.error_messages:
         raise AnsibleActionFail(f"{_NAME}: bad input to the sentinel.remediation.remediate role ({entry_point}): "
                                 + "; ".join(validation.error_messages))
