@@ -23,8 +23,6 @@ def plain(value):
         return value
     if isinstance(value, str):
         return str(value)
-    if isinstance(value, bool):
-        return bool(value)
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):

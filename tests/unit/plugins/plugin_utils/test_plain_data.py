@@ -33,8 +33,8 @@ def _types(value) -> set:
 
 
 def test_tagged_values_become_the_exact_builtin_types_with_the_same_values():
-    tagged = _tagged({trust_as_template("services"): _tagged([_tagged({"name": trust_as_template("nginx"),
-                                                                        "port": _tagged(80)})]),
+    service = _tagged({"name": trust_as_template("nginx"), "port": _tagged(80)})
+    tagged = _tagged({trust_as_template("services"): _tagged([service]),
                       "ratio": _tagged(0.5), "on": True, "none": None, "pair": ("a", _tagged("b"))})
     assert any(t.__module__ != "builtins" for t in _types(tagged))
     out = plain(tagged)
