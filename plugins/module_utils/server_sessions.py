@@ -155,6 +155,16 @@ def _ranked(out: dict, sessions: list) -> dict:
 # kind -> the stems of its processes or units, and how its view is read
 VIEWS_BY_STEM = (("postgresql", ("postgres",)),)
 VIEWS = {"postgresql": _postgresql}
+# kind -> the server's own client, the tool its view is read with and a plan ends a session with
+VIEW_TOOLS = {"postgresql": "psql"}
+
+
+def view_tools(defn: dict) -> list:
+    """The clients of the session views that concern ``defn``'s incidents: its own server's, and
+    each dependency's (a dependent waiting on a database is told to end the blocking session
+    with the server's own function, so the planner must be told whether that client is here)."""
+    kinds = [server_kind(defn)] + [server_kind({"name": str(dep)}) for dep in defn.get("depends_on") or []]
+    return [VIEW_TOOLS[kind] for kind in dict.fromkeys(kinds) if kind in VIEW_TOOLS]
 
 
 def read(defn: dict, timeout: int = 5):

@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.sentinel.remediation.plugins.module_utils import server_sessions
+
 CHECK_TYPES = ("command", "http", "port", "process", "service")
 
 CHECK_OPTIONS = dict(
@@ -177,8 +179,9 @@ DEFAULT_TOOLS = (
 
 
 def tool_candidates(defn: dict) -> list:
-    """DEFAULT_TOOLS and the service's own programs (its processes, config test, checks)."""
-    names = list(DEFAULT_TOOLS) + [defn["name"]] + list(defn["processes"])
+    """DEFAULT_TOOLS, the service's own programs (its processes, config test, checks) and the
+    clients of the session views its incidents may show (its own server's, its dependencies')."""
+    names = list(DEFAULT_TOOLS) + [defn["name"]] + list(defn["processes"]) + server_sessions.view_tools(defn)
     if defn["config_test"]:
         names.append(os.path.basename(defn["config_test"][0]))
     for check in defn["checks"]:

@@ -27,3 +27,23 @@ def test_a_server_without_its_client_says_so(monkeypatch):
     monkeypatch.setattr(server_sessions.host_probe, "find_tool", lambda name: None)
     assert server_sessions.read({"name": "db", "processes": ["postgres"]}) == {
         "server": "postgresql", "error": "psql is not on this host"}
+
+
+def _definition(name, **extra):
+    return dict(dict(name=name, units=[], processes=[], depends_on=[], config_test=[], checks=[]), **extra)
+
+
+def test_the_planner_is_told_whether_the_client_that_ends_a_session_is_there_for_the_server_and_its_dependents():
+    # A dependent waiting on a database is told to end the blocking session with the server's own
+    # function: the host's tool report must say whether that client is installed (the model read
+    # "use only the tools listed as present" and could not send it when psql was not listed).
+    from ansible_collections.sentinel.remediation.plugins.module_utils.service_spec import tool_candidates
+
+    app = _definition("sentinel-app", processes=["sentinel-app"], depends_on=["postgresql"])
+    database = _definition("postgresql", units=["postgresql@15-main.service"], processes=["postgres"])
+    web = _definition("nginx", processes=["nginx"], depends_on=["sentinel-app"])
+    assert server_sessions.view_tools(app) == ["psql"]
+    assert server_sessions.view_tools(database) == ["psql"]
+    assert server_sessions.view_tools(web) == []
+    assert "psql" in tool_candidates(app) and "psql" in tool_candidates(database)
+    assert "psql" not in tool_candidates(web)
