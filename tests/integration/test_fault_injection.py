@@ -497,7 +497,9 @@ def test_a_stalling_llm_is_cut_at_its_deadline_and_delays_no_runbook_fix(lab, tm
         inv = inventory(lab, {"lab01": "lab01", "lab02": "lab02"}, tmp_path / "inv.json",
                         host_vars={"lab01": {"remediate_backend": "llm"}, "lab02": {"remediate_backend": "runbook"}})
         run = Run(tmp_path, inv, cache=tmp_path / "cache", artifacts=tmp_path / "artifacts",
-                  variables={**variables, "remediate_max_retries": 1})(timeout=240)
+                  # The subject is the model's deadline: the known-good restore (the shared host's
+                  # earlier healthy passes recorded redis.conf) would plan ahead of the model.
+                  variables={**variables, "remediate_max_retries": 1, "remediate_known_good": False})(timeout=240)
         asked = len(server.chat_requests)
     assert asked >= 1, "the model was never asked: the case tests nothing"
     stuck = run.outcome("lab01", "redis-server")
