@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -128,22 +130,32 @@ def test_ids_are_unique():
     assert approval.ID_RE.match(approval.new_id())
 
 
-def _claim(args):
-    directory, who = args
-    try:
-        approval.claim(directory, "0123456789abcdef", who, f"run-{who}")
-        return "won"
-    except approval.ApprovalRefused as exc:
-        return str(exc)
+_CLAIM = """
+import sys
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import approval
+directory, who = sys.argv[1:3]
+try:
+    approval.claim(directory, "0123456789abcdef", who, "run-" + who)
+    print("won")
+except approval.ApprovalRefused as exc:
+    print(exc)
+"""
 
 
 def test_of_concurrent_claims_exactly_one_wins_and_the_others_learn_who(tmp_path):
+    # Twelve separate interpreters, not forks of this one: a fork of a pytest-xdist worker
+    # (threads of its own) could hang on a lock held at the fork, and a whole CI run with it.
     directory = str(tmp_path / "approval")
-    with multiprocessing.get_context("fork").Pool(6) as pool:
-        results = pool.map(_claim, [(directory, f"op{n}") for n in range(12)])
-    assert results.count("won") == 1
+    root = Path(approval.__file__).parents[5]  # the collections root above ansible_collections/
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    claims = [subprocess.Popen([sys.executable, "-c", _CLAIM, directory, f"op{n}"], env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for n in range(12)]
+    outputs = [claim.communicate(timeout=60) for claim in claims]
+    assert all(claim.returncode == 0 for claim in claims), outputs
+    results = [out.strip() for out, _err in outputs]
+    assert results.count("won") == 1, results
     losers = [r for r in results if r != "won"]
-    assert all("was already used (by op" in r and "nothing ran again" in r for r in losers)
+    assert all("was already used (by op" in r and "nothing ran again" in r for r in losers), losers
 
 
 def test_a_pending_file_is_never_overwritten_and_is_retired_aside(tmp_path, key_dir):
