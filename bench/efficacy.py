@@ -175,7 +175,7 @@ def start_llm(opts, work: Path) -> tuple[subprocess.Popen | None, dict]:
 
 
 def remediate(opts, inventory: Path, work: Path, llm_env: dict, playbook: str = "remediate.yml",
-              more: dict | None = None, name: str = "report") -> tuple[dict, float, int]:
+              more: dict | None = None, name: str = "report", limit: list[str] | None = None) -> tuple[dict, float, int]:
     report = work / f"{name}.json"
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_CACHE_PLUGIN_CONNECTION=str(work / "facts"),
                SENTINEL_REPORT_JSON=str(report), ANSIBLE_NOCOLOR="1",
@@ -191,7 +191,8 @@ def remediate(opts, inventory: Path, work: Path, llm_env: dict, playbook: str = 
     started = time.perf_counter()
     with open(work / f"{name}.log", "w", encoding="utf-8") as out:
         proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
-                               str(REPO / "playbooks" / playbook), "-e", f"@{work / (name + '.extra.json')}"],
+                               str(REPO / "playbooks" / playbook), "-e", f"@{work / (name + '.extra.json')}"]
+                              + (["--limit", ",".join(limit)] if limit else []),
                               cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
     seconds = time.perf_counter() - started
     data = json.loads(report.read_text()) if report.exists() else {}
@@ -347,13 +348,20 @@ def totals(rows: list[dict]) -> dict:
     }
 
 
+def _baseline_words(summary: Mapping) -> str:
+    if not summary.get("baseline"):
+        return "no healthy pass"
+    without = summary.get("no_baseline_for") or []
+    return "a healthy pass before injecting" + (f" (not on the hosts of {len(without)} faults)" if without else "")
+
+
 def markdown(rows: list[dict], summary: dict, mode: str, seconds: float) -> str:
     lines = [f"Mode `{mode}`: {summary['fixable_healed_within_2']}/{summary['fixable']} fixable faults healed within "
              f"2 attempts ({summary['fixable_healed_within_2_pct']}%), {summary['fixable_healed']} in all; "
              f"{summary['fixable_healed_alone_within_2']}/{summary['fixable']} without a human within 2 attempts "
              f"({summary['fixable_healed_alone_within_2_pct']}%), {summary['fixable_healed_with_one_approval']} more "
              f"with one approval; {summary['paths_left_changed_after_failed_attempt']} path(s) left changed after a "
-             f"failed attempt; {'a healthy pass before injecting' if summary.get('baseline') else 'no healthy pass'}; "
+             f"failed attempt; {_baseline_words(summary)}; "
              f"{summary['human_only_held']}/{summary['human_only']} human-only faults escalated or waiting; "
              f"{summary['with_runbook_healed_first_attempt']}/{summary['with_runbook']} fixable faults with a "
              f"runbook healed in the first attempt; {summary['repeated_plans']} plan(s) run twice in an incident; "
@@ -414,6 +422,9 @@ def main(argv=None) -> int:
     parser.add_argument("--no-baseline", dest="baseline", action="store_false",
                         help="inject without the healthy pass before it (no known-good baselines: what the recorded "
                              "replay transcripts were made with)")
+    parser.add_argument("--no-baseline-for", default="",
+                        help="comma-separated FAULT@KIND entries whose hosts get no healthy pass, while the "
+                             "others have one (one lab for recordings made both ways)")
     parser.add_argument("--approve", action="store_true",
                         help="then approve, once each, the waiting plans of fixable faults that destroy nothing "
                              "(playbooks/resume.yml) and report whether they healed")
@@ -437,6 +448,11 @@ def main(argv=None) -> int:
     if wrong_kind:
         parser.error(f"faults pinned to a kind they do not happen on: {', '.join(wrong_kind)}")
     rows = assign(lab, names, opts.all_kinds)
+    without = {n for n in opts.no_baseline_for.split(",") if n}
+    stray = without - {f"{fault}@{kind}" for _host, fault, kind in rows}
+    if stray:
+        parser.error(f"--no-baseline-for names faults this run does not inject: {', '.join(sorted(stray))}")
+    baselined = [host for host, fault, kind in rows if f"{fault}@{kind}" not in without]
     work = Path(tempfile.mkdtemp(prefix="sentinel-efficacy-"))
     log(f"{len(rows)} hosts for {len(names)} faults; work dir {work}")
     lab.down()
@@ -446,12 +462,13 @@ def main(argv=None) -> int:
         inventory = lab.write_inventory(work / "inventory.json", services=True)
         report, seconds, rc = remediate(opts, inventory, work, {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "",
                                                                 "OPENAI_MODEL": ""},
-                                        more={"remediate_monitor_only": True}, name="healthy-pass")
+                                        more={"remediate_monitor_only": True}, name="healthy-pass",
+                                        limit=baselined if without else None)
         unhealthy = [f"{o.get('host')}/{o.get('service')}" for o in report.get("outcomes") or []
                      if o.get("state") != "healthy"]
         log(f"healthy pass rc={rc} in {seconds:.1f} s" + (f"; not healthy: {', '.join(unhealthy)}" if unhealthy else ""))
 
-    problems = prepare(lab, rows, healthy_pass if opts.baseline else None)
+    problems = prepare(lab, rows, healthy_pass if opts.baseline and baselined else None)
     for host, problem in problems.items():
         log(f"{host}: not prepared: {problem}")
     inventory = lab.write_inventory(work / "inventory.json", services=True)
@@ -470,7 +487,9 @@ def main(argv=None) -> int:
         finally:
             if server is not None:
                 server.terminate()
-    summary = totals(results) | {"seconds": round(seconds, 1), "playbook_rc": rc, "baseline": opts.baseline}
+    summary = totals(results) | {"seconds": round(seconds, 1), "playbook_rc": rc,
+                                 "baseline": opts.baseline and bool(baselined),
+                                 "no_baseline_for": sorted(without) if opts.baseline else []}
     if not opts.keep:
         lab.down()
     previous = json.loads(opts.out.read_text()) if opts.out.exists() else {}

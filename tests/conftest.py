@@ -27,9 +27,9 @@ def _ensure_collection_path() -> None:
 _ensure_collection_path()
 
 
-# The longest test files first (tests/durations.py): scripts/test runs the suite on two workers,
+# The longest test files first (tests/durations.py): scripts/test runs the suite on three workers,
 # one file whole on one worker, handed out in collection order; a long file handed out last
-# would run alone while the other worker idles.
+# would run alone while the other workers idle.
 def pytest_collection_modifyitems(session, config, items):  # pylint: disable=unused-argument
     from tests.durations import expected_seconds, load_table  # pylint: disable=import-outside-toplevel
 

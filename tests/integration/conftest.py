@@ -28,7 +28,7 @@ if str(LAB_DIR) not in sys.path:
 from installed_support import Installed, install_collection, install_driver, undo_read_only  # noqa: E402
 from sentinel_lab import Lab, kinds_for  # noqa: E402
 
-# One per pytest-xdist worker (scripts/test runs two): workers never share containers.
+# One per pytest-xdist worker (scripts/test runs three): workers never share containers.
 _WORKER = f"-{os.environ['PYTEST_XDIST_WORKER']}" if os.environ.get("PYTEST_XDIST_WORKER") else ""
 SESSION_PREFIX = "sentinel-test" + _WORKER
 MIXED_PREFIX = "sentinel-confine" + _WORKER
