@@ -212,15 +212,18 @@ def journal_text(defn: dict, lines: int, timeout: int) -> str:
     return command_text(argv, timeout)[0]
 
 
-def dependency_states(defn: dict, init: str, timeout: int, checked=None) -> dict:
+def dependency_states(defn: dict, init: str, timeout: int, checked=None) -> tuple:
     """For each service it depends on: its own health checks' verdict when this same call
     checked it (``checked``: name -> health result), else the init system's one-line answer
-    (which can say "active" for an umbrella unit while the real server is down)."""
-    states = {}
+    (which can say "active" for an umbrella unit while the real server is down). Returns
+    (states, up): the sentences the planner reads, and name -> True (up), False (down) or
+    None (unknown) for the engine, which never parses the sentences."""
+    states, up = {}, {}
     checked = checked or {}
     for name in defn["depends_on"]:
         if name in checked:
             result = checked[name]
+            up[name] = bool(result.get("healthy"))
             if result.get("healthy"):
                 states[name] = "healthy: its own checks passed in this same check"
             else:
@@ -232,12 +235,13 @@ def dependency_states(defn: dict, init: str, timeout: int, checked=None) -> dict
         else:
             argv = host_probe.status_argv(name, host_probe.detect_init())
         if argv is None:
-            states[name] = "unknown: no init tool"
+            states[name], up[name] = "unknown: no init tool", None
             continue
         rc, out, err = host_probe.run_argv(argv, timeout=timeout)
         said = host_probe.last_line(out) or host_probe.last_line(err) or "no output"
         states[name] = "%s (rc %d): %s" % ("running" if rc == 0 else "not running", rc, said)
-    return states
+        up[name] = rc == 0
+    return states, up
 
 
 # ---------------------------------------------------------------------------------------
@@ -1252,7 +1256,9 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     if declared:
         evidence["paths"] = budget.take_all(declared, cap, keep="head")
     if defn["depends_on"]:
-        evidence["dependencies"] = budget.take_all(dependency_states(defn, init, timeout, checked), cap, keep="head")
+        states, up = dependency_states(defn, init, timeout, checked)
+        evidence["dependencies"] = budget.take_all(states, cap, keep="head")
+        evidence["dependency_up"] = up
     if journal:
         evidence["journal"] = budget.take(journal, cap)
     evidence["oom"] = budget.take(oom_text(timeout), cap // 2)

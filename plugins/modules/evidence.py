@@ -284,6 +284,14 @@ evidence:
       returned: when O(depends_on) is not empty
       sample:
         postgresql: "not running (rc 3): inactive"
+    dependency_up:
+      description:
+        - For each of O(depends_on), the same verdict as data, for the engine (which never parses the
+          sentences of RV(evidence.dependencies)) - V(true) up, V(false) down, V(null) unknown.
+      type: dict
+      returned: when O(depends_on) is not empty
+      sample:
+        postgresql: false
     journal:
       description: The last O(log_lines) journal lines of the service's units.
       type: str

@@ -110,7 +110,9 @@ def _evidence_items(evidence) -> list[tuple[str, str]]:
     items = []
     for key in sorted(evidence, key=lambda k: (order.get(str(k), len(order)), str(k))):
         value = evidence[key]
-        if value in (None, "", [], {}) or key in ("service_pids", "init"):
+        # engine data the request says elsewhere in words (the init system's line, the
+        # dependencies' sentences)
+        if value in (None, "", [], {}) or key in ("service_pids", "init", "dependency_up"):
             continue
         if key == "processes" and isinstance(value, (list, tuple)):
             text = _process_table(value)

@@ -73,9 +73,9 @@ def with_dependencies(ctx: RunContext, port: HostPort, name: str, definition: Ma
         lines = [line for line, _by in named]
         row = rows.get(dep) or {}
         # Without this pass's row (evidence read again after an attempt), the dependency's state
-        # as the same check reported it says whether it failed.
-        failing = (row["healthy"] is False if "healthy" in row
-                   else str(states.get(dep) or "").startswith(("FAILING", "not running")))
+        # as the same check reported it says whether it failed (the host's verdict, not its words).
+        up = evidence.get("dependency_up") if isinstance(evidence.get("dependency_up"), Mapping) else {}
+        failing = row["healthy"] is False if "healthy" in row else up.get(dep) is False
         if not failing:
             states[dep] = f"{states.get(dep) or 'healthy'}; " + rules.suspect_note(name, [by for _l, by in named])
         dep_evidence = row.get("evidence") if isinstance(row.get("evidence"), Mapping) else None

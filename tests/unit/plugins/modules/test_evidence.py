@@ -220,6 +220,7 @@ def test_every_key_of_a_service_definition_reaches_the_module(capsys, tmp_path: 
     assert ev["listeners"] == "port 1: nothing listening"
     assert ev["logs"] == {f"{tmp_path}/logs/svc.log": "started"}
     assert ev["dependencies"] == {"db": "not running (rc 3): db is not running."}
+    assert ev["dependency_up"] == {"db": False}
     assert {"svc-cli", Path(program).name, "rm", "mv", "ln"} <= set(result["tools"]["absent"] + result["tools"]["present"])
 
 

@@ -101,9 +101,11 @@ def test_a_watched_dependency_is_judged_by_its_own_checks(capsys, tmp_path: Path
                                                          {"name": "unrelated", "checks": [flag_check(db_up)]}]))
     said = with_checks["evidence"]["dependencies"]
     assert list(said) == ["db"] and said["db"].startswith("FAILING its own checks in this same check: test -e ")
+    assert with_checks["evidence"]["dependency_up"] == {"db": False}
     db_up.touch()
     healthy = run_module(capsys, dict(base, depends=[{"name": "db", "checks": [flag_check(db_up)]}]))
     assert healthy["evidence"]["dependencies"] == {"db": "healthy: its own checks passed in this same check"}
+    assert healthy["evidence"]["dependency_up"] == {"db": True}
     # without definitions, the init system's answer as before
     plain = run_module(capsys, base)
     assert "its own checks" not in plain["evidence"]["dependencies"]["db"]

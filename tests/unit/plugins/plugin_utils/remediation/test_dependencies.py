@@ -194,7 +194,8 @@ class ReadAgain(Host):
         if name == "sentinel.remediation.execute_plan":
             result["verify"]["error"] = AUTH  # the same failure after the attempt
             result["evidence"] = {"init": "systemd", "journal": AUTH,
-                                  "dependencies": {"db": "healthy: its own checks passed in this same check"}}
+                                  "dependencies": {"db": "healthy: its own checks passed in this same check"},
+                                  "dependency_up": {"db": True}}
         elif name == "sentinel.remediation.service_health":
             for row in result["services"]:
                 if row["name"] == "app":
@@ -228,13 +229,27 @@ def test_every_attempts_evidence_carries_the_dependency_part_so_the_signature_ho
 
 
 def test_a_dependency_reported_failing_after_an_attempt_is_not_called_a_suspect(make_run):
+    """The host's verdict (``dependency_up``) decides, not the words of its sentence: a
+    sentence in other words (a cut, another wording) changes nothing."""
+    said = "the database could not be reached by its own check"
+
     class Failing(ReadAgain):
+        up = False
+
         def run_module(self, name, args):
             result = super().run_module(name, args)
             if name == "sentinel.remediation.execute_plan":
-                result["evidence"]["dependencies"] = {"db": "FAILING its own checks in this same check: down"}
+                result["evidence"]["dependencies"] = {"db": said}
+                result["evidence"]["dependency_up"] = {"db": self.up}
             return result
     Remember.evidences = []
     host = Failing({"db": (True, ""), "app": (False, AUTH)}, verify=False)
     make_run(host, loop=Remember, services=[APP, DB], max_attempts=2).run()
-    assert Remember.evidences[1]["dependencies"]["db"] == "FAILING its own checks in this same check: down"
+    assert Remember.evidences[1]["dependencies"]["db"] == said
+    # the same sentence with the dependency reported up: a suspect all the same
+    Remember.evidences = []
+    Failing.up = True
+    make_run(Failing({"db": (True, ""), "app": (False, AUTH)}, verify=False), loop=Remember, services=[APP, DB],
+             max_attempts=2).run()
+    assert Remember.evidences[1]["dependencies"]["db"].startswith(said + "; ")
+    assert "SUSPECT all the same" in Remember.evidences[1]["dependencies"]["db"]
