@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from lab_scene import service_scene
 from llm_server import LLMServer
 from sentinel_lab import kind_group_vars
 from workflow_support import Workspace, require_docker
@@ -134,12 +135,8 @@ def systemd_nginx(mixed_lab, tmp_path_factory):
     lab = mixed_lab
     assert lab.kind(SD_HOST) == "systemd"
     inventory = lab.write_inventory(tmp_path_factory.mktemp("kg-new-files") / "hosts.yml")
-    lab.exec(SD_HOST, UNIT_TEARDOWN, timeout=60)
-    lab.wait_health(SD_HOST, ["nginx"], timeout=60)
-    yield lab, inventory
-    lab.exec(SD_HOST, UNIT_TEARDOWN, timeout=60)
-    if not lab.health(SD_HOST, ["nginx"])["nginx"].healthy:
-        lab.reset(SD_HOST)
+    with service_scene(lab, SD_HOST, "nginx", setup=UNIT_TEARDOWN, teardown=UNIT_TEARDOWN):
+        yield lab, inventory
 
 
 def _run_nginx(work: Workspace):

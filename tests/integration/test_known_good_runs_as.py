@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from lab_scene import service_scene
 from llm_server import LLMServer
 from sentinel_lab import kind_group_vars
 from workflow_support import Workspace, require_docker
@@ -77,12 +78,8 @@ def systemd_nginx(mixed_lab, tmp_path_factory):
     lab = mixed_lab
     assert lab.kind(SD_HOST) == "systemd"
     inventory = lab.write_inventory(tmp_path_factory.mktemp("kg-runs-as") / "hosts.yml")
-    lab.exec(SD_HOST, HOOK_SETUP, check=True, timeout=60)
-    lab.wait_health(SD_HOST, ["nginx"], timeout=60)
-    yield lab, inventory
-    lab.exec(SD_HOST, HOOK_TEARDOWN, timeout=60)
-    if not lab.health(SD_HOST, ["nginx"])["nginx"].healthy:
-        lab.reset(SD_HOST)
+    with service_scene(lab, SD_HOST, "nginx", setup=HOOK_SETUP, teardown=HOOK_TEARDOWN, check=True):
+        yield lab, inventory
 
 
 def test_a_lost_group_of_the_service_account_is_put_back_without_the_model_or_a_human(postgres_host, tmp_path):
