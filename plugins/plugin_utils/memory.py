@@ -72,6 +72,8 @@ def normalise_command(entry: Any) -> dict | None:
     }
     if entry.get("read_only") is True:
         record["read_only"] = True  # a diagnosis: its exit code is an answer, not a failed fix
+    if entry.get("cut") is True or len(command) > _MAX_TEXT:
+        record["cut"] = True  # kept for the record, never replayed: a cut command is another command
     return record
 
 
@@ -164,7 +166,7 @@ def _summarise(signature: str, episodes: list[dict]) -> dict:
         commands = [c["command"] for c in episode["commands"] if c["rc"] in (0, None)]
         healed_commands.update(commands)
         key = tuple(commands)
-        if not commands or key in seen_plans:
+        if not commands or key in seen_plans or any(c.get("cut") for c in episode["commands"]):
             continue
         seen_plans.add(key)
         entry = {

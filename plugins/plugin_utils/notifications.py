@@ -123,7 +123,7 @@ def _message(host: str, outcome: Mapping, kind: str) -> tuple[str, str]:
         lines.append("refused by the policy: " + "; ".join(str(r) for r in refused))
     if outcome.get("llm_error"):
         lines.append(f"llm error: {outcome.get('llm_error')}")
-    return printable(title), _clip(printable("\n".join(lines)))
+    return printable(title), _clip("\n".join(printable(line) for line in lines))
 
 
 def notices(host: str, outcomes: Sequence[Mapping], routes: Mapping[str, Sequence[str]],
