@@ -69,6 +69,10 @@ def prepare(command: dict, mode: str):
         if confine["unconfinable"]:
             raise landlock.ConfinementError(confine["unconfinable"])
         ruleset = landlock.Ruleset.build(confine, programs)
+    except landlock.PlantedLink as exc:
+        # not a missing kernel feature: what the human would approve is not where the write lands
+        return None, {"confined": False, "confinement": "refused: %s" % exc}, (
+            "refused: %s; a restore or an approval never writes through a link another account planted" % exc)
     except landlock.ConfinementError as exc:
         why = str(exc)
         if mode == "required":
