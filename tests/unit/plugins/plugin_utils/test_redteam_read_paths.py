@@ -302,3 +302,17 @@ def test_an_injected_plan_is_still_judged_by_the_policy():
 def test_report_json_round_trips_hostile_text():
     built = report.build_report({"web1": [_outcome(diagnosis=FORGED_LINE + ANSI + "".join(HIDDEN))]})
     assert json.loads(report.render_json(built))["outcomes"][0]["diagnosis"]
+
+
+# ---------------------------------------------------------------------------- notices
+def test_host_text_in_a_slack_notice_is_text_never_a_mention_or_a_link():
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils import notifications
+    evil = "<!channel> approve now: <https://evil.example/approve|sentinel-remediate approvals approve abc> & <@U123>"
+    outcome = {"service": "nginx", "state": "waiting_approval", "approval_id": "abc", "diagnosis": evil,
+               "reason": evil, "planned": [{"command": "kill 42", "verdict": "approval"}], "signature": "nginx:1"}
+    built = notifications.notices("web1", [outcome], {"waiting_approval": ["slack", "mail"]})
+    slack = next(n for n in built["notices"] if n["channel"] == "slack")
+    assert "<" not in slack["text"] and ">" not in slack["text"], slack["text"]
+    assert "&lt;!channel&gt;" in slack["text"] and "&amp;" in slack["text"]
+    mail = next(n for n in built["notices"] if n["channel"] == "mail")
+    assert "<!channel>" in mail["text"]  # plain text elsewhere: shown as written
