@@ -48,6 +48,7 @@ from ansible_collections.sentinel.remediation.plugins.module_utils.content_store
     ContentMissing,
     ContentStore,
     ContentStoreError,
+    private_dir,
     write_private,
 )
 from ansible_collections.sentinel.remediation.plugins.module_utils.planted_links import planted_link
@@ -444,10 +445,9 @@ class Baselines:
         try:
             self.store = ContentStore(os.path.join(root, "content"))
             for sub in (SUBDIR, os.path.join(SUBDIR, "baselines"), os.path.join(SUBDIR, "restore")):
-                path = os.path.join(root, sub)
-                if not os.path.isdir(path):
-                    os.makedirs(path, 0o700)
-                os.chmod(path, 0o700)
+                # as the content store's: a link, or a directory of another user, is refused (its
+                # manifests say what is good, and a restore copies what it stages there as root)
+                private_dir(os.path.join(root, sub))
         except (OSError, ContentStoreError) as exc:
             raise KnownGoodError("known-good directory %s is unusable: %s" % (os.path.join(root, SUBDIR), exc))
         self.root = os.path.join(root, SUBDIR)

@@ -150,3 +150,20 @@ def test_a_root_owned_link_in_a_root_only_directory_is_still_followed(tmp_path):
     good.write_bytes(b"b\n")
     result = _run(["cp", str(good), str(enabled / "site")], {"write": [str(enabled / "site")], "exec": ["cp"]})
     assert result["rc"] == 0 and real.read_bytes() == b"b\n", result
+
+
+@needs_root
+@pytest.mark.parametrize("sub", ["known-good", "known-good/restore", "known-good/baselines"])
+def test_a_known_good_directory_another_account_could_swap_is_refused(tmp_path, sub):
+    root = tmp_path / "state"
+    known_good.Baselines(str(root))
+    elsewhere = tmp_path / "theirs"
+    elsewhere.mkdir()
+    os.chown(elsewhere, SERVICE_UID, SERVICE_UID)
+    target = root / sub
+    for path in sorted(target.rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    target.rmdir()
+    os.symlink(str(elsewhere), str(target))
+    with pytest.raises(known_good.KnownGoodError, match="unusable"):
+        known_good.Baselines(str(root))
