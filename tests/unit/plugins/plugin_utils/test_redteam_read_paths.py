@@ -316,3 +316,11 @@ def test_host_text_in_a_slack_notice_is_text_never_a_mention_or_a_link():
     assert "&lt;!channel&gt;" in slack["text"] and "&amp;" in slack["text"]
     mail = next(n for n in built["notices"] if n["channel"] == "mail")
     assert "<!channel>" in mail["text"]  # plain text elsewhere: shown as written
+
+
+def test_an_oversized_signature_in_a_cache_entry_is_not_carried():
+    # every bounded field but one: a 1 MB signature in each of 200 episodes would be 200 MB per run
+    huge = "nginx:" + "f" * 10 ** 6
+    stored = [_episode("web1", signature=huge)]
+    assert memory.normalise_memory(stored) == []
+    assert memory.index(stored) == {}
