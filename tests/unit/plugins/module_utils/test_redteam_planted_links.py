@@ -130,7 +130,7 @@ def test_a_root_link_is_trusted_only_in_a_directory_no_other_account_may_change(
     os.symlink("../target", str(holder / "link"))
     os.chown(holder, *owner)
     os.chmod(holder, mode)
-    found = planted_link(str(holder / "link" ))
+    found = planted_link(str(holder / "link"))
     assert (why in found and found) if why else found == "", found
     # a link reached through another link is examined too
     os.symlink(str(holder), str(tmp_path / "via"))
