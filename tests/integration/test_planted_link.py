@@ -1,7 +1,8 @@
 """Red team on the lab: the service's own user plants a symbolic link where root reads and writes.
 
 Debian's /etc/redis belongs to redis (2770). After a healthy pass recorded redis's configuration,
-the redis user swaps redis.conf for a link to /etc/shadow and stops its server. The next run must
+the redis user swaps redis.conf for a link to /etc/shadow, adds another beside it and stops its
+server. The next run must
 neither read /etc/shadow into the evidence (the known-good diff, the model's request, the report)
 nor copy the known-good configuration back through the link as root. Asserted from inside the
 container (the bytes of /etc/shadow) and from everything the run wrote or sent."""
@@ -17,8 +18,9 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 HOST = "lab01"
 CONF = "/etc/redis/redis.conf"
 SAVED = "/root/redis.conf.sentinel-redteam"
-# As the redis user: keep a copy, put a link in the file's place, stop its own server.
-PLANT = (f"su -s /bin/sh redis -c 'rm -f {CONF} && ln -s /etc/shadow {CONF} && "
+EXTRA = "/etc/redis/extra.conf"
+# As the redis user: a link in its config file's place and a new one beside it, then its own server stopped.
+PLANT = (f"su -s /bin/sh redis -c 'rm -f {CONF} && ln -s /etc/shadow {CONF} && ln -s /etc/shadow {EXTRA} && "
          "kill $(cat /run/redis/redis-server.pid) 2>/dev/null; true'; sleep 1")
 
 
@@ -28,7 +30,7 @@ def redis_host(lab, lab_inventory):
     lab.exec(HOST, ["cp", "-p", CONF, SAVED], check=True)
     shadow = lab.exec(HOST, ["sha256sum", "/etc/shadow"], check=True).stdout.split()[0]
     yield lab, lab_inventory, shadow
-    lab.exec(HOST, f"rm -f {CONF} && cp -p {SAVED} {CONF} && rm -f {SAVED}; service redis-server start >/dev/null 2>&1")
+    lab.exec(HOST, f"rm -f {CONF} {EXTRA} && cp -p {SAVED} {CONF} && rm -f {SAVED}; service redis-server start >/dev/null 2>&1")
     now = lab.exec(HOST, ["sha256sum", "/etc/shadow"]).stdout.split()[:1]
     if now != [shadow] or not lab.health(HOST, ["redis"])["redis"].healthy:
         lab.reset(HOST)
@@ -56,10 +58,8 @@ def test_a_config_swapped_for_a_link_to_a_root_only_file_is_never_read_or_restor
     assert lab.exec(HOST, ["stat", "-c", "%U %F", CONF], check=True).stdout.strip() == "redis symbolic link"
     # and read nothing through it: not in the model's requests, the outcome or any file of the run
     outcome = run.outcomes()[(HOST, "redis-server")]
-    assert outcome["state"] != "healed", outcome
     written = "\n".join(p.read_text(errors="replace") for p in run.artifacts_dir.rglob("*") if p.is_file())
     for line in secret_lines:
         assert line.split(":")[0] + ":" + line.split(":")[1] not in sent + written + str(outcome)
-    assert "planted_link" in sent + written, "the drift names the link for the model and the human"
     store = lab.exec(HOST, "cat /var/lib/sentinel-remediation/content/objects/*/* 2>/dev/null").stdout
     assert not any(line in store for line in secret_lines), "root-only bytes were kept in the content store"
