@@ -118,6 +118,21 @@ def test_an_approved_restore_is_not_written_through_a_planted_link_either(host, 
 
 
 @needs_root
+def test_confinement_off_still_never_writes_through_a_planted_link(host, tmp_path):
+    _defn, conf, secret = host
+    good = tmp_path / "staged"
+    good.write_bytes(b"port 6379\n")
+    (conf / "redis.conf").unlink()
+    _plant(conf / "redis.conf", secret)
+    commands = plan_runner.normalise_commands([{"argv": ["cp", str(good), str(conf / "redis.conf")],
+                                                "confine": {"write": [str(conf / "redis.conf")], "exec": ["cp"]},
+                                                "approved": True}])
+    result = plan_runner.run_plan(commands, {}, plan_runner.invoking_identity({}), confinement="off",
+                                  timeout=20)["results"][0]
+    assert secret.read_bytes() == SECRET and "owned by uid %d" % SERVICE_UID in result["confinement"], result
+
+
+@needs_root
 @pytest.mark.parametrize("mode,owner,why", [
     (0o775, (0, 4242), "group 4242 may write"), (0o777, (0, 0), "anyone may write"),
     (0o755, (4242, 0), "a directory uid 4242 owns"), (0o1777, (0, 0), ""), (0o755, (0, 0), ""),
