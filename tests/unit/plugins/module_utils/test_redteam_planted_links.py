@@ -182,3 +182,26 @@ def test_a_known_good_directory_another_account_could_swap_is_refused(tmp_path, 
     os.symlink(str(elsewhere), str(target))
     with pytest.raises(known_good.KnownGoodError, match="unusable"):
         known_good.Baselines(str(root))
+
+
+@needs_root
+def test_an_undo_never_writes_through_a_directory_swapped_for_a_planted_link(tmp_path):
+    # the service's user owns its data directory: between the snapshot and the undo it swaps a
+    # subdirectory for a link to a root-only one; the undo must not put the kept bytes there
+    from ansible_collections.sentinel.remediation.plugins.module_utils import snapshot
+    from ansible_collections.sentinel.remediation.plugins.module_utils.content_store import ContentStore
+    data = tmp_path / "var" / "lib" / "redis"
+    (data / "d").mkdir(parents=True)
+    (data / "d" / "job").write_bytes(b"* * * * * root id > /tmp/owned\n")
+    os.chown(data, SERVICE_UID, SERVICE_UID)
+    os.chown(data / "d", SERVICE_UID, SERVICE_UID)
+    root_only = tmp_path / "etc" / "cron.d"
+    root_only.mkdir(parents=True)
+    store = ContentStore(str(tmp_path / "store"))
+    kept = snapshot.capture(str(data / "d" / "job"), store)
+    (data / "d" / "job").unlink()                                  # the attempt changed it
+    (data / "d").rmdir()
+    _plant(data / "d", root_only)                                  # the user's swap
+    ok, _note = snapshot.restore(str(data / "d" / "job"), kept, store)
+    assert not (root_only / "job").exists(), "the undo wrote into the root-only directory"
+    assert not ok
