@@ -250,8 +250,9 @@ def test_a_diff_in_the_restore_diagnosis_cannot_forge_lines_of_the_plan():
     evidence = {"init": "systemd", "config_test": "rc 1\n/etc/redis/redis.conf", "known_good": {
         "recorded": 1, "drift": [dict(_drift("/etc/redis/redis.conf", "modified"), diff=diff)]}}
     planned = known_good_plan.plan("redis", "redis is down", evidence, REDIS, tried=False)
-    built = report.build_report({"web1": [_outcome(diagnosis=planned["diagnosis"])]})
-    assert _one_line(report.outcome_line(built["outcomes"][0]))
+    shown = _approvals().render_show(_pending(diagnosis=planned["diagnosis"]))  # what an approver reads
+    assert [line for line in shown.splitlines() if line.lstrip().startswith(("1. [", "2. ["))] == \
+        [line for line in shown.splitlines() if line.startswith("  1. [approval] kill 4242")], shown
 
 
 # ---------------------------------------------------------------------------- the model's request
