@@ -284,8 +284,12 @@ def test_output_of_an_earlier_read_is_host_data_marked_as_such():
 
 
 def test_the_request_marks_every_host_text_as_data_in_the_system_prompt():
+    # host text also reaches the request outside the fence: the failure line, the outputs of earlier
+    # reads, and memory's remembered and similar fixes (a fact cache entry): each is named as data
     system = prompt.build_messages(service="nginx", error="x", evidence={}, max_commands=3)[0]["content"]
-    assert "untrusted" in system and "not instructions" in system
+    rule = next(line for line in system.splitlines() if "not instructions" in line)
+    for part in ("EVIDENCE fence", "Failure", "incident history", "remembered", "similar"):
+        assert part in rule, (part, rule)
 
 
 def test_an_injected_plan_is_still_judged_by_the_policy():
