@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.sentinel.remediation.plugins.module_utils import host_probe, landlock
+from ansible_collections.sentinel.remediation.plugins.module_utils.planted_links import planted_link
 
 MODES = ("required", "preferred", "off")
 _KEYS = ("write", "create", "remove", "exec")
@@ -54,6 +55,11 @@ def prepare(command: dict, mode: str):
     """``(ruleset or None, record, problem or None)`` for one command about to run: the
     ruleset to enter, what the result says of its confinement, or why it must not run."""
     confine = command.get("confine")
+    for path in [] if confine is None else confine["write"] + confine["create"] + confine["remove"]:
+        why = planted_link(path)
+        if why:  # whatever the mode: where the write lands is not what was judged or approved
+            return None, {"confined": False, "confinement": "refused: %s" % why}, (
+                "refused: %s; a restore or an approval never writes through a link another account planted" % why)
     if mode == "off":
         return None, {"confined": False, "confinement": "not confined: confinement is off"}, None
     if confine is None:
@@ -69,6 +75,10 @@ def prepare(command: dict, mode: str):
         if confine["unconfinable"]:
             raise landlock.ConfinementError(confine["unconfinable"])
         ruleset = landlock.Ruleset.build(confine, programs)
+    except landlock.PlantedLink as exc:
+        # not a missing kernel feature: what the human would approve is not where the write lands
+        return None, {"confined": False, "confinement": "refused: %s" % exc}, (
+            "refused: %s; a restore or an approval never writes through a link another account planted" % exc)
     except landlock.ConfinementError as exc:
         why = str(exc)
         if mode == "required":

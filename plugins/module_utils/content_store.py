@@ -67,7 +67,7 @@ def _check_digest(digest):
     return digest
 
 
-def _private_dir(path):
+def private_dir(path):
     """Create ``path`` (and parents) mode 0700, or hold an existing one to 0700 and to
     this user: a store another user could read or replace is refused."""
     if not os.path.lexists(path):
@@ -89,9 +89,9 @@ class ContentStore:
         if not root or not isinstance(root, str):
             raise ContentStoreError("content store needs a directory path, got %r" % (root,))
         self.root = os.path.abspath(root)
-        _private_dir(self.root)
+        private_dir(self.root)
         self._objects = os.path.join(self.root, OBJECTS)
-        _private_dir(self._objects)
+        private_dir(self._objects)
 
     def _path(self, digest):
         return os.path.join(self._objects, digest[:2], digest[2:])

@@ -48,8 +48,10 @@ from ansible_collections.sentinel.remediation.plugins.module_utils.content_store
     ContentMissing,
     ContentStore,
     ContentStoreError,
+    private_dir,
     write_private,
 )
+from ansible_collections.sentinel.remediation.plugins.module_utils.planted_links import planted_link
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
 from ansible_collections.sentinel.remediation.plugins.module_utils.snapshot import default_root
 
@@ -141,11 +143,19 @@ def watched_files(defn, init, run):
     return found
 
 
-def fingerprint(paths):
+def fingerprint(paths, links=None):
     """``{path: {"sha256", "mode", "uid", "gid", "size"}}`` of the regular files among ``paths``
-    (symbolic links followed); a file too large to keep has no content kept, only its hash."""
+    (symbolic links followed, root's own only); a file too large to keep has no content kept,
+    only its hash. A path through a link another account could have planted (``planted_links``)
+    is never read: root would read what the link points at into the baseline and the evidence.
+    ``links``: a dict given here gets those paths, each with why."""
     out = {}
     for path in paths:
+        why = planted_link(path)
+        if why:
+            if links is not None:
+                links[path] = why
+            continue
         try:
             info = os.stat(path)
             if not stat.S_ISREG(info.st_mode):
@@ -435,10 +445,9 @@ class Baselines:
         try:
             self.store = ContentStore(os.path.join(root, "content"))
             for sub in (SUBDIR, os.path.join(SUBDIR, "baselines"), os.path.join(SUBDIR, "restore")):
-                path = os.path.join(root, sub)
-                if not os.path.isdir(path):
-                    os.makedirs(path, 0o700)
-                os.chmod(path, 0o700)
+                # as the content store's: a link, or a directory of another user, is refused (its
+                # manifests say what is good, and a restore copies what it stages there as root)
+                private_dir(os.path.join(root, sub))
         except (OSError, ContentStoreError) as exc:
             raise KnownGoodError("known-good directory %s is unusable: %s" % (os.path.join(root, SUBDIR), exc))
         self.root = os.path.join(root, SUBDIR)
@@ -515,7 +524,7 @@ class Baselines:
             raise
         return target
 
-    def drift(self, service, current, conffiles=None):
+    def drift(self, service, current, conffiles=None, links=None):
         """What differs from the known-good baseline, for the evidence: ``{"recorded", "files",
         "drift": [{path, change, known_good, now, mode, diff, restore, aside, package}], "more"}``,
         or ``{}`` without a baseline. The bad versions are kept aside, the good ones staged."""
@@ -526,8 +535,14 @@ class Baselines:
             return {}
         conffiles = dpkg_conffiles() if conffiles is None else conffiles
         drifted = []
-        for path in sorted(set(good) | set(current)):
+        links = links or {}
+        for path in sorted(set(good) | set(current) | set(links)):
             was, now = good.get(path), current.get(path)
+            if path in links:
+                # never read, never restored through: the human sees the link and who could plant it
+                drifted.append(dict(path=path, change="planted_link", known_good=(was or {}).get("sha256", ""), now="",
+                                    link=links[path]))
+                continue
             if was == now:
                 continue
             change = ("new" if was is None else "missing" if now is None
@@ -540,7 +555,8 @@ class Baselines:
             drifted.append(item)
         out = dict(recorded=manifest.get("recorded"), files=len(good), drift=[])
         for item in drifted[:DRIFT_FILES]:
-            self._explain(service, item, good.get(item["path"]), conffiles)
+            if item["change"] != "planted_link":
+                self._explain(service, item, good.get(item["path"]), conffiles)
             out["drift"].append(item)
         if len(drifted) > DRIFT_FILES:
             out["more"] = len(drifted) - DRIFT_FILES
@@ -583,9 +599,10 @@ def record_or_compare(defn, healthy, root, init, run, now=None):
     (``Baselines.drift``); errors become ``{"error": text}``, never an exception."""
     try:
         baselines = Baselines(root)
-        current = fingerprint(watched_files(defn, init, run))
+        links = {}
+        current = fingerprint(watched_files(defn, init, run), links)
         if healthy:
             return baselines.record(defn["name"], current, now=now, running=runs_as(defn, init, run))
-        return baselines.drift(defn["name"], current)
+        return baselines.drift(defn["name"], current, links=links)
     except (KnownGoodError, ContentStoreError, OSError) as exc:
         return dict(error="known-good baseline unusable: %s" % exc)

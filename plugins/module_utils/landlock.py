@@ -23,6 +23,8 @@ import os
 import platform
 import struct
 
+from ansible_collections.sentinel.remediation.plugins.module_utils.planted_links import planted_link
+
 # Same numbers on every architecture that has Landlock (the unified syscall table).
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
@@ -62,6 +64,11 @@ ALWAYS_WRITABLE = ("/dev/null", "/dev/tty")
 
 class ConfinementError(Exception):
     """The confinement cannot be applied here (names what is missing and why)."""
+
+
+class PlantedLink(ConfinementError):
+    """A path the command may change goes through a symbolic link another account could have
+    planted: a rule would follow it to whatever it points at (its target, not the declared path)."""
 
 
 _LIBC = None
@@ -218,6 +225,11 @@ class Ruleset:
         may change), ``create`` (directories beneath which entries may be made), ``remove``
         (directories beneath which entries may be removed), ``tcp`` (bool); ``programs``: the
         resolved paths of the programs it may execute."""
+        for path in (confinement.get("write") or []) + (confinement.get("create") or []) + \
+                (confinement.get("remove") or []):
+            why = planted_link(path)  # first: with or without a kernel to confine, never written through
+            if why:
+                raise PlantedLink("%s: writing there would follow it to what it points at" % why)
         abi = abi_version()
         if abi < 1:
             raise ConfinementError(unavailable_reason())

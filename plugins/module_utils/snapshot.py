@@ -38,6 +38,7 @@ import time
 
 from ansible_collections.sentinel.remediation.plugins.module_utils.content_store import (
     ContentStore, ContentStoreError, write_private as _write_private)
+from ansible_collections.sentinel.remediation.plugins.module_utils.planted_links import planted_link
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
 
 ROOT = "/var/lib/sentinel-remediation"
@@ -192,6 +193,11 @@ def _swap_in(temporary, path, state, fill=None, link=False):
 
 def _place(path, state, store):
     """Make ``path`` be ``state`` (raises OSError / SnapshotError on what cannot be done)."""
+    # Its directory reached through a link another account planted since the snapshot: root would
+    # write (or remove) the kept entry wherever that link points.
+    why = planted_link(posixpath.dirname(path) or "/")
+    if why:
+        raise SnapshotError("%s not put back: %s" % (path, why))
     kind = state.get("kind")
     if kind == "absent":
         _remove(path)

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -223,12 +224,12 @@ def runs_as_explained(error: str, evidence: Mapping, privileged: Sequence[str] =
             left.extend(f"{user} in {g}" for g in lost if g in privileged)
             lost = [g for g in lost if g not in privileged]
             if lost and (denied or owned_groups & set(lost)):
-                out.append(dict(item, restoring=lost, commands=[f"gpasswd -a {user} {g}" for g in lost]))
+                out.append(dict(item, restoring=lost, commands=[_argv("gpasswd", "-a", user, g) for g in lost]))
         elif item.get("change") == "attributes" and str(item.get("path") or "").startswith("/"):
             path = str(item["path"])
             named = path in texts or re.search(r"(?<![\w.-])" + re.escape(os.path.basename(path)) + r"(?![\w-])", texts)
-            commands = ([f"chown {item['owner']} {path}"] if item.get("owner") else []) \
-                + ([f"chmod {item['mode']} {path}"] if item.get("mode") else [])
+            commands = ([_argv("chown", item["owner"], path)] if item.get("owner") else []) \
+                + ([_argv("chmod", item["mode"], path)] if item.get("mode") else [])
             if commands and (named or denied):
                 out.append(dict(item, commands=commands))
     return out, left
@@ -245,6 +246,13 @@ def _runs_as_text(items: list[Mapping], left: list[str]) -> list[str]:
                          "the last healthy pass; put it back")
     lines.extend(f"not restored, a human decides: {what} (a privileged group)" for what in left)
     return lines
+
+
+def _argv(*words: Any) -> str:
+    """A command from words, each one argument whatever it holds: the paths, owners, modes and
+    group names come from the host (a file name the service's user chose), and a space or a
+    quote in one must not become another argument of a command run as root."""
+    return " ".join(shlex.quote(str(word)) for word in words)
 
 
 def restart_command(service: str, definition: Mapping, evidence: Mapping) -> str:
@@ -283,8 +291,8 @@ def plan(service: str, error: str, evidence: Mapping, definition: Mapping, tried
     restoring = [c for r in running for c in r["commands"]][:_RESTORE_COMMANDS]
     if not items and not restoring:
         return None
-    commands = [{"command": f"rm -f {item['path']}" if item.get("change") == "new"
-                 else f"cp -p {item['restore']} {item['path']}", "source": SOURCE} for item in items]
+    commands = [{"command": _argv("rm", "-f", item["path"]) if item.get("change") == "new"
+                 else _argv("cp", "-p", item["restore"], item["path"]), "source": SOURCE} for item in items]
     if evidence.get("init") == "systemd" and any(is_unit_file(str(item["path"])) for item in items):
         commands.append({"command": "systemctl daemon-reload", "source": SOURCE})
     commands.extend({"command": c, "source": SOURCE} for c in restoring)

@@ -31,6 +31,7 @@ APPROVALS = ("none", "auto", "approved", "rejected", "pending")
 # Bounds on what an episode keeps, so a cache entry stays small.
 _MAX_TEXT = 500
 _MAX_COMMANDS = 20
+_MAX_SIGNATURE = 300
 
 
 class EpisodeError(ValueError):
@@ -72,6 +73,8 @@ def normalise_command(entry: Any) -> dict | None:
     }
     if entry.get("read_only") is True:
         record["read_only"] = True  # a diagnosis: its exit code is an answer, not a failed fix
+    if entry.get("cut") is True or len(command) > _MAX_TEXT:
+        record["cut"] = True  # kept for the record, never replayed: a cut command is another command
     return record
 
 
@@ -80,8 +83,8 @@ def normalise_episode(episode: Any) -> dict | None:
     if not isinstance(episode, Mapping):
         return None
     signature = episode.get("signature")
-    if not signature or not isinstance(signature, str):
-        return None
+    if not signature or not isinstance(signature, str) or len(signature) > _MAX_SIGNATURE:
+        return None  # a signature is "service:digest"; a longer one was never written by a run
     commands = episode.get("commands") or []
     if not isinstance(commands, (list, tuple)):
         commands = []
@@ -124,7 +127,7 @@ def append_episode(memory: Any, episode: Mapping, max_episodes: int = DEFAULT_MA
         raise EpisodeError(f"max_episodes must be at least 1, got {limit}")
     record = normalise_episode(episode)
     if record is None:
-        raise EpisodeError("an episode needs a mapping with a non-empty 'signature'")
+        raise EpisodeError(f"an episode needs a mapping with a non-empty 'signature' of at most {_MAX_SIGNATURE} characters")
     episodes = normalise_memory(memory)
     episodes.append(record)
     return episodes[-limit:]
@@ -164,7 +167,7 @@ def _summarise(signature: str, episodes: list[dict]) -> dict:
         commands = [c["command"] for c in episode["commands"] if c["rc"] in (0, None)]
         healed_commands.update(commands)
         key = tuple(commands)
-        if not commands or key in seen_plans:
+        if not commands or key in seen_plans or any(c.get("cut") for c in episode["commands"]):
             continue
         seen_plans.add(key)
         entry = {

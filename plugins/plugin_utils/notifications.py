@@ -95,6 +95,14 @@ def route_key(outcome: Mapping) -> str:
     return escalation_of(outcome)
 
 
+def _as_slack_text(text: str) -> str:
+    """Slack reads ``<...>`` in a message as a link, a mention (``<!channel>``, ``<@U1>``) or a
+    command, and ``&`` as the start of an entity; community.general.slack sends the text as it
+    is. Escaped as Slack documents, host text stays text: a diagnosis cannot page a channel or
+    put a link in front of the approver."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _clip(text: str, limit: int = _MESSAGE_MAX) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -123,7 +131,7 @@ def _message(host: str, outcome: Mapping, kind: str) -> tuple[str, str]:
         lines.append("refused by the policy: " + "; ".join(str(r) for r in refused))
     if outcome.get("llm_error"):
         lines.append(f"llm error: {outcome.get('llm_error')}")
-    return printable(title), _clip(printable("\n".join(lines)))
+    return printable(title), _clip("\n".join(printable(line) for line in lines))
 
 
 def notices(host: str, outcomes: Sequence[Mapping], routes: Mapping[str, Sequence[str]],
@@ -153,7 +161,9 @@ def notices(host: str, outcomes: Sequence[Mapping], routes: Mapping[str, Sequenc
                                                if isinstance(c, Mapping) and c.get("rc") is not None)}
         for channel in routes.get(kind) or []:
             out.append({"channel": channel, "host": host, "service": service, "kind": kind,
-                        "state": details["state"], "severity": severity, "title": title, "text": text,
+                        "state": details["state"], "severity": severity,
+                        "title": _as_slack_text(title) if channel == "slack" else title,
+                        "text": _as_slack_text(text) if channel == "slack" else text,
                         "dedup_key": f"sentinel/{host}/{service}/{details['signature'] or kind}",
                         "details": details})
             if channel == "webhook":

@@ -31,30 +31,37 @@ def plan_key(commands: Iterable[Mapping]) -> list[list[str]]:
 
 
 def index(memories: Sequence) -> dict[str, dict[str, dict]]:
-    """By signature, then by plan (its ``plan_key`` as JSON-safe text), each host's latest run
-    of that plan: ``{"healed": bool, "finished": str}``; over every host's memory (a list of
-    per-host episode lists)."""
+    """By signature, then by plan (its ``plan_key`` as JSON-safe text), each memory's latest run
+    of that plan: ``{"healed": bool, "finished": str, "host": str}``; over every host's memory
+    (a list of per-host episode lists).
+
+    A memory is one host's fact cache entry, and it is one witness: the runs are counted by the
+    memory they were read from, never by the host an episode names (a writer of one entry could
+    otherwise name five hosts and skip the canary); any failed run of the plan in a memory,
+    newer than its last heal there, keeps it unproven whatever another entry claims."""
     out: dict[str, dict[str, dict]] = {}
-    for memory in memories:
+    for witness, memory in enumerate(memories):
         for episode in memory_mod.normalise_memory(memory):
             if not episode["commands"]:
                 continue
             plan = _text(plan_key(episode["commands"]))
             when = episode["finished"] or episode["started"]
             runs = out.setdefault(episode["signature"], {}).setdefault(plan, {})
-            host = episode["host"] or "?"
-            if host not in runs or when >= runs[host]["finished"]:
-                runs[host] = {"healed": bool(episode["success"]), "finished": when}
+            named = episode["host"] or "?"
+            for key in (witness, "host:" + named):  # the memory's own run, and the latest run any memory names
+                if key not in runs or when >= runs[key]["finished"]:
+                    runs[key] = {"healed": bool(episode["success"]), "finished": when, "host": named}
     return out
 
 
 def proven_hosts(proven_index: Mapping, signature: str, commands: Iterable[Mapping]) -> list[str]:
-    """The hosts this plan (``commands`` with their current verdicts) healed ``signature`` on,
-    by their latest run of it; none when any host's latest run of it did not heal."""
+    """The hosts whose memories show this plan (``commands`` with their current verdicts) healed
+    ``signature``, one per memory, by its latest run there; none when any memory's latest run of
+    it, or the latest run named for any host, did not heal."""
     runs = (proven_index.get(signature) or {}).get(_text(plan_key(commands))) or {}
     if not runs or not all(r.get("healed") for r in runs.values()):
         return []
-    return sorted(runs)
+    return sorted(str(r.get("host") or "?") for key, r in runs.items() if not str(key).startswith("host:"))
 
 
 def _text(key: list[list[str]]) -> str:

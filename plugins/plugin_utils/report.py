@@ -21,6 +21,7 @@ import os
 import re
 import tempfile
 import time
+import unicodedata
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -41,14 +42,27 @@ FAILING_STATES = vocabulary.FAILING_STATES
 SAFEGUARDS = vocabulary.SAFEGUARDS
 ESCALATION_KINDS = vocabulary.ESCALATION_KINDS
 _LLM_KEYS = ("calls", "prompt_tokens", "completion_tokens")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Characters XML 1.0 cannot hold at all, even escaped.
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-def printable(value: Any) -> str:
-    """Text safe for a terminal and for XML: control characters made visible as ``\\xNN``."""
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value if value is not None else ""))
+def _unseen(char: str, lines: bool) -> bool:
+    """Whether a terminal or a page would act on ``char`` rather than show it: a control
+    character (escape sequences, carriage return, line breaks: ``\\n`` only where the text is a
+    block of lines), a line or paragraph separator, or a format character (bidirectional
+    overrides and isolates that show text in another order, zero-width and invisible ones)."""
+    if char == "\t" or (lines and char == "\n"):
+        return False
+    return unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp")
+
+
+def printable(value: Any, lines: bool = False) -> str:
+    """Text safe for a terminal, a page and XML, shown rather than obeyed: control, format and
+    line-separator characters made visible as ``\\xNN``/``\\uNNNN``, so text a host wrote (a log
+    line, a file name) cannot forge a line, reorder or hide what an approver reads. ``lines``:
+    the text is a block (a command's output) whose ``\\n`` stay line breaks."""
+    text = "".join(((f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") if _unseen(c, lines) else c)
+                   for c in str(value if value is not None else ""))
     return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
@@ -441,7 +455,8 @@ def metric_families(report: Mapping) -> list[dict]:
 
 def label_key(labels: Mapping) -> tuple:
     """A hashable, ordered form of a label set (the keys of ``parse_prometheus`` samples)."""
-    return tuple(sorted((str(k), str(v)) for k, v in labels.items()))
+    # as written (``printable``, idempotent): a label read back from the file is the same key
+    return tuple(sorted((str(k), printable(v)) for k, v in labels.items()))
 
 
 def counter_families(report: Mapping, previous: Mapping[str, Mapping] | None = None, count: bool = True) -> list[dict]:
@@ -604,9 +619,9 @@ dt{color:#5b6475}dd{margin:0}.verdict-allow{color:#1f8a4c}.verdict-approval{colo
 """
 
 
-def _e(value: Any) -> str:
+def _e(value: Any, lines: bool = False) -> str:
     """Text safe inside HTML: control characters made visible, markup escaped."""
-    return html.escape(printable(value), quote=True)
+    return html.escape(printable(value, lines), quote=True)
 
 
 def _attempt_rows(o: Mapping) -> str:
@@ -627,7 +642,7 @@ def _attempt_rows(o: Mapping) -> str:
         cells = []
         for c in ran:
             rc = c.get("rc")
-            output = f"<pre>{_e(c.get('output'))}</pre>" if c.get("output") else ""
+            output = f"<pre>{_e(c.get('output'), lines=True)}</pre>" if c.get("output") else ""
             skipped = f" <em>{_e(c.get('skipped'))}</em>" if c.get("skipped") else ""
             if c.get("confinement"):  # whether the kernel held it to its verdict, and how
                 skipped += f" <small>{_e(c.get('confinement'))}</small>"

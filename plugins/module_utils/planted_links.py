@@ -1,0 +1,83 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Symbolic links another account could have planted on a path root reads or writes.
+
+The known-good baseline reads a service's configuration as root, and a restore writes it back
+as root. A service's own account often may write in its configuration or data directories
+(Debian's ``/etc/redis`` belongs to ``redis``); a link it plants there (``redis.conf ->
+/etc/shadow``) would make root read a file only root may read into the evidence, or write the
+known-good bytes over it. A link is trusted only when neither its owner nor the owner of, or a
+non-root group that may write, the directory holding it is another account: only root (or this
+process's own user) could have put it there or could swap it. Standard library only, Python 3.9.
+"""
+from __future__ import annotations
+
+import os
+import stat
+
+_MAX_LINKS = 40  # as the kernel's own limit on links followed in one lookup
+
+
+def _trusted(uid: int) -> bool:
+    return uid in (0, os.geteuid())
+
+
+def _untrusted_link(link: str, info: os.stat_result) -> str:
+    """Why the link ``link`` (its ``lstat``) may be another account's doing; "" when it is not."""
+    if not _trusted(info.st_uid):
+        return "%s is a symbolic link owned by uid %d" % (link, info.st_uid)
+    parent = os.path.dirname(link) or "/"
+    try:
+        held = os.lstat(parent)
+    except OSError:
+        return "%s is a symbolic link in a directory that cannot be examined" % link
+    if not _trusted(held.st_uid):
+        return "%s is a symbolic link in %s, a directory uid %d owns" % (link, parent, held.st_uid)
+    mode = held.st_mode
+    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+        return "%s is a symbolic link in %s, a directory anyone may write" % (link, parent)
+    if mode & stat.S_IWGRP and held.st_gid != 0 and not mode & stat.S_ISVTX:
+        return "%s is a symbolic link in %s, a directory group %d may write" % (link, parent, held.st_gid)
+    return ""
+
+
+def planted_link(path: str) -> str:
+    """Why following ``path`` (absolute) goes through a symbolic link another account could have
+    planted or swapped, naming the link; "" when every link on the way is root's own (or there is
+    none). The part of the path that does not exist is not examined: nothing is followed there."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        return ""
+    pending = [p for p in path.split("/") if p]
+    current = "/"
+    followed = 0
+    while pending:
+        name = pending.pop(0)
+        if name == ".":
+            continue
+        if name == "..":
+            current = os.path.dirname(current) or "/"
+            continue
+        candidate = os.path.join(current, name)
+        try:
+            info = os.lstat(candidate)
+        except OSError:
+            return ""
+        if not stat.S_ISLNK(info.st_mode):
+            current = candidate
+            continue
+        followed += 1
+        if followed > _MAX_LINKS:
+            return "%s: too many symbolic links" % path
+        why = _untrusted_link(candidate, info)
+        if why:
+            return why
+        try:
+            target = os.readlink(candidate)
+        except OSError:
+            return "%s is a symbolic link that cannot be read" % candidate
+        if target.startswith("/"):
+            current = "/"
+        pending = [p for p in target.split("/") if p] + pending
+    return ""
