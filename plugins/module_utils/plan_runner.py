@@ -18,7 +18,7 @@ import signal
 import subprocess
 import time
 
-from ansible_collections.sentinel.remediation.plugins.module_utils import command_aftermath, confine_run, host_probe
+from ansible_collections.sentinel.remediation.plugins.module_utils import client_connections, command_aftermath, confine_run, host_probe
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text, redact_value
 
 try:
@@ -146,9 +146,15 @@ def normalise_commands(commands) -> list:
             if not isinstance(path, str) or not path.startswith("/"):
                 raise PlanError("commands[%d].keep: each item needs an absolute path, got %r" % (index, change))
             keep.append({"path": path, "tree": bool(change.get("tree", True))})
+        idle = []
+        for pid in command.get("idle_pids") or []:
+            try:
+                idle.append(int(pid))
+            except (TypeError, ValueError):
+                raise PlanError("commands[%d].idle_pids: %r is not a PID" % (index, pid))
         result.append({"argv": list(argv), "become": bool(command.get("become")), "pids": pids,
                        "label": command.get("label"), "approved": bool(command.get("approved")), "confine": confine,
-                       "keep": keep})
+                       "keep": keep, "idle_pids": idle})
     return result
 
 
@@ -339,6 +345,16 @@ def _shown_argv(argv: list) -> list:
     return redact_value(list(argv))
 
 
+def clients_problem(pids: list, proc: str = "/proc"):
+    """Why a restart whose cost was waived (its service served no client) must not run now:
+    the service serves clients again, or they cannot be counted; None when it still serves none."""
+    found = client_connections.count(pids, proc)
+    if "unknown" in found or found.get("count"):
+        return ("needs a human's approval: it would drop client connections, and it was allowed only because the "
+                "service served none (clients now: %s)" % client_connections.summary(found))
+    return None
+
+
 def preview(commands: list, expect: dict, invoker: Identity, belongs=None) -> list:
     """check mode: what would run, as whom, and what would be refused; runs nothing."""
     would = []
@@ -383,6 +399,8 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
             continue
         # checked just before running, so the PID is as fresh as it can be
         problem = problem or pid_problem(command["pids"], expect, belongs=belongs)
+        if not problem and command["idle_pids"] and not command["approved"]:
+            problem = clients_problem(command["idle_pids"])
         ruleset = None
         if not problem:
             ruleset, record, problem = confine_run.prepare(command, confinement)

@@ -18,6 +18,7 @@ import os
 import re
 import time
 
+from ansible_collections.sentinel.remediation.plugins.module_utils import client_connections
 from ansible_collections.sentinel.remediation.plugins.module_utils import (
     file_writers,
     host_probe,
@@ -1219,6 +1220,10 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     # host with hundreds of matching processes makes the evidence exceed max_bytes).
     evidence["service_pids"] = pid_priority(service_pids, processes)
     budget.remaining -= json_len(service_pids)
+    if service_pids:
+        # what a restart would drop (the engine weighs a stateful service's restart by it)
+        evidence["client_connections"] = client_connections.count(service_pids)
+        budget.remaining -= json_len(evidence["client_connections"])
     if defn["ports"]:
         evidence["listeners"] = budget.take(listeners_text(defn["ports"]), cap, keep="head")
     sources = [("error", error or ""), ("config_test", test_output)]

@@ -217,6 +217,14 @@ evidence:
       elements: int
       returned: always
       sample: [55, 56, 57]
+    client_connections:
+      description:
+        - The client connections those processes and their children serve, from the kernel's socket
+          tables - ESTABLISHED TCP sockets on a port they listen on and accepted unix connections on their
+          listening sockets. C(count) and C(by_endpoint), or C(unknown) with why they could not be counted.
+      type: dict
+      returned: when a process of the service is known
+      sample: {count: 1, by_endpoint: {"tcp :5432": 1}}
     listeners:
       description: For each of O(ports), the TCP listeners and the processes holding them.
       type: str

@@ -101,6 +101,15 @@ options:
             cannot be confined on this host runs only when approved.
         type: bool
         default: false
+      idle_pids:
+        description:
+          - A restart, stop or kill of a stateful service that the engine allowed because the service
+            served no client connection. Just before running it the module counts again the client
+            connections these processes and their children serve (from the kernel's socket tables);
+            finding one, or unable to count, it does not run the command unless O(commands[].approved).
+        type: list
+        elements: int
+        default: []
       keep:
         description:
           - The paths the policy verdict declares this command changes (written, created, removed,
@@ -464,6 +473,7 @@ def argument_spec() -> dict:
             label=dict(type="str"),
             confine=dict(type="dict"),
             approved=dict(type="bool", default=False),
+            idle_pids=dict(type="list", elements="int", default=[]),
             keep=dict(type="list", elements="dict", default=[], options=dict(
                 path=dict(type="str", required=True),
                 tree=dict(type="bool", default=True),

@@ -48,6 +48,11 @@ class IncidentError(ValueError):
     """A bad argument to an engine function (a state that cannot be read)."""
 
 
+def _waived(command) -> str:
+    """Why a stateful service's restart ran without a human (safeguards.weigh_restart_cost), or ''."""
+    return next((r for r in command.reasons if str(r).startswith("restart cost waived")), "")
+
+
 def _tail(text: Any, limit: int) -> str:
     value = "" if text is None else str(text)
     value = value.rstrip()
@@ -578,6 +583,7 @@ def outcome(incident: Incident) -> dict:
                 | ({"output": _tail(c.stderr or c.stdout, HISTORY_TAIL)} if c.ran and (c.stderr or c.stdout) else {})
                 | ({"confinement": c.confinement} if c.confinement else {})
                 | ({"denied": c.denied} if c.denied else {})
+                | ({"restart_cost": waived} if (waived := _waived(c)) else {})
                 for a in incident.attempts for c in a.commands if c.ran or a.gate in ("execute",)]
     refused = [{"command": r.get("command", ""), "source": r.get("source", ""),
                 "reasons": list(r.get("reasons") or [])} for a in incident.attempts for r in a.refused]

@@ -114,7 +114,7 @@ def _evidence_items(evidence) -> list[tuple[str, str]]:
         value = evidence[key]
         # engine data the request says elsewhere in words (the init system's line, the
         # dependencies' sentences)
-        if value in (None, "", [], {}) or key in ("service_pids", "init", "dependency_up"):
+        if value in (None, "", [], {}) or key in ("service_pids", "init", "dependency_up", "client_connections"):
             continue
         if key == "processes" and isinstance(value, (list, tuple)):
             text = _process_table(value)

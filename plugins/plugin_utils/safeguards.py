@@ -78,18 +78,42 @@ def running(evidence: Mapping | None) -> bool:
     return any(isinstance(p, Mapping) and p.get("state") not in ("zombie", "dead") for p in evidence.get("processes") or [])
 
 
-def weigh_restart_cost(checked: Sequence[Mapping], definition: Mapping, evidence: Mapping | None = None) -> list[dict]:
+def without_clients(evidence: Mapping | None) -> list[int]:
+    """The service's PIDs when the host counted no client connection open on them (the
+    evidence's ``client_connections``); [] when it counted some, or could not count."""
+    if not isinstance(evidence, Mapping):
+        return []
+    found = evidence.get("client_connections")
+    pids = [int(p) for p in evidence.get("service_pids") or [] if str(p).isdigit()]
+    if not isinstance(found, Mapping) or "unknown" in found or found.get("count") != 0 or not pids:
+        return []
+    return pids
+
+
+def weigh_restart_cost(checked: Sequence[Mapping], definition: Mapping, evidence: Mapping | None = None,
+                       idle_restart: bool = False) -> list[dict]:
     """The verdicts of a plan for ``definition``'s incident with the restart cost applied: for
     a stateful service with a process alive, a command the policy allowed that restarts, stops
     or kills waits for approval, with the reason. A service with no process left loses nothing
-    to a restart (it is a start). Other verdicts are returned unchanged."""
+    to a restart (it is a start). ``idle_restart`` (the autonomy table's
+    ``restart_without_clients``): when the host counted no client connection open, such a
+    command keeps the policy's verdict, and carries ``idle_pids``: the host counts again just
+    before running it and, finding a client, does not run it. The fallback restart (a guess)
+    always waits. Other verdicts are returned unchanged."""
     if not is_stateful(definition) or not running(evidence):
         return [dict(c) for c in checked]
+    idle = without_clients(evidence) if idle_restart else []
     out = []
     for verdict in checked:
         verdict = dict(verdict)
         effects = costly(verdict)
-        if verdict.get("verdict") == "allow" and effects:
+        if verdict.get("verdict") == "allow" and effects and idle and verdict.get("source") != "fallback":
+            verdict["idle_pids"] = idle
+            verdict["reasons"] = list(verdict.get("reasons") or []) + [
+                f"restart cost waived: {definition.get('name')} is stateful but serves no client connection (counted "
+                "on the host), so this command drops nothing; the host counts again just before it runs and, "
+                "finding a client, does not run it (autonomy: restart_without_clients)"]
+        elif verdict.get("verdict") == "allow" and effects:
             verdict["verdict"] = "approval"
             verdict["reasons"] = list(verdict.get("reasons") or []) + [
                 f"restart cost: {definition.get('name')} is stateful (a restart drops its connections and work in "

@@ -58,8 +58,11 @@ def host_command(checked: Mapping) -> dict:
     """A checked command as the host modules take it: its argv, whether it runs as root, the
     command as the policy judged it (for the record), and what the kernel is to hold it to
     (``confinement.derive``: the verdict's effects as a Landlock confinement)."""
-    return {"argv": list(checked.get("argv") or []), "become": bool(checked.get("become")),
-            "label": str(checked.get("command"))[:200], "confine": confinement.derive(checked)}
+    command = {"argv": list(checked.get("argv") or []), "become": bool(checked.get("become")),
+               "label": str(checked.get("command"))[:200], "confine": confinement.derive(checked)}
+    if checked.get("idle_pids"):  # a restart whose cost was waived: the host counts clients again first
+        command["idle_pids"] = [int(p) for p in checked["idle_pids"]]
+    return command
 
 
 @dataclass

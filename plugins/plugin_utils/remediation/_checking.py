@@ -106,8 +106,9 @@ class PlanCheck:
         ``autonomy``: the plan runs as an attempt (snapshots kept, undone if it does not heal),
         so the operator's autonomy table may let gated effects run alone (``autonomy.py``)."""
         checked = self.classify(commands, tools, scope, source)
+        table = {}
         if autonomy:
-            table = policy_mod.load_policy(self.host_policy(tools)).get("autonomy")
+            table = policy_mod.load_policy(self.host_policy(tools)).get("autonomy") or {}
             checked = autonomy_mod.apply(checked, table, evidence=evidence, definition=definition,
                                          undoable=self.undoable)
         limited = engine.start_limited_unit(evidence)
@@ -115,4 +116,5 @@ class PlanCheck:
         if where is not None:
             added = self.classify([{"command": f"systemctl reset-failed {limited}", "source": "engine"}], tools, scope)
             checked = checked[:where] + added + checked[where:]
-        return safeguards.weigh_restart_cost(checked, definition, evidence)
+        return safeguards.weigh_restart_cost(checked, definition, evidence,
+                                             idle_restart=table.get("restart_without_clients") == "auto")
