@@ -281,12 +281,14 @@ def record(path, text, names, secretish=None, run=None, timeout=10, root=LOG_ROO
                     newest = (moment, log, lines[-1])
         journal, note = journal_lines(name, timeout=timeout, run=run)
         if journal:
-            found = True
             out.append("%s in the journal, last %d line(s):" % (name, len(journal)))
             out.extend("  " + line for line in journal)
             moment = parse_time(journal[-1])
             if moment is not None and (newest is None or moment > newest[0]):
                 newest = (moment, "the journal", journal[-1])
+        elif found:
+            out.append("%s in the journal: %s" % (name, note))
+        found = found or bool(journal)
         if not found:
             out.append("no log of %s found under %s (%s/%s/, %s/%s.log, %s/%s*.log) or in the journal (%s)"
                        % (name, root, root, name, root, name, root, name, note or "no entries"))

@@ -67,7 +67,8 @@ def test_the_drills_own_last_lines_come_with_their_times_against_the_markers(tmp
     assert lines[1] == (f"pgrestore-drill log {log} (last written 2026-11-27T23:31:55Z, 21 min 53 s after the marker file), "
                         "last 4 line(s):")
     assert lines[2:6] == ["  " + line for line in DRILL_LOG]
-    assert lines[6] == ("pgrestore-drill's newest line (%s) is of 2026-11-27T23:31:55Z, 21 min 53 s after the time the "
+    assert lines[6] == "pgrestore-drill in the journal: no entries"
+    assert lines[7] == ("pgrestore-drill's newest line (%s) is of 2026-11-27T23:31:55Z, 21 min 53 s after the time the "
                         "marker states: nothing later from it in its logs or the journal" % log)
     # neither the compressed rotation, nor a file whose name suggests a secret, nor another program's log
     assert "gz" not in text and "token" not in text and "other.log" not in text
