@@ -175,7 +175,7 @@ def test_the_drills_own_last_lines_and_journal_come_with_the_marker_and_reach_th
     assert tail and tail[-1].endswith("cleaning up")
     lab.exec(host, ["logger", "-t", "pgrestore-drill", "drill 20261127-010001F: exit 0"], check=True)
     journal = ""
-    for _ in range(20):   # journald takes the line asynchronously
+    for _attempt in range(20):   # journald takes the line asynchronously
         journal = lab.exec(host, "journalctl --no-pager -q -t pgrestore-drill -n 5").stdout
         if "exit 0" in journal:
             break
