@@ -151,3 +151,17 @@ def test_a_file_that_names_no_writer_has_no_record(tmp_path) -> None:
 def test_no_journal_on_the_host_is_said(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(writer_records.host_probe, "find_tool", lambda name: None)
     assert writer_records.journal_lines("pgrestore-drill") == ([], "no journal on this host (journalctl absent)")
+
+
+def test_an_unmet_guard_of_the_unit_is_looked_up_with_its_drop_ins_comment(tmp_path) -> None:
+    from ansible_collections.sentinel.remediation.plugins.module_utils import service_evidence
+
+    marker = _write(tmp_path / "RESTORE_IN_PROGRESS", "41877\n")
+    absent = tmp_path / "ABSENT"
+    drop_in = _write(tmp_path / "10-restore-guard.conf",
+                     "[Unit]\n# pgrestore-drill: never start while a restore writes\n"
+                     f"ConditionPathExists=!{marker}\nConditionPathExists=!{absent}\n")
+    guards = service_evidence.guard_files({"DropInPaths": str(drop_in)}, "db.service")
+    assert guards == [(str(marker), ["# pgrestore-drill: never start while a restore writes"], [])]
+    [(path, comments, comms)] = guards
+    assert writer_records.writer_names(marker.read_text(), comments, comms) == ["pgrestore-drill"]
