@@ -125,6 +125,10 @@ def render_show(plan: Mapping[str, Any]) -> str:
     for path, notes in sorted((plan.get("ownership") or {}).items()):
         # what the host says about who manages a file the plan changes: whose intent approving overrides
         lines.append(f"owned      {printable(path)}: {printable(notes)}")
+    for path, said in sorted((plan.get("writer_records") or {}).items()):
+        # how the writer of a guard or marker the plan removes ended, in its own last lines
+        lines.append(f"writer     {printable(path)}: its writer's last record:")
+        lines.extend(f"           {printable(line)}" for line in str(said).splitlines()[:40])
     lines += [
         "commands (as the policy displays them; approving runs exactly these, as argv, without a shell):",
     ]

@@ -24,6 +24,7 @@ from ansible_collections.sentinel.remediation.plugins.module_utils import (
     host_probe,
     path_ownership,
     unit_conditions,
+    writer_records,
 )
 from ansible_collections.sentinel.remediation.plugins.module_utils.health_checks import (
     UNIT_STATE_KEYS,
@@ -1187,6 +1188,12 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
         conditions = unit_conditions.describe(units[first], defn["user"], unit=first)
         if conditions:
             evidence["conditions"] = budget.take_keyed(conditions, cap)
+        # A guard the unit waits on that names its writer: the writer's own last record
+        # (its logs and journal lines), found by its name, next to whether it still runs.
+        records = writer_records.records_for(guard_files(units[first], first), secretish=_SECRETISH_NAME.search,
+                                             timeout=timeout)
+        if records:
+            evidence["writer_records"] = budget.take_keyed(records, cap, keep="both")
     if defn["config_test"]:
         evidence["config_test"] = budget.take(test_text, cap, keep="both")
     # The service's own log files count too (PostgreSQL on SysV names pg_hba.conf's line
@@ -1240,6 +1247,13 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
         # group in the order the texts named them; what was cut is named with how to ask for it.
         found = dict(sorted(found.items(), key=lambda kv: (path_rank(kv[1]), list(found).index(kv[0]))))
         evidence["named_paths"] = budget.take_mapping(found, cap)
+        # a lock or marker an error names, that names its writer: that writer's last record too
+        named_guards = [(p, [], []) for p, facts in evidence["named_paths"].items()
+                        if isinstance(facts, dict) and facts.get("writer") and p not in evidence.get("writer_records", {})]
+        more = writer_records.records_for(named_guards, secretish=_SECRETISH_NAME.search, timeout=timeout,
+                                          limit=max(0, 2 - len(evidence.get("writer_records", {}))))
+        if more:
+            evidence.setdefault("writer_records", {}).update(budget.take_keyed(more, cap, keep="both"))
         dropped = [k for k in found if k not in evidence["named_paths"]]
         if dropped:
             evidence["named_paths_left_out"] = budget.take(
@@ -1273,6 +1287,21 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     _mark_omitted(evidence, budget)
     names = tools if tools is not None else tool_candidates(defn)
     return {"evidence": evidence, "tools": host_probe.tools_report(names), "truncated": budget.truncated}
+
+
+def guard_files(props: dict, unit: str) -> list:
+    """``[(path, comments, comms)]`` for the unit's unmet path conditions on a regular file (a
+    guard that blocks the start): the comment lines of the unit file that sets it and the
+    names of the live processes the file names (writer_records.records_for)."""
+    out = []
+    for directive, value, source in unit_conditions.conditions_of(props):
+        path, met = unit_conditions.evaluate(directive, value, unit)
+        if met is not False or not path.startswith("/") or not os.path.isfile(path):
+            continue
+        writer = file_writers.writer_state(path, bare=True) or {}
+        comms = [j.get("comm") for j in writer.get("pids") or [] if j.get("state") == file_writers.ALIVE]
+        out.append((path, writer_records.unit_comments(source, path), comms))
+    return out
 
 
 def path_rank(facts: dict) -> int:

@@ -267,6 +267,23 @@ evidence:
       returned: when a file of the incident has an owner
       sample:
         /etc/ssh/sshd_config.d/50-hardening.conf: "says: line 1: # Managed by the security team (SEC-1042); DO NOT EDIT"
+    writer_records:
+      description:
+        - For a guard, marker or lock file that names its writer (a program name before its PID or after
+          C(written by)/C(owner:) in its first lines, or in the comment of the unit drop-in whose condition
+          names it), what that writer last recorded, found by its name - the newest three of its log files
+          under C(/var/log) (C(/var/log/NAME/*), C(/var/log/NAME.log), C(/var/log/NAME*.log); never a file whose
+          name suggests a secret, never one a link leads out of C(/var/log)), their last ten lines, and its last
+          journal lines (its syslog identifier, process name or unit), redacted, with absolute times and how its
+          newest line stands against the time the marker states; or that no log of it was found.
+        - The files are the unmet path conditions of the unit and the named paths that name a writer; at most two.
+      type: dict
+      returned: when such a file names its writer
+      sample:
+        /var/lib/postgresql/15/main/RESTORE_IN_PROGRESS: "marker /var/lib/postgresql/15/main/RESTORE_IN_PROGRESS
+          (states 2026-11-27T23:10:02Z, file written 2026-11-27T23:10:02Z)\npgrestore-drill log
+          /var/log/pgrestore-drill/drill.log (last written 2026-11-27T23:31:55Z, 21 min 53 s after the marker file),
+          last 1 line(s):\n  2026-11-27T23:31:55Z cleaning up"
     collected_at:
       description: When the evidence was collected (UTC, ISO 8601); the times of C(recent_changes) compare with it.
       type: str

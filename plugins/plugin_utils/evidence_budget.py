@@ -125,6 +125,8 @@ def ask_for(key: str, service: str, init: str = "") -> str:
         return "`ss -ltnp`"
     if key in ("named_paths", "paths", "pid_files", "ownership"):
         return "`stat PATH` or `ls -la DIR`"
+    if key == "writer_records":
+        return "`tail -n 20 LOGFILE` or `journalctl -t NAME -n 20 --no-pager`"
     if key in ("recent_changes", "includes", "environment", "config_context"):
         return "`cat FILE`"
     return ""

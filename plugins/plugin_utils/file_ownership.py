@@ -36,16 +36,31 @@ def _words(command: Mapping) -> list[str]:
     return str(command.get("command") or "").split()
 
 
-def plan_ownership(evidence: Mapping | None, commands: Sequence[Mapping]) -> dict[str, str]:
-    """``{path: notes}`` of the owned paths the commands name: an argument that is the path,
-    or that lies beneath it (a file in an owned directory), or a sed-style argument holding it."""
-    owners = owners_in(evidence)
+def _touched(known: Mapping[str, str], commands: Sequence[Mapping]) -> dict[str, str]:
+    """The entries of ``known`` (``{path: text}``) whose path the commands name: an argument
+    that is the path, or that lies beneath it, or a sed-style argument holding it."""
     out: dict[str, str] = {}
     for command in commands:
         if not isinstance(command, Mapping):
             continue
         for word in _words(command):
-            for path, notes in owners.items():
+            for path, notes in known.items():
                 if word == path or word.startswith(path.rstrip("/") + "/") or (path in word and len(path) > 4):
                     out[path] = notes
     return out
+
+
+def plan_ownership(evidence: Mapping | None, commands: Sequence[Mapping]) -> dict[str, str]:
+    """``{path: notes}`` of the owned paths the commands name: an argument that is the path,
+    or that lies beneath it (a file in an owned directory), or a sed-style argument holding it."""
+    return _touched(owners_in(evidence), commands)
+
+
+def plan_writer_records(evidence: Mapping | None, commands: Sequence[Mapping]) -> dict[str, str]:
+    """``{path: record}``: for each guard or marker file the commands name, what its writer last
+    recorded (the evidence's ``writer_records``: its own log and journal lines, or that none
+    was found), so that the approver sees how the writer ended before removing its file."""
+    records = evidence.get("writer_records") if isinstance(evidence, Mapping) else None
+    if not isinstance(records, Mapping):
+        return {}
+    return _touched({str(k): str(v) for k, v in records.items() if v}, commands)

@@ -28,7 +28,8 @@ PASSAGE_BUDGET = 450        # characters of one runbook passage
 # Most telling first: what the service said (config test, status, its journal and logs), what
 # runs and listens, the paths errors name; then the unit's settings and the declared paths.
 # The diff from the last known-good configuration leads when the host has a baseline.
-_KEY_ORDER = ("known_good", "degraded", "config_test", "config_context", "status", "conditions", "dependency_evidence",
+_KEY_ORDER = ("known_good", "degraded", "config_test", "config_context", "status", "conditions", "writer_records",
+              "dependency_evidence",
               "dependency_sessions", "recent_changes",
               "environment", "certificates", "processes", "listeners", "journal", "includes", "logs", "named_paths",
               "unit", "pid_files", "paths", "dependencies", "ports", "disk", "oom")
@@ -185,7 +186,7 @@ def render_evidence(evidence, budget: int = EVIDENCE_BUDGET, item_budget: int = 
                   if t not in terms]
     return evidence_budget.render(items, budget, item_budget, terms, service=_clean(service)[:80], init=init,
                                   first=("known_good", "degraded", "config_test", "config_context", "conditions",
-                                         "dependency_sessions"))
+                                         "writer_records", "dependency_sessions"))
 
 
 def fence(text: str) -> tuple[str, str]:

@@ -11,6 +11,10 @@ the writer is alive and what it runs; with the marker older than that process, t
 was reused. The request built from that evidence shows it, and the policy lets the marker be
 moved aside without a human only while its writer is gone. The truth each verdict is checked
 against is read in the container (`kill -0`, `pgrep`), not from the code under test.
+
+The writer's own last record comes with it, found by the writer's name: the drill's log under
+/var/log/pgrestore-drill (its last lines, as `tail` reads them in the container) and its journal
+lines (a line sent with `logger -t pgrestore-drill`); with the log gone, that none was found.
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ CONDITION = f"ConditionPathExists=!{MARKER}"
 ERROR = "port 5432 is not listening"
 WRITER = "41877"   # the PID the fault's marker names
 SLEEPER = "sleep 4343"
+DRILL_LOG = "/var/log/pgrestore-drill/drill.log"
 
 
 def _definition() -> dict:
@@ -76,7 +81,7 @@ def guarded(mixed_lab):
     try:
         yield lab, host
     finally:
-        lab.exec(host, f"pkill -f '^{SLEEPER}$'; rm -f {MARKER} {DROP_IN}; systemctl daemon-reload; "
+        lab.exec(host, f"pkill -f '^{SLEEPER}$'; rm -rf {MARKER} {DROP_IN} /var/log/pgrestore-drill; systemctl daemon-reload; "
                        "systemctl start postgresql@15-main.service", timeout=90)
         lab.wait_health(host, ["postgres"], timeout=120)
 
@@ -110,6 +115,7 @@ def test_the_evidence_says_the_restore_markers_writer_is_gone_and_the_marker_may
 
 def test_a_live_writer_is_reported_alive_and_an_older_marker_names_a_reused_pid(guarded) -> None:
     lab, host = guarded
+    original = lab.exec(host, ["cat", MARKER], check=True).stdout
     lab.exec(host, f"setsid -f {SLEEPER} </dev/null >/dev/null 2>&1", check=True)
     pid = lab.exec(host, ["pgrep", "-xf", SLEEPER], check=True).stdout.split()[0]
     try:
@@ -135,3 +141,64 @@ def test_a_live_writer_is_reported_alive_and_an_older_marker_names_a_reused_pid(
         assert _verdict(f"mv {MARKER} {MARKER}.stale", evidence)["verdict"] == "allow"
     finally:
         lab.exec(host, ["kill", pid])
+        # the fault's own marker back, as the tests after this one read it
+        lab.exec(host, ["sh", "-c", 'printf %s "$1" > "$2"', "-", original, MARKER], check=True)
+
+
+def _record_lines(evidence: dict) -> list[str]:
+    return evidence["writer_records"][MARKER].splitlines()
+
+
+def test_with_the_drills_log_gone_the_evidence_says_no_log_was_found(guarded) -> None:
+    lab, host = guarded
+    lab.exec(host, "mv /var/log/pgrestore-drill /var/tmp/pgrestore-drill.aside", check=True)
+    try:
+        assert lab.exec(host, "test ! -e /var/log/pgrestore-drill && ! ls /var/log/pgrestore-drill*.log").ok
+        evidence = _evidence(lab, host)
+        said = _record_lines(evidence)[-1]
+        truth = lab.exec(host, "journalctl --no-pager -q -t pgrestore-drill -n 1").stdout.strip()
+        if truth:
+            # a line of the drill's in the journal (a lab host reused from an earlier run): its only record
+            assert "pgrestore-drill in the journal, last" in evidence["writer_records"][MARKER]
+            assert f"{DRILL_LOG}" not in evidence["writer_records"][MARKER]
+        else:
+            assert said == ("no log of pgrestore-drill found under /var/log (/var/log/pgrestore-drill/, "
+                            "/var/log/pgrestore-drill.log, /var/log/pgrestore-drill*.log) or in the journal (no entries)")
+    finally:
+        lab.exec(host, "mv /var/tmp/pgrestore-drill.aside /var/log/pgrestore-drill", check=True)
+
+
+def test_the_drills_own_last_lines_and_journal_come_with_the_marker_and_reach_the_request(guarded) -> None:
+    lab, host = guarded
+    # the host's truth: the drill's log as `tail` reads it, and a line of the drill's in the journal
+    tail = lab.exec(host, ["tail", "-n", "10", DRILL_LOG], check=True).stdout.splitlines()
+    assert tail and tail[-1].endswith("cleaning up")
+    lab.exec(host, ["logger", "-t", "pgrestore-drill", "drill 20261127-010001F: exit 0"], check=True)
+    journal = ""
+    for _attempt in range(20):   # journald takes the line asynchronously
+        journal = lab.exec(host, "journalctl --no-pager -q -t pgrestore-drill -n 5").stdout
+        if "exit 0" in journal:
+            break
+        lab.exec(host, "sleep 0.5")
+    assert "drill 20261127-010001F: exit 0" in journal
+
+    evidence = _evidence(lab, host)
+    lines = _record_lines(evidence)
+    assert lines[0].startswith(f"marker {MARKER} (states 2026-11-27T23:10:02Z, file written ")
+    header = next(i for i, line in enumerate(lines) if line.startswith(f"pgrestore-drill log {DRILL_LOG} (last written "))
+    assert lines[header].endswith(f"last {len(tail)} line(s):")
+    assert lines[header + 1:header + 1 + len(tail)] == ["  " + line for line in tail]
+    # the journal's line as journalctl shows it in the container, with its absolute time
+    shown = lab.exec(host, "journalctl --no-pager -q -o short-iso -t pgrestore-drill -n 1").stdout.strip()
+    assert "exit 0" in shown and "  " + shown in lines
+    assert any(line.startswith("pgrestore-drill in the journal, last ") for line in lines)
+    assert "after the time the marker states: nothing later from it in its logs or the journal" in lines[-1]
+
+    request = _request(evidence)
+    section = request.split("\n### writer_records\n", 1)[1].split("\n### ", 1)[0]
+    assert f"[{MARKER}]" in section and "  2026-11-27T23:31:55Z cleaning up" in section
+    assert "checks passed: 42 tables" in section and "exit 0" in section
+    # next to the writer verdict: right after the conditions that say the writer is gone
+    assert request.index("\n### conditions\n") < request.index("\n### writer_records\n")
+    # evidence, not a verdict: the policy says of the marker what it said without the record
+    assert _verdict(f"mv {MARKER} {MARKER}.stale", evidence)["verdict"] == "allow"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from ansible_collections.sentinel.remediation.plugins.module_utils.signature import failure_signature
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import approval as approval_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
-from ansible_collections.sentinel.remediation.plugins.plugin_utils.file_ownership import plan_ownership
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.file_ownership import plan_ownership, plan_writer_records
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.shared_plan_check import host_diagnosis
 
 from .context import RemediationError, RunContext
@@ -67,6 +67,8 @@ class Approvals:
                           for p in (evidence or {}).get("processes") or [] if isinstance(p, Mapping)],
             # who the host says manages the files the plan touches, for the approver
             "ownership": plan_ownership(evidence, runnable),
+            # what the writer of a guard or marker the plan removes last recorded (writer_records)
+            "writer_records": plan_writer_records(evidence, runnable),
             # what this host's own evidence says, and who made the plan when another host did
             "host_diagnosis": host_diagnosis(incident.service, incident.current_error, evidence),
             "planned_on": self.loop.shared_from.get(incident.service, ""),

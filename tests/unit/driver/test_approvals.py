@@ -82,3 +82,16 @@ def test_show_says_who_manages_the_files_the_plan_touches() -> None:
     assert "\x1b" not in text
     assert text.index("owned ") < text.index("commands (as the policy displays them")
     assert "owned " not in a.render_show(PLAN)
+
+
+def test_show_gives_the_last_record_of_the_writer_of_a_marker_the_plan_removes() -> None:
+    record = ("marker /var/lib/pg/RESTORE_IN_PROGRESS (states 2026-11-27T23:10:02Z)\n"
+              "pgrestore-drill log /var/log/pgrestore-drill/drill.log (last written 2026-11-27T23:31:55Z), last 1 line(s):\n"
+              "  2026-11-27T23:31:55Z cleaning up\x1b[2J")
+    text = a.render_show(dict(PLAN, writer_records={"/var/lib/pg/RESTORE_IN_PROGRESS": record}))
+    lines = text.splitlines()
+    head = lines.index("writer     /var/lib/pg/RESTORE_IN_PROGRESS: its writer's last record:")
+    assert "2026-11-27T23:31:55Z cleaning up" in lines[head + 3]
+    assert "\x1b" not in text
+    assert head < text.splitlines().index("commands (as the policy displays them; approving runs exactly these, as argv, without a shell):")
+    assert "writer     " not in a.render_show(PLAN)

@@ -62,3 +62,25 @@ def test_the_condition_is_kept_when_the_logs_fill_the_budget() -> None:
 def test_the_recorded_evidence_makes_a_stable_cause_of_the_unmet_guard() -> None:
     facts = extract_facts("postgresql", ERROR, _evidence()).of("start_condition_unmet")
     assert [(f["condition"], f["writer"]) for f in facts] == [(CONDITION, "gone")]
+
+
+RECORD = ("marker /var/lib/postgresql/15/main/RESTORE_IN_PROGRESS (states 2026-11-27T23:10:02Z, file written 2026-11-28T06:02:11Z)\n"
+          "pgrestore-drill log /var/log/pgrestore-drill/drill.log (last written 2026-11-28T06:02:11Z, the same second as "
+          "the marker file), last 2 line(s):\n"
+          "  2026-11-27T23:31:52Z checks passed: 42 tables, row counts match the backup manifest\n"
+          "  2026-11-27T23:31:55Z cleaning up\n"
+          "pgrestore-drill in the journal: no entries\n"
+          "pgrestore-drill's newest line (/var/log/pgrestore-drill/drill.log) is of 2026-11-27T23:31:55Z, 21 min 53 s after "
+          "the time the marker states: nothing later from it in its logs or the journal")
+
+
+def test_the_writers_last_record_follows_the_conditions_and_survives_noisy_logs() -> None:
+    evidence = _evidence()
+    evidence["writer_records"] = {MARKER: RECORD}
+    noise = "\n".join(f"2026-11-28 11:0{n % 10}:00 UTC [75] LOG:  checkpoint complete: wrote {n} buffers" for n in range(400))
+    evidence["logs"] = {"/var/log/postgresql/postgresql-15-main.log": noise}
+    evidence["journal"] = noise
+    request = _request(evidence)
+    section = request.split("\n### writer_records\n", 1)[1].split("\n### ", 1)[0]
+    assert section == f"[{MARKER}]\n{RECORD}"
+    assert request.index("\n### conditions\n") < request.index("\n### writer_records\n")
