@@ -122,6 +122,16 @@ def normalise_expectations(expect) -> dict:
     return result
 
 
+def _pids(command: dict, key: str, index: int) -> list:
+    pids = []
+    for pid in command.get(key) or []:
+        try:
+            pids.append(int(pid))
+        except (TypeError, ValueError):
+            raise PlanError("commands[%d].%s: %r is not a PID" % (index, key, pid))
+    return pids
+
+
 def normalise_commands(commands) -> list:
     if not commands:
         raise PlanError("commands: at least one command is needed")
@@ -130,12 +140,7 @@ def normalise_commands(commands) -> list:
         argv = command.get("argv") or []
         if not argv or not all(isinstance(a, str) for a in argv) or not argv[0]:
             raise PlanError("commands[%d].argv: a non-empty list of strings is needed, got %r" % (index, argv))
-        pids = []
-        for pid in command.get("pids") or []:
-            try:
-                pids.append(int(pid))
-            except (TypeError, ValueError):
-                raise PlanError("commands[%d].pids: %r is not a PID" % (index, pid))
+        pids = _pids(command, "pids", index)
         try:
             confine = confine_run.normalise(command.get("confine"), "commands[%d].confine" % index)
         except ValueError as exc:
@@ -146,12 +151,7 @@ def normalise_commands(commands) -> list:
             if not isinstance(path, str) or not path.startswith("/"):
                 raise PlanError("commands[%d].keep: each item needs an absolute path, got %r" % (index, change))
             keep.append({"path": path, "tree": bool(change.get("tree", True))})
-        idle = []
-        for pid in command.get("idle_pids") or []:
-            try:
-                idle.append(int(pid))
-            except (TypeError, ValueError):
-                raise PlanError("commands[%d].idle_pids: %r is not a PID" % (index, pid))
+        idle = _pids(command, "idle_pids", index)
         result.append({"argv": list(argv), "become": bool(command.get("become")), "pids": pids,
                        "label": command.get("label"), "approved": bool(command.get("approved")), "confine": confine,
                        "keep": keep, "idle_pids": idle})

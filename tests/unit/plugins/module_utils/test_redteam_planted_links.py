@@ -103,16 +103,21 @@ def test_a_restore_copy_through_a_planted_link_leaves_the_linked_file_untouched(
     assert "symbolic link owned by uid %d" % SERVICE_UID in result["confinement"], result
 
 
-@needs_landlock
-def test_an_approved_restore_is_not_written_through_a_planted_link_either(host, tmp_path):
-    _defn, conf, secret = host
+def _approved_restore_over_a_planted_link(conf, secret, tmp_path):
+    """An approved ``cp`` of a staged known-good config over redis.conf, swapped for a link to ``secret``."""
     good = tmp_path / "staged"
     good.write_bytes(b"port 6379\n")
     (conf / "redis.conf").unlink()
     _plant(conf / "redis.conf", secret)
-    commands = plan_runner.normalise_commands([{"argv": ["cp", str(good), str(conf / "redis.conf")],
-                                                "confine": {"write": [str(conf / "redis.conf")], "exec": ["cp"]},
-                                                "approved": True}])
+    return plan_runner.normalise_commands([{"argv": ["cp", str(good), str(conf / "redis.conf")],
+                                            "confine": {"write": [str(conf / "redis.conf")], "exec": ["cp"]},
+                                            "approved": True}])
+
+
+@needs_landlock
+def test_an_approved_restore_is_not_written_through_a_planted_link_either(host, tmp_path):
+    _defn, conf, secret = host
+    commands = _approved_restore_over_a_planted_link(conf, secret, tmp_path)
     plan_runner.run_plan(commands, {}, plan_runner.invoking_identity({}), confinement="preferred", timeout=20)
     assert secret.read_bytes() == SECRET
 
@@ -120,13 +125,7 @@ def test_an_approved_restore_is_not_written_through_a_planted_link_either(host, 
 @needs_root
 def test_confinement_off_still_never_writes_through_a_planted_link(host, tmp_path):
     _defn, conf, secret = host
-    good = tmp_path / "staged"
-    good.write_bytes(b"port 6379\n")
-    (conf / "redis.conf").unlink()
-    _plant(conf / "redis.conf", secret)
-    commands = plan_runner.normalise_commands([{"argv": ["cp", str(good), str(conf / "redis.conf")],
-                                                "confine": {"write": [str(conf / "redis.conf")], "exec": ["cp"]},
-                                                "approved": True}])
+    commands = _approved_restore_over_a_planted_link(conf, secret, tmp_path)
     result = plan_runner.run_plan(commands, {}, plan_runner.invoking_identity({}), confinement="off",
                                   timeout=20)["results"][0]
     assert secret.read_bytes() == SECRET and "owned by uid %d" % SERVICE_UID in result["confinement"], result
