@@ -73,7 +73,7 @@ def test_a_client_session_on_the_database_keeps_the_restart_for_a_human_and_live
     lab, work, _good = moved_postgres
     lab.exec(HOST, CLIENT, check=True)
     backend = ""
-    for _ in range(50):
+    for _attempt in range(50):
         backend = lab.exec(HOST, BACKEND.format(port=5433)).stdout.strip()
         if backend:
             break

@@ -96,8 +96,8 @@ def test_the_restart_cost_is_waived_only_when_the_host_counted_no_client():
                "reasons": [], "source": "known_good"}
     base = {"processes": [{"pid": 40, "state": "sleeping"}], "service_pids": [40]}
 
-    def judged(evidence, idle=True, verdict=restart):
-        return safeguards.weigh_restart_cost([verdict], definition, evidence, idle_restart=idle)[0]
+    def judged(evidence, idle=True, verdict=None):
+        return safeguards.weigh_restart_cost([verdict or restart], definition, evidence, idle_restart=idle)[0]
 
     idle = judged(dict(base, client_connections={"count": 0, "by_endpoint": {}, "processes": 1}))
     assert idle["verdict"] == "allow" and idle["idle_pids"] == [40]
