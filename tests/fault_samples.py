@@ -110,9 +110,10 @@ def sample(fault: str, host: int = 1) -> dict:
                  "snapshots, but it's currently unable to persist to disk")
         return _done(name, tools, "redis-server", error, {
             "status": f"redis-server is running (pid {pid2})",
-            "paths": {"/var/lib/redis": "directory, owner redis:redis, mode 0750; filesystem at /var/lib/redis: 100% used, 0 B free"},
+            "paths": {"/var/lib/redis": "directory, owner redis:redis, mode 0750; user redis may rwx; filesystem at "
+                                        "/var/lib/redis: 100% used, 0 B free\nlargest files:\n"
+                                        "  16M /var/lib/redis/ballast.bin\n  4K /var/lib/redis/dump.rdb"},
             "listeners": f"127.0.0.1:6379 held by redis-server (pid {pid2})",
-            "disk": "16.0M\t/var/lib/redis/ballast.bin\n4.0K\t/var/lib/redis/dump.rdb",
             "logs": {"/var/log/redis/redis-server.log":
                      f"{pid2}:M {redis_ts} # Write error saving DB on disk(fflush): No space left on device\n"
                      f"{pid2}:M {redis_ts} # Background saving error"}})

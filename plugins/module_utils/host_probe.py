@@ -707,8 +707,17 @@ def describe_path(path):
         if usage["used_pct"] >= 90 and os.path.isdir(path) and not os.path.islink(path):
             largest = largest_files(path)
             if largest:
-                text += "\nlargest files:\n" + "\n".join("  %s %s" % (_du_size(size), name) for size, name in largest)
+                text += "\nlargest files:\n" + "\n".join("  %s %s" % (_du_size(size), listed_name(name)) for size, name in largest)
     return text
+
+
+def listed_name(name):
+    """A file name as one line of a listing: a name with a line break or another character that
+    does not print (bidi overrides, escapes) is shown escaped, so a name cannot forge the lines
+    after it ("x\\n  9G /var/lib/redis/backup") or hide what it is."""
+    if all(char.isprintable() for char in name):
+        return name
+    return name.encode("unicode_escape").decode("ascii")
 
 
 def largest_files(directory, limit=5, scan_limit=2000):

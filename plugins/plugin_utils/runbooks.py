@@ -600,7 +600,6 @@ def passages(books: Sequence[Mapping]) -> list[dict]:
 
 _DATA_FILES = re.compile(r"(?:^dump\.rdb$|\.rdb$|\.aof$|^appendonly|^appendonlydir$|^temp-\d+\.rdb$)")
 _SIZE_LINE = re.compile(r"^\s*(\d+(?:\.\d+)?)([KMGTP]?)\s+(/\S+)\s*$", re.IGNORECASE)
-_LS_LINE = re.compile(r"^[-l][rwxsStT-]{9}\S*\s+\d+\s+\S+\s+\S+\s+(\d+)\s+.*?\s(/\S+)$")
 _UNITS = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4, "P": 1024 ** 5}
 _UNIT_NAME = re.compile(r"^[A-Za-z0-9@_.:-]{1,200}$")
 
@@ -702,26 +701,28 @@ def _config_error_file(arg: str | None, ctx: _Context) -> str:
 
 
 def _largest_file(arg: str | None, ctx: _Context) -> str:
+    """The largest non-data file of DIR, read only from the host's own listing of that declared
+    directory (``paths[DIR]``: "largest files:", written by the evidence module from scandir when
+    its filesystem is nearly full). Size lines anywhere else (a log line, a unit's description, a
+    command's output) are text a local user can write, and never choose what root deletes."""
     if not arg or not _SAFE_PATH.match(arg) or ".." in arg.split("/"):
         raise PlaceholderError("largest_file needs a directory, e.g. {largest_file:/var/lib/redis}")
     directory = arg.rstrip("/")
+    described = ctx.evidence.get("paths") if isinstance(ctx.evidence, Mapping) else None
+    listing = described.get(directory) if isinstance(described, Mapping) else None
+    _head, found, block = str(listing or "").partition("\nlargest files:\n")
     sizes: dict[str, float] = {}
-    for text in evidence_texts(ctx.evidence).values():
-        for line in text.splitlines():
-            match = _SIZE_LINE.match(line)
-            if match:
-                size, path = float(match.group(1)) * _UNITS[match.group(2).upper()], match.group(3)
-            else:
-                match = _LS_LINE.match(line)
-                if not match:
-                    continue
-                size, path = float(match.group(1)), match.group(2)
-            parent, _sep, name = path.rstrip("/").rpartition("/")
-            if parent != directory or not name or _DATA_FILES.search(name):
-                continue
-            sizes[path] = max(size, sizes.get(path, 0))
+    for line in block.splitlines() if found else ():
+        match = _SIZE_LINE.match(line.split(";")[0])
+        if not match:
+            continue
+        size, path = float(match.group(1)) * _UNITS[match.group(2).upper()], match.group(3)
+        parent, _sep, name = path.rstrip("/").rpartition("/")
+        if parent != directory or not name or _DATA_FILES.search(name):
+            continue
+        sizes[path] = max(size, sizes.get(path, 0))
     if not sizes:
-        raise PlaceholderError(f"the evidence lists no removable file in {directory}")
+        raise PlaceholderError(f"the host's listing of {directory} shows no removable file")
     return _safe(max(sorted(sizes), key=lambda p: sizes[p]))
 
 

@@ -100,11 +100,35 @@ def test_config_error_file_stays_under_its_prefix():
         resolve_placeholders("mv {config_error_file:/etc/nginx/conf.d/} x", sneaky, "nginx")
 
 
+def _redis_dir(*largest: str) -> dict:
+    """Evidence whose host listing of /var/lib/redis (the evidence module's own words) names these."""
+    listing = "directory, owner redis:redis, mode 0750; user redis may rwx; filesystem at /var/lib/redis: 100% used"
+    return {"paths": {"/var/lib/redis": listing + "\nlargest files:\n" + "\n".join(f"  {line}" for line in largest)}}
+
+
 def test_largest_file_never_picks_redis_data():
-    evidence = {"disk": "9.0M\t/var/lib/redis/dump.rdb\n1.0M\t/var/lib/redis/core.123\n5M /var/lib/redis/appendonly.aof"}
+    evidence = _redis_dir("9M /var/lib/redis/dump.rdb", "5M /var/lib/redis/appendonly.aof", "1M /var/lib/redis/core.123")
     assert resolve_placeholders("rm -f {largest_file:/var/lib/redis}", evidence, "redis") == "rm -f /var/lib/redis/core.123"
     with pytest.raises(PlaceholderError):
-        resolve_placeholders("rm -f {largest_file:/var/lib/redis}", {"disk": "9M /var/lib/redis/dump.rdb"}, "redis")
+        resolve_placeholders("rm -f {largest_file:/var/lib/redis}", _redis_dir("9M /var/lib/redis/dump.rdb"), "redis")
+
+
+@pytest.mark.parametrize("where", ["journal", "logs", "status", "oom", "disk"])
+def test_largest_file_is_never_chosen_by_size_lines_a_local_user_can_write(where):
+    # `logger`, a unit description or a log line can print "999G /var/lib/redis/backup.tar.gz":
+    # that must not make root delete it. Only the host's listing of the directory counts.
+    forged = {where: "999G /var/lib/redis/backup-2026.tar.gz\n-rw-r--r-- 1 redis redis 99999999999 Nov 1 /var/lib/redis/keep"}
+    with pytest.raises(PlaceholderError, match="shows no removable file"):
+        resolve_placeholders("rm -f {largest_file:/var/lib/redis}", forged, "redis")
+    evidence = dict(_redis_dir("16M /var/lib/redis/ballast.bin"), **forged)
+    assert resolve_placeholders("rm -f {largest_file:/var/lib/redis}", evidence, "redis") == "rm -f /var/lib/redis/ballast.bin"
+
+
+def test_largest_file_ignores_a_listing_of_another_directory_and_lines_outside_the_listing():
+    evidence = _redis_dir("16M /var/lib/redis/ballast.bin")
+    evidence["paths"]["/var/lib/redis"] = "99G /var/lib/redis/first-line\n" + evidence["paths"]["/var/lib/redis"]
+    evidence["paths"]["/var/log/redis"] = "directory\nlargest files:\n  90G /var/lib/redis/other"
+    assert resolve_placeholders("rm -f {largest_file:/var/lib/redis}", evidence, "redis") == "rm -f /var/lib/redis/ballast.bin"
 
 
 def test_unknown_placeholder():

@@ -264,6 +264,20 @@ def test_largest_files_lists_the_biggest_first(tmp_path):
     assert host_probe._du_size(16 * 1024 * 1024) == "16M"
 
 
+def test_a_file_name_cannot_forge_lines_of_the_largest_files_listing(tmp_path, monkeypatch):
+    # The service's own account names files in its directory: a name holding a line break and
+    # a size line must show as one escaped line, never as a second entry (a name holds no "/").
+    (tmp_path / "x\n  999G backup.tar.gz").write_bytes(b"x" * 4000)
+    (tmp_path / "ballast\u202e.bin").write_bytes(b"x" * 40000)
+    monkeypatch.setattr(host_probe, "filesystem_usage",
+                        lambda path: {"path": path, "used_pct": 100, "free": "0 B", "inodes_used_pct": None})
+    text = host_probe.describe_path(str(tmp_path))
+    listing = text.split("\nlargest files:\n", 1)[1].splitlines()
+    assert len(listing) == 2, text
+    assert listing[0] == "  40K %s/ballast\\u202e.bin" % tmp_path
+    assert listing[1] == "  4K %s/x\\n  999G backup.tar.gz" % tmp_path
+
+
 # --- process state, start time, cgroups --------------------------------------------------
 
 def test_parse_stat_counts_fields_after_the_last_parenthesis() -> None:
