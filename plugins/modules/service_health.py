@@ -79,6 +79,17 @@ options:
         the others say why they have none (RV(services[].skipped)).
     type: int
     default: 8
+  defer_evidence:
+    description:
+      - Failing services (named as in O(services)) whose evidence is left for a later round trip
+        (RV(services[].evidence_deferred)) - the C(sentinel.remediation.heal) action's health phase
+        names the services memory holds fixes for, whose heal-phase re-check carries those fixes and
+        reads the evidence once, there. A service waiting for a failing dependency
+        (RV(services[].blocked_by)) or slow (RV(services[].degraded)) gets its evidence here all the
+        same, as it is healed from this call's rows.
+    type: list
+    elements: str
+    default: []
   remembered:
     description:
       - Remembered fixes the caller has already judged (the C(sentinel.remediation.heal) action
@@ -377,6 +388,11 @@ services:
       type: str
       returned: when O(evidence=true) and a failing service has no evidence
       sample: "no evidence: evidence_max_services (8) reached"
+    evidence_deferred:
+      description: Why a failing service named in O(defer_evidence) has no evidence in this call.
+      type: str
+      returned: when O(evidence=true) and the failing service is in O(defer_evidence)
+      sample: "evidence deferred: memory holds fixes for this service; the heal phase reads it with them"
     known_good:
       description:
         - What the known-good baseline pass did for a healthy service (O(known_good)) - V(files) hashed and
@@ -474,6 +490,7 @@ def argument_spec() -> dict:
         evidence_max_bytes=dict(type="int", default=6000),
         evidence_log_lines=dict(type="int", default=30),
         evidence_max_services=dict(type="int", default=8),
+        defer_evidence=dict(type="list", elements="str", default=[]),
         remembered=dict(type="list", elements="dict", default=[], options=dict(
             service=dict(type="str", required=True),
             signature=dict(type="str", required=True),
@@ -532,6 +549,9 @@ def _plan_runner():
     return plan_runner
 
 
+DEFERRED = "evidence deferred: memory holds fixes for this service; the heal phase reads it with them"
+
+
 def check_services(definitions: list, params: dict) -> dict:
     """The one-round-trip form: every service's health, evidence for those failing."""
     results = []
@@ -551,6 +571,9 @@ def check_services(definitions: list, params: dict) -> dict:
         if blocked:
             result["blocked_by"] = blocked
         if not params["evidence"]:
+            continue
+        if result["name"] in (params.get("defer_evidence") or ()) and not blocked and not result.get("degraded"):
+            result["evidence_deferred"] = DEFERRED
             continue
         if given_evidence >= params["evidence_max_services"]:
             result["skipped"] = "no evidence: evidence_max_services (%d) reached" % params["evidence_max_services"]

@@ -53,16 +53,33 @@ def fleet(lab):
     assert all(lab.health(h, ["nginx"])["nginx"].healthy for h in FLEET)
 
 
-def run(lab, tmp_path, broken: list[str], **variables):
+def answer(commands: list[str]) -> dict:
+    return {"plan": {"diagnosis": "nginx is down", "commands": commands, "rationale": "test"}}
+
+
+def run(lab, tmp_path, broken: list[str], rules=None, requests=None, **variables):
+    """One remediate.yml pass with nginx stopped on ``broken``; ``requests`` (a list) gets the
+    chat requests the model server saw."""
     for host in broken:
         lab.inject(host, "nginx_stopped")
-    rules = [{"match": r"Service: nginx\b",
-              "reply": {"plan": {"diagnosis": "nginx is down", "commands": PLAN, "rationale": "test"}}}]
+    rules = rules or [{"match": r"Service: nginx\b", "reply": answer(PLAN)}]
     with LLMServer(rules=rules) as server:
         work = Workspace(tmp_path, lab.write_inventory(tmp_path / "hosts.json"), llm_url=server.url)
         result = work.run(extravars={"remediate_backend": "llm", "remediate_services": [nginx()], **variables})
         calls = len(server.requests)
+        if requests is not None:
+            requests.extend(server.chat_requests)
     return work, result, calls
+
+
+def health_phase_row(result, host: str, service: str) -> dict:
+    """The health phase's row of ``service`` on ``host``, as the task returned it."""
+    for event in result.events:
+        data = event.get("event_data") or {}
+        if event.get("event") == "runner_on_ok" and data.get("host") == host \
+                and str(data.get("task")).startswith("Check every watched service's health"):
+            return next(r for r in data["res"]["health"]["services"] if r["name"] == service)
+    raise AssertionError(f"no health phase result for {host}")
 
 
 def test_a_check_failing_on_most_of_the_fleet_acts_on_nothing_and_escalates_once(fleet, tmp_path):
@@ -119,9 +136,12 @@ def test_a_remembered_fix_goes_with_the_heal_phase_and_never_to_a_check_the_flee
     seen = len(journal(work, "lab02"))
     # Run 2, the same failure: the heal phase's first round trip re-checks nginx and carries the
     # remembered fix; the host runs it (the mark is back) with no plan asked for and no execute_plan.
+    # The health phase read no evidence for it: the re-check that carries the fix reads it.
     work, result, calls = run(fleet, tmp_path, ["lab02"], remediate_fleet_stop_min_hosts=3)
     outcome = result.outcomes()[("lab02", "nginx")]
     assert outcome["state"] == "healed" and calls == 0, outcome
+    row = health_phase_row(result, "lab02", "nginx")
+    assert not row["healthy"] and "evidence" not in row and row["evidence_deferred"], row
     assert fleet.exec("lab02", f"test -e {MARK}").ok and fleet.health("lab02", ["nginx"])["nginx"].healthy
     records = journal(work, "lab02")[seen:]
     kinds = [r.get("kind") for r in records]
@@ -176,3 +196,32 @@ def test_a_plan_proven_on_enough_hosts_runs_without_a_canary_and_an_unproven_one
         records = journal(work, host)[seen[host]:]
         assert [r.get("kind") for r in records if r.get("kind") in ("conditional", "rollout")] == ["conditional"], records
         assert not {"canary", "after_canary"} & set(outcomes[(host, "nginx")]["safeguards"]), outcomes[(host, "nginx")]
+
+
+def test_a_remembered_fix_that_does_not_heal_falls_back_to_evidence_and_the_model(fleet, tmp_path):
+    # Run 1 (a split pass): the model's plan heals lab02, memory learns it.
+    work, result, calls = run(fleet, tmp_path, ["lab02"], remediate_fleet_stop_min_hosts=3)
+    assert result.outcomes()[("lab02", "nginx")]["state"] == "healed" and calls == 1
+    # Run 2: the same failure, but the fix's first command now fails on the host (its mark is a
+    # dangling link that root's `touch` cannot follow; nothing the evidence reads, so the
+    # signature is the same). The proven fix goes with the re-check and does not heal; the pass
+    # falls back to the full path from the evidence the re-check read (the health phase deferred
+    # it): the nginx runbook's start, ahead of the model, heals it.
+    fleet.exec("lab02", f"rm -f {MARK} && ln -s /nonexistent/sentinel/mark {MARK}")
+    try:
+        rules = [{"match": r"Service: nginx\b", "reply": answer(PLAN)}]
+        requests: list = []
+        work, result, calls = run(fleet, tmp_path, ["lab02"], rules=rules, requests=requests,
+                                  remediate_fleet_stop_min_hosts=3)
+        assert "evidence" not in health_phase_row(result, "lab02", "nginx")  # deferred to the re-check
+        outcome = result.outcomes()[("lab02", "nginx")]
+        assert outcome["state"] == "healed", outcome
+        ran = [(c.get("attempt"), c.get("source"), c.get("command")) for c in outcome["commands"]]
+        # Attempt 1, memory's fix with the re-check (stopped at its failed `touch`); attempt 2 the
+        # full path's plan, from the sources ahead of the model (calls: whether it was asked).
+        assert ran[0] == (1, "memory", f"touch {MARK}") and ran[-1][:2] == (2, "runbook"), ran
+        assert outcome["attempts"] == 2 and outcome["diagnosis"] and calls == len(requests) == 0, (outcome, calls)
+        assert fleet.exec("lab02", f"test -L {MARK}").ok  # the failed command changed nothing
+        assert fleet.health("lab02", ["nginx"])["nginx"].healthy  # the lab's own check
+    finally:
+        fleet.exec("lab02", f"rm -f {MARK}")

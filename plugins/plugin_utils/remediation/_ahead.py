@@ -59,17 +59,14 @@ class AheadFixes:
         """By service and signature, the checked plan memory's first usable fix gives, for
         each signature the service failed with before; only plans that may run unseen.
         ``only``: these services alone (a split pass's heal phase, ``_split.recheck_names``)."""
-        if not self.wanted() or only == []:
+        candidates = self.remembered(only)
+        if not candidates:
             return {}
-        ctx, memory = self.ctx, self.ctx.stores.memory
-        own = memory.own_index()
+        ctx = self.ctx
+        own = ctx.stores.memory.own_index()
         out: dict[str, dict[str, AheadFix]] = {}
-        for name, definition in ctx.definitions.items():
-            if only is not None and name not in only:
-                continue
-            signatures = memory.signatures(signature_prefix(name))
-            if not signatures or ctx.stores.journal.interrupted(name) or self.is_held(name):
-                continue  # a held service gets no fix ahead either: nothing runs for it
+        for name, signatures in candidates.items():
+            definition = ctx.definitions[name]
             scope = self.check.scope(definition, {})
             for signature in signatures[:AHEAD_PER_SERVICE]:
                 plan = self.memory_plan(name, definition, signature, own.get(signature) or {}, scope)
@@ -80,6 +77,23 @@ class AheadFixes:
                 if sendable(checked, ctx.args["confinement"]) and self.proven_enough(signature, checked):
                     out.setdefault(name, {})[signature] = {
                         "commands": [dict(v, source="memory") for v in checked], "diagnosis": plan["diagnosis"]}
+        return out
+
+    def remembered(self, only: list[str] | None = None) -> dict[str, list[str]]:
+        """``{service: signatures}``: the services (``only`` these) that memory holds fixes for
+        and that may get one ahead (fixes wanted, no interrupted attempt, no hold), in the
+        definitions' order. Reads memory's index only: no plan is built or checked."""
+        if not self.wanted() or only == []:
+            return {}
+        ctx, memory = self.ctx, self.ctx.stores.memory
+        out = {}
+        for name in ctx.definitions:
+            if only is not None and name not in only:
+                continue
+            signatures = memory.signatures(signature_prefix(name))
+            if not signatures or ctx.stores.journal.interrupted(name) or self.is_held(name):
+                continue  # a held service gets no fix ahead either: nothing runs for it
+            out[name] = signatures
         return out
 
     def proven_enough(self, signature: str, checked) -> bool:

@@ -8,7 +8,10 @@ heal phase then knows which checks the count stopped; the services that failed a
 count left to act on are checked once more in one round trip that carries their remembered
 fixes, and the host runs one only where it finds the very failure that fix healed (as the
 single-task pass does in its health check). A service the count stopped is never in that
-round trip, so no fix of it reaches the host. Pure functions; ``service.Remediation`` calls them.
+round trip, so no fix of it reaches the host. The health phase reads no evidence for a failing
+service memory holds fixes for (``evidence_deferred``): that re-check reads it, once, with or
+without a fix to carry, and the heal goes on from it. Pure functions; ``service.Remediation``
+calls them.
 """
 from __future__ import annotations
 
@@ -26,10 +29,17 @@ def recheck_names(definitions: Mapping[str, Mapping], health: Mapping, stopped: 
         if row is None or name in (stopped or {}):
             continue
         if row.get("healthy") or row.get("skipped") or row.get("degraded") or row.get("blocked_by") \
-                or not row.get("evidence"):
+                or not (row.get("evidence") or row.get("evidence_deferred")):
             continue
         names.append(name)
     return names
+
+
+def deferred(health: Mapping) -> set[str]:
+    """The failing services whose evidence the health phase left to the heal phase (memory held
+    fixes for them: service_health's ``defer_evidence``)."""
+    return {str(r.get("name")) for r in health.get("services") or []
+            if isinstance(r, Mapping) and not r.get("healthy") and r.get("evidence_deferred")}
 
 
 def merged(health: Mapping, fresh: Mapping) -> dict:

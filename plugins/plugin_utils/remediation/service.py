@@ -185,8 +185,11 @@ class Remediation:
         result = RunResult(warnings=ctx.warnings)
         try:
             if health is None and not resume:
-                # nothing runs before the fleet count: the health phase sends no remembered fix ahead
-                health = self.check_health(ahead=None if health_only else self.ahead.send(self.ahead.choose()))
+                # nothing runs before the fleet count: the health phase sends no remembered fix ahead,
+                # and leaves the evidence of a service memory holds fixes for to the heal phase's
+                # re-check, which carries them (read once, where it is acted on: _split)
+                health = self.check_health(ahead=None if health_only else self.ahead.send(self.ahead.choose()),
+                                           defer=list(self.ahead.remembered()) if health_only else ())
                 if health.get("unreachable"):
                     result.unreachable = health
                     return result
@@ -215,10 +218,10 @@ class Remediation:
         failure's signature includes what they say)."""
         return self.check_health([definition] + self.ctx.watched_dependencies(definition))
 
-    def check_health(self, definitions: list | None = None, ahead: Mapping | None = None) -> dict:
+    def check_health(self, definitions: list | None = None, ahead: Mapping | None = None, defer=()) -> dict:
         """Every watched service's health in one round trip, with evidence for those that fail
-        (none when monitoring only), and the remembered fixes ``ahead`` run where the host finds
-        the very failure they healed."""
+        (none when monitoring only; ``defer``: not for these yet), and the remembered fixes
+        ``ahead`` run where the host finds the very failure they healed."""
         args = self.ctx.args
         module_args = {"services": definitions if definitions is not None else args["services"],
                        "evidence": not args["monitor_only"],
@@ -230,6 +233,8 @@ class Remediation:
                                confirm_max_seconds=args["confirm_max_seconds"])
         if ahead:
             module_args.update(self.ahead.module_args(ahead))
+        if defer and module_args["evidence"]:
+            module_args["defer_evidence"] = list(defer)
         health = self.port.run_module(HEALTH_MODULE, module_args)
         gone = unreachable(health)
         if gone is not None:
@@ -246,9 +251,11 @@ class Remediation:
         health check. Returns the health to heal from (``health`` itself when nothing went)."""
         names = split.recheck_names(self.ctx.definitions, health, self.ctx.args["fleet_stop"])
         fixes = self.ahead.send(self.ahead.choose(only=names)) if names else {}
-        if not fixes:
+        # A service whose evidence the health phase deferred is looked at again with or without a fix.
+        again = [name for name in names if name in fixes or name in split.deferred(health)]
+        if not again:
             return health
-        fresh = self.check_health([self.ctx.definitions[name] for name in names if name in fixes], ahead=fixes)
+        fresh = self.check_health([self.ctx.definitions[name] for name in again], ahead=fixes)
         return fresh if fresh.get("unreachable") else split.merged(health, fresh)
 
     def heal_all(self, health: Mapping):

@@ -264,6 +264,23 @@ def test_evidence_max_services_bounds_the_call(capsys, fake_service) -> None:
     assert second["skipped"] == "no evidence: evidence_max_services (1) reached"
 
 
+def test_deferred_evidence_is_left_out_except_for_a_service_healed_from_these_rows(capsys, tmp_path: Path) -> None:
+    # The health phase defers the evidence of services memory holds fixes for; one waiting for
+    # a failing dependency is healed from this call's rows, so it gets its evidence here.
+    base = _marker_service(tmp_path, "base")
+    app = _marker_service(tmp_path, "app", depends_on=["base"])
+    other = _marker_service(tmp_path, "other")
+    result = run_module(capsys, {"services": [base, app, other], "evidence": True,
+                                 "defer_evidence": ["base", "app"]})
+    rows = {r["name"]: r for r in result["services"]}
+    assert "evidence" not in rows["base"] and rows["base"]["evidence_deferred"].startswith("evidence deferred")
+    assert rows["app"]["blocked_by"] == ["base"] and "evidence" in rows["app"] and "evidence_deferred" not in rows["app"]
+    assert "evidence" in rows["other"] and "evidence_deferred" not in rows["other"]
+    # Without evidence asked for, nothing is said deferred.
+    bare = run_module(capsys, {"services": [base], "defer_evidence": ["base"]})
+    assert "evidence_deferred" not in bare["services"][0]
+
+
 def test_the_single_form_can_gather_evidence_too(capsys, fake_service) -> None:
     result = run_module(capsys, {"service": "nginx", "evidence": True})
     assert result["healthy"] is False and result["evidence"]["init"] == "sysv"

@@ -54,7 +54,9 @@ class FakeHost:
         for definition in args["services"]:
             row = {"name": definition["name"], "healthy": self.healthy,
                    "error": "" if self.healthy else self.error, "checks": []}
-            if not self.healthy:
+            if not self.healthy and definition["name"] in (args.get("defer_evidence") or ()):
+                row["evidence_deferred"] = "evidence deferred"
+            elif not self.healthy:
                 row["evidence"] = STOPPED
             for fix in args.get("remembered") or []:
                 if fix["service"] == definition["name"] and self.remembered_ran is not None:

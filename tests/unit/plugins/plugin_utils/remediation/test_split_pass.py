@@ -104,3 +104,58 @@ def test_a_host_gone_at_the_recheck_is_reported_unreachable(make_run, tmp_path):
     facts = remembered(make_run, tmp_path)
     done = make_run(FakeHost(unreachable=True), facts=facts, health=phase_health(), phase="full").run()
     assert done.unreachable and done.unreachable["unreachable"] and done.outcomes == []
+
+
+def deferred(name="nginx") -> dict:
+    """A health phase row whose evidence was left to the heal phase (memory held fixes for it)."""
+    return {"name": name, "healthy": False, "error": f"{name} is not running", "checks": [],
+            "evidence_deferred": "evidence deferred: memory holds fixes for this service"}
+
+
+class SeesEvidence(ScriptedPlans):
+    """Plans as ScriptedPlans does, keeping the evidence each plan was made from."""
+    seen: list = []
+
+    def plan_from_elsewhere(self, incident, attempt, definition, evidence, tools):
+        type(self).seen.append(evidence)
+        return super().plan_from_elsewhere(incident, attempt, definition, evidence, tools)
+
+
+def test_the_health_phase_leaves_a_remembered_services_evidence_to_the_heal_phase(make_run, tmp_path):
+    facts = remembered(make_run, tmp_path)
+    host = FakeHost()
+    done = make_run(host, facts=facts, phase="health").run()
+    (call,) = [args for name, args in host.calls if name == HEALTH]
+    assert call["defer_evidence"] == ["nginx"] and "remembered" not in call
+    assert done.health["services"][0].get("evidence_deferred") and "evidence" not in done.health["services"][0]
+    # With nothing in memory, the health phase reads the evidence as before.
+    fresh = FakeHost()
+    make_run(fresh, phase="health").run()
+    assert "defer_evidence" not in fresh.calls[0][1]
+
+
+def test_a_deferred_service_with_no_fix_to_carry_is_looked_at_once_more_and_planned_from_that_look(make_run):
+    # Memory's fix is gone by the heal phase (here: no memory at all): the re-check still goes,
+    # without a fix, and the loop plans from the evidence it brings back.
+    SeesEvidence.seen = []
+    host = FakeHost(verify=(True,))
+    done = make_run(host, loop=SeesEvidence, health=phase_health(deferred()), phase="full").run()
+    assert modules(host) == [HEALTH, EXECUTE]
+    recheck = host.calls[0][1]
+    assert [s["name"] for s in recheck["services"]] == ["nginx"] and not recheck.get("remembered")
+    assert SeesEvidence.seen and SeesEvidence.seen[0].get("unit") == STOPPED["unit"]
+    assert done.outcomes[0]["state"] == "healed"
+
+
+def test_a_deferred_services_remembered_fix_that_does_not_heal_falls_back_to_the_full_path(make_run, tmp_path):
+    facts = remembered(make_run, tmp_path)
+    SeesEvidence.seen = []
+    host = FakeHost(remembered_ran=False, verify=(True,))
+    loop = type("Next", (SeesEvidence,), {"plans": [["x"], ["systemctl restart nginx"]]})
+    done = make_run(host, facts=facts, loop=loop, health=phase_health(deferred()), phase="full", max_attempts=3).run()
+    assert modules(host) == [HEALTH, EXECUTE]  # the fix went with the re-check; the next plan was run alone
+    assert [c["label"] for fix in host.calls[0][1]["remembered"] for c in fix["commands"]] == ["systemctl start nginx"]
+    attempts = done.incidents[0].attempts
+    assert attempts[0].source == "memory" and host.ran() == ["systemctl restart nginx"]
+    assert SeesEvidence.seen and all(e for e in SeesEvidence.seen)  # planned from evidence, never from none
+    assert done.outcomes[0]["state"] == "healed"
