@@ -135,3 +135,40 @@ def test_the_host_does_not_run_a_waived_restart_once_a_client_connected_and_runs
         assert run(approved=True)["rc"] == 0 and marker.exists()  # a human's approval covers the cost
     finally:
         client.close()
+
+
+# A server that listens and never accepts: a client it has not taken yet waits in the kernel's
+# queue of its listener, held by no process.
+DEAF = r"""
+import socket, sys, time
+tcp = socket.socket(); tcp.bind(("127.0.0.1", 0)); tcp.listen(8)
+unix = socket.socket(socket.AF_UNIX); unix.bind(sys.argv[1]); unix.listen(8)
+print(tcp.getsockname()[1], flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture
+def deaf_server(tmp_path):
+    path = str(tmp_path / "deaf.sock")
+    proc = subprocess.Popen([sys.executable, "-c", DEAF, path], stdout=subprocess.PIPE, text=True)
+    port = int(proc.stdout.readline())
+    yield proc, port, path
+    proc.kill()
+    proc.wait()
+
+
+def test_clients_waiting_in_a_listeners_queue_not_accepted_yet_are_clients(deaf_server):
+    proc, port, path = deaf_server
+    assert client_connections.count([proc.pid]) == {"count": 0}
+    clients = [socket.create_connection(("127.0.0.1", port)), socket.create_connection(("127.0.0.1", port)),
+               socket.socket(socket.AF_UNIX)]
+    clients[2].connect(path)
+    try:
+        found = _until(proc.pid, 3)
+        assert found == {"count": 3, "by_endpoint": {f"tcp :{port}": 2, f"unix {path}": 1}, "queued": 3}, found
+        assert "not accepted yet" in client_connections.summary(found)
+        assert plan_runner.clients_problem([proc.pid]), "a queued client did not hold the restart"
+    finally:
+        for client in clients:
+            client.close()
