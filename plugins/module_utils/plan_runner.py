@@ -345,9 +345,19 @@ def _shown_argv(argv: list) -> list:
     return redact_value(list(argv))
 
 
-def clients_problem(pids: list, proc: str = "/proc"):
+def clients_problem(pids: list, proc: str = "/proc", current=None):
     """Why a restart whose cost was waived (its service served no client) must not run now:
-    the service serves clients again, or they cannot be counted; None when it still serves none."""
+    the service serves clients again, or they cannot be counted; None when it still serves none.
+    ``pids``: the service's processes the evidence showed; ``current``: a function that finds
+    its processes now (``service_evidence.current_pids``), counted with them, so a server
+    started since (a restart earlier in the plan) and its clients are not missed."""
+    pids = list(pids)
+    if current is not None:
+        try:
+            pids = sorted(set(pids) | set(current()))
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            return ("needs a human's approval: it would drop client connections, and the service's processes "
+                    "cannot be found now to count them (%s)" % exc)
     found = client_connections.count(pids, proc)
     if "unknown" in found or found.get("count"):
         return ("needs a human's approval: it would drop client connections, and it was allowed only because the "
@@ -371,7 +381,7 @@ def preview(commands: list, expect: dict, invoker: Identity, belongs=None) -> li
 
 def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: bool = True,
              timeout: int = 60, output_max: int = 2000, confinement: str = "off", snapshots=None,
-             belongs=None) -> dict:
+             belongs=None, service_pids=None) -> dict:
     """Run the commands in order: ``{"results", "stopped_at", "ran"}``.
 
     A command fails when it exits non-zero or is refused (needs root the module lacks, a
@@ -382,7 +392,7 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
     command and its result says so (``denied``). ``snapshots`` (a ``snapshot.Session``):
     each command's ``keep`` paths are kept before it runs; a command whose paths cannot
     all be kept runs only when a human approved it (it could not be undone). ``belongs``:
-    see :func:`pid_problem`.
+    see :func:`pid_problem`. ``service_pids``: see :func:`clients_problem` (``current``).
     """
     results = []
     stopped_at = first_failure = None
@@ -400,7 +410,7 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
         # checked just before running, so the PID is as fresh as it can be
         problem = problem or pid_problem(command["pids"], expect, belongs=belongs)
         if not problem and command["idle_pids"] and not command["approved"]:
-            problem = clients_problem(command["idle_pids"])
+            problem = clients_problem(command["idle_pids"], current=service_pids)
         ruleset = None
         if not problem:
             ruleset, record, problem = confine_run.prepare(command, confinement)

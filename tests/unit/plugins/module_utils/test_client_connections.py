@@ -172,3 +172,42 @@ def test_clients_waiting_in_a_listeners_queue_not_accepted_yet_are_clients(deaf_
     finally:
         for client in clients:
             client.close()
+
+
+def test_a_server_started_after_the_evidence_is_found_again_and_its_client_holds_the_restart(server, tmp_path):
+    """The evidence's PIDs are those of a server since restarted (gone); the host finds the
+    service's processes again (here by its PID file, as the evidence does) and counts the new
+    server's client."""
+    from ansible_collections.sentinel.remediation.plugins.module_utils import service_evidence, service_spec
+
+    proc, port, _path = server
+    before = subprocess.Popen(["true"])
+    before.wait()  # the server the evidence saw: gone since
+    pid_file = tmp_path / "db.pid"
+    pid_file.write_text(f"{proc.pid}\n")
+    definition = service_spec.resolve({"name": "s36-db", "processes": ["s36-no-such-program"],
+                                       "pid_files": [str(pid_file)]})
+    assert proc.pid in service_evidence.current_pids(definition)
+    marker = tmp_path / "ran"
+    commands = plan_runner.normalise_commands([{"argv": ["touch", str(marker)], "idle_pids": [before.pid]}])
+    client = socket.create_connection(("127.0.0.1", port))
+    try:
+        _until(proc.pid, 1)
+        assert plan_runner.clients_problem([before.pid]) is None  # the evidence's PIDs alone miss it
+        now = lambda: service_evidence.current_pids(definition)  # noqa: E731
+        problem = plan_runner.clients_problem([before.pid], current=now)
+        assert problem and f"tcp :{port} 1" in problem, problem
+        held = plan_runner.run_plan(commands, {}, plan_runner.invoking_identity(), service_pids=now)["results"][0]
+        assert held["skipped"] and not marker.exists(), held
+    finally:
+        client.close()
+    _until(proc.pid, 0)
+    ran = plan_runner.run_plan(commands, {}, plan_runner.invoking_identity(), service_pids=now)["results"][0]
+    assert ran["rc"] == 0 and marker.exists(), ran
+
+
+def test_a_service_whose_processes_cannot_be_found_now_holds_the_restart():
+    def broken():
+        raise OSError("/proc is not mounted")
+    problem = plan_runner.clients_problem([], current=broken)
+    assert problem and "cannot be found now" in problem and "/proc is not mounted" in problem
