@@ -348,6 +348,14 @@ results:
       description: Why it was not run (or was killed); empty otherwise.
       type: str
       sample: "PID 4242 is another process now (sleep started at tick 9120, the evidence showed python3 started at tick 8000)"
+    clients:
+      description:
+        - For a command with O(commands[].idle_pids) not run because its service serves client connections
+          again (or they could not be counted) - the count, as C(client_connections) in the evidence. The
+          controller holds the plan for a human's approval with it.
+      type: dict
+      returned: when such a command was not run for its clients
+      sample: {count: 1, by_endpoint: {"tcp :5432": 1}}
     label:
       description: O(commands[].label), when given.
       type: str
