@@ -106,7 +106,7 @@ options:
           - A restart, stop or kill of a stateful service that the engine allowed because the service
             served no client connection. Just before running it the module counts again the client
             connections these processes, the service's processes found now as the evidence finds them
-            (from O(verify): a server restarted since has new PIDs) and their children serve, from the
+            (from O(verify) - a server restarted since has new PIDs) and their children serve, from the
             kernel's socket tables, clients still in a listener's queue included; finding one, or
             unable to count, it does not run the command unless O(commands[].approved).
         type: list

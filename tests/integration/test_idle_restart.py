@@ -47,8 +47,8 @@ def _backend(lab, port: int) -> str:
 
 def _run(work: Workspace, playbook: str = "remediate.yml", **extra):
     postgres = [d for d in kind_group_vars("sysv")["remediate_services"] if d["name"] == "postgresql"]
-    return work.run(playbook, extravars={"remediate_hosts": HOST, "remediate_canary_size": 0, "remediate_services": postgres,
-                               **extra})
+    return work.run(playbook, extravars={"remediate_hosts": HOST, "remediate_canary_size": 0,
+                                         "remediate_services": postgres, **extra})
 
 
 @pytest.fixture

@@ -194,7 +194,9 @@ def test_a_server_started_after_the_evidence_is_found_again_and_its_client_holds
     try:
         _until(proc.pid, 1)
         assert plan_runner.clients_problem([before.pid]) is None  # the evidence's PIDs alone miss it
-        now = lambda: service_evidence.current_pids(definition)  # noqa: E731
+
+        def now():
+            return service_evidence.current_pids(definition)
         problem = plan_runner.clients_problem([before.pid], current=now)
         assert problem and f"tcp :{port} 1" in problem, problem
         held = plan_runner.run_plan(commands, {}, plan_runner.invoking_identity(), service_pids=now)["results"][0]
