@@ -213,3 +213,23 @@ def test_a_service_whose_processes_cannot_be_found_now_holds_the_restart():
         raise OSError("/proc is not mounted")
     problem = plan_runner.clients_problem([], current=broken)
     assert problem and "cannot be found now" in problem and "/proc is not mounted" in problem
+
+
+def test_a_client_still_in_its_handshake_with_the_listener_is_counted(tmp_path):
+    """SYN_RECV cannot be held open from a test without dropping packets: the kernel's table
+    is written as /proc shows it (a request socket: state 03, no inode, the listener's port)."""
+    proc = tmp_path / "proc"
+    (proc / "300" / "fd").mkdir(parents=True)
+    (proc / "300" / "net").mkdir()
+    (proc / "300" / "stat").write_text("300 (postgres) S 1 300 300 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 900 0 0\n")
+    (proc / "300" / "fd" / "3").symlink_to("socket:[555]")
+    header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    (proc / "300" / "net" / "tcp").write_text(
+        header
+        + "   0: 0100007F:1538 00000000:0000 0A 00000000:00000000 00:00000000 00000000   105        0 555 1 0 100 0 0 10 0\n"
+        + "   1: 0100007F:1538 0100007F:C350 03 00000000:00000000 02:00000063 00000000   105        0 0 0 0\n"
+        + "   2: 0100007F:1F90 0100007F:C351 03 00000000:00000000 02:00000063 00000000     0        0 0 0 0\n")
+    (proc / "300" / "net" / "unix").write_text("Num       RefCount Protocol Flags    Type St Inode Path\n")
+    found = client_connections.count([300], str(proc))
+    # the handshake on the port it listens on counts; another listener's (port 8080) does not
+    assert found == {"count": 1, "by_endpoint": {"tcp :5432": 1}, "queued": 1}, found
