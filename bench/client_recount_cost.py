@@ -44,7 +44,7 @@ while True:
 
 def _median_ms(call, rounds: int) -> float:
     times = []
-    for _ in range(rounds):
+    for _round in range(rounds):
         started = time.perf_counter()
         call()
         times.append(time.perf_counter() - started)
@@ -65,7 +65,7 @@ def main() -> int:
             pid_file.write_text(f"{proc.pid}\n")
             definition = service_spec.resolve({"name": "bench-db", "processes": ["bench-no-such-program"],
                                                "pid_files": [str(pid_file)]})
-            clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(args.clients)]
+            clients = [socket.create_connection(("127.0.0.1", port)) for _client in range(args.clients)]
             deadline = time.monotonic() + 10
             while plan_runner.clients_now([proc.pid]).get("count") != args.clients and time.monotonic() < deadline:
                 time.sleep(0.05)
