@@ -9,6 +9,11 @@ an ESTABLISHED TCP socket whose local port is one of the service's listening por
 connected unix stream socket carrying the path of one of its listening unix sockets (the
 kernel shows an accepted unix socket under its listener's path; a socketpair has none).
 Sockets the service opened itself to other servers are not its clients and are not counted.
+A client the service has not accepted yet is a client all the same (a restart drops it too):
+the connections waiting in a listener's accept queue (a listening TCP socket's ``rx_queue``
+in /proc/net/tcp{,6}), those still in their handshake (SYN_RECV rows on a port it listens
+on) and the unix connections queued on its listening sockets (rows carrying the listener's
+path that no process holds yet: connecting, inode 0) are counted, as ``queued``.
 
 Anything that cannot be read (a process's descriptors without root, a table missing) makes
 the answer ``unknown``, which callers must treat as "has clients".
@@ -20,7 +25,9 @@ __metaclass__ = type
 import os
 
 TCP_ESTABLISHED = "01"
+TCP_SYN_RECV = "03"
 TCP_LISTEN = "0A"
+UNIX_CONNECTING = "02"
 UNIX_CONNECTED = "03"
 UNIX_ACCEPTCON = 0x10000
 MAX_PROCESSES = 4096
@@ -77,15 +84,17 @@ def _rows(path):
 
 
 def _tcp(net):
-    """[(local port, state, inode)] of the TCP tables of one network namespace."""
+    """[(local port, state, inode, rx_queue)] of the TCP tables of one network namespace (a
+    listening socket's rx_queue is its accept queue: connections made, not accepted yet)."""
     rows = []
     for name in ("tcp", "tcp6"):
         path = os.path.join(net, name)
         if not os.path.exists(path):
             continue
         for fields in _rows(path):
-            if len(fields) > 9 and ":" in fields[1]:
-                rows.append((int(fields[1].rsplit(":", 1)[1], 16), fields[3], fields[9]))
+            if len(fields) > 9 and ":" in fields[1] and ":" in fields[4]:
+                rows.append((int(fields[1].rsplit(":", 1)[1], 16), fields[3], fields[9],
+                             int(fields[4].split(":", 1)[1], 16)))
     return rows
 
 
@@ -120,20 +129,36 @@ def count(pids, proc="/proc"):
         unix = _unix(net)
     except (IOError, OSError, ValueError) as exc:
         return {"unknown": "the socket tables cannot be read (%s)" % exc}
-    ports = set(port for port, state, inode in tcp if state == TCP_LISTEN and inode in owned)
+    ports = set(port for port, state, inode, _queue in tcp if state == TCP_LISTEN and inode in owned)
     paths = set(path for flags, state, inode, path in unix if flags & UNIX_ACCEPTCON and inode in owned and path)
     by_endpoint = {}
-    for port, state, inode in tcp:
+    queued = 0
+
+    def add(key, number=1):
+        by_endpoint[key] = by_endpoint.get(key, 0) + number
+
+    for port, state, inode, queue in tcp:
         if state == TCP_ESTABLISHED and inode in owned and port in ports:
-            key = "tcp :%d" % port
-            by_endpoint[key] = by_endpoint.get(key, 0) + 1
+            add("tcp :%d" % port)
+        elif state == TCP_LISTEN and inode in owned and queue:
+            add("tcp :%d" % port, queue)  # made, waiting in the accept queue
+            queued += queue
+        elif state == TCP_SYN_RECV and port in ports:
+            add("tcp :%d" % port)  # still in its handshake with the listener
+            queued += 1
     for flags, state, inode, path in unix:
-        if state == UNIX_CONNECTED and not flags & UNIX_ACCEPTCON and inode in owned and path in paths:
-            key = "unix %s" % path
-            by_endpoint[key] = by_endpoint.get(key, 0) + 1
+        if flags & UNIX_ACCEPTCON or path not in paths:
+            continue
+        if state == UNIX_CONNECTED and inode in owned:
+            add("unix %s" % path)
+        elif state == UNIX_CONNECTING and inode == "0":
+            add("unix %s" % path)  # queued on the listener, no process holds it yet
+            queued += 1
     found = {"count": sum(by_endpoint.values())}
     if by_endpoint:
         found["by_endpoint"] = by_endpoint
+    if queued:
+        found["queued"] = queued
     return found
 
 
@@ -143,4 +168,7 @@ def summary(found):
         return "unknown: %s" % found["unknown"]
     if not found.get("count"):
         return "none open"
-    return "%d open: %s" % (found["count"], ", ".join("%s %d" % (k, v) for k, v in sorted(found["by_endpoint"].items())))
+    text = "%d open: %s" % (found["count"], ", ".join("%s %d" % (k, v) for k, v in sorted(found["by_endpoint"].items())))
+    if found.get("queued"):
+        text += " (%d of them not accepted yet)" % found["queued"]
+    return text

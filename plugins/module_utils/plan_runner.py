@@ -345,14 +345,33 @@ def _shown_argv(argv: list) -> list:
     return redact_value(list(argv))
 
 
-def clients_problem(pids: list, proc: str = "/proc"):
-    """Why a restart whose cost was waived (its service served no client) must not run now:
-    the service serves clients again, or they cannot be counted; None when it still serves none."""
-    found = client_connections.count(pids, proc)
+def clients_now(pids: list, proc: str = "/proc", current=None) -> dict:
+    """The client connections a restart whose cost was waived would drop now
+    (``client_connections.count``). ``pids``: the service's processes the evidence showed;
+    ``current``: a function that finds its processes now (``service_evidence.current_pids``),
+    counted with them, so a server started since (a restart earlier in the plan) and its
+    clients are not missed."""
+    pids = list(pids)
+    if current is not None:
+        try:
+            pids = sorted(set(pids) | set(current()))
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            return {"unknown": "the service's processes cannot be found now to count them (%s)" % exc}
+    return client_connections.count(pids, proc)
+
+
+def clients_reason(found: dict):
+    """Why a waived restart must not run with ``found`` clients (or an unknown count), or None."""
     if "unknown" in found or found.get("count"):
         return ("needs a human's approval: it would drop client connections, and it was allowed only because the "
                 "service served none (clients now: %s)" % client_connections.summary(found))
     return None
+
+
+def clients_problem(pids: list, proc: str = "/proc", current=None):
+    """Why a restart whose cost was waived (its service served no client) must not run now:
+    the service serves clients again, or they cannot be counted; None when it still serves none."""
+    return clients_reason(clients_now(pids, proc, current))
 
 
 def preview(commands: list, expect: dict, invoker: Identity, belongs=None) -> list:
@@ -371,7 +390,7 @@ def preview(commands: list, expect: dict, invoker: Identity, belongs=None) -> li
 
 def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: bool = True,
              timeout: int = 60, output_max: int = 2000, confinement: str = "off", snapshots=None,
-             belongs=None) -> dict:
+             belongs=None, service_pids=None) -> dict:
     """Run the commands in order: ``{"results", "stopped_at", "ran"}``.
 
     A command fails when it exits non-zero or is refused (needs root the module lacks, a
@@ -382,7 +401,7 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
     command and its result says so (``denied``). ``snapshots`` (a ``snapshot.Session``):
     each command's ``keep`` paths are kept before it runs; a command whose paths cannot
     all be kept runs only when a human approved it (it could not be undone). ``belongs``:
-    see :func:`pid_problem`.
+    see :func:`pid_problem`. ``service_pids``: see :func:`clients_problem` (``current``).
     """
     results = []
     stopped_at = first_failure = None
@@ -400,7 +419,10 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
         # checked just before running, so the PID is as fresh as it can be
         problem = problem or pid_problem(command["pids"], expect, belongs=belongs)
         if not problem and command["idle_pids"] and not command["approved"]:
-            problem = clients_problem(command["idle_pids"])
+            clients = clients_now(command["idle_pids"], current=service_pids)
+            problem = clients_reason(clients)
+            if problem:
+                item["clients"] = clients  # the controller holds the plan for a human with this count
         ruleset = None
         if not problem:
             ruleset, record, problem = confine_run.prepare(command, confinement)

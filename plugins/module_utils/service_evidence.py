@@ -350,6 +350,13 @@ def service_processes(defn: dict, init: str, socks: list) -> tuple:
     return found, sorted(reasons)
 
 
+def current_pids(defn: dict) -> list:
+    """The service's PIDs now, found as the evidence finds them (its programs, PID files,
+    units' cgroups, ports, and their children): a server restarted since the evidence was
+    read has new PIDs, and a count of its clients must not miss them."""
+    return service_processes(defn, host_probe.init_system(), host_probe.listening_sockets())[1]
+
+
 # ---------------------------------------------------------------------------------------
 # Lines a configuration test names
 

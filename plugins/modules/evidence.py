@@ -221,7 +221,9 @@ evidence:
       description:
         - The client connections those processes and their children serve, from the kernel's socket
           tables - ESTABLISHED TCP sockets on a port they listen on and accepted unix connections on their
-          listening sockets. C(count) and C(by_endpoint), or C(unknown) with why they could not be counted.
+          listening sockets, and those not accepted yet (in a listener's accept queue, a handshake in
+          progress, a unix connection queued on a listening socket). C(count), C(by_endpoint) and C(queued)
+          (how many of them are not accepted yet, when any), or C(unknown) with why they could not be counted.
       type: dict
       returned: when a process of the service is known
       sample: {count: 1, by_endpoint: {"tcp :5432": 1}}

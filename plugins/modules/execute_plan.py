@@ -105,8 +105,10 @@ options:
         description:
           - A restart, stop or kill of a stateful service that the engine allowed because the service
             served no client connection. Just before running it the module counts again the client
-            connections these processes and their children serve (from the kernel's socket tables);
-            finding one, or unable to count, it does not run the command unless O(commands[].approved).
+            connections these processes, the service's processes found now as the evidence finds them
+            (from O(verify) - a server restarted since has new PIDs) and their children serve, from the
+            kernel's socket tables, clients still in a listener's queue included; finding one, or
+            unable to count, it does not run the command unless O(commands[].approved).
         type: list
         elements: int
         default: []
@@ -346,6 +348,14 @@ results:
       description: Why it was not run (or was killed); empty otherwise.
       type: str
       sample: "PID 4242 is another process now (sleep started at tick 9120, the evidence showed python3 started at tick 8000)"
+    clients:
+      description:
+        - For a command with O(commands[].idle_pids) not run because its service serves client connections
+          again (or they could not be counted) - the count, as C(client_connections) in the evidence. The
+          controller holds the plan for a human's approval with it.
+      type: dict
+      returned: when such a command was not run for its clients
+      sample: {count: 1, by_endpoint: {"tcp :5432": 1}}
     label:
       description: O(commands[].label), when given.
       type: str
@@ -522,6 +532,19 @@ def _belongs(definition):
     return lambda pid: pid_membership.problem(pid, definition)
 
 
+def _service_pids(definition):
+    """How a waived restart finds O(verify)'s processes now, to count their clients with the
+    evidence's (``commands[].idle_pids``): as the evidence found them."""
+    if definition is None:
+        return None
+
+    def current():
+        # Imported only here, as for the evidence below: most plans carry no waived restart.
+        from ansible_collections.sentinel.remediation.plugins.module_utils import service_evidence  # noqa: E501 pylint: disable=import-outside-toplevel
+        return service_evidence.current_pids(definition)
+    return current
+
+
 def _resolve_depends(raw: list) -> list:
     resolved = []
     for index, item in enumerate(raw or []):
@@ -564,7 +587,7 @@ def main() -> None:
         ran = plan_runner.run_plan(commands, expect, invoker, stop_on_failure=params["stop_on_failure"],
                                    timeout=params["command_timeout"], output_max=params["output_max"],
                                    confinement=params["confinement"], snapshots=session,
-                                   belongs=_belongs(definition))
+                                   belongs=_belongs(definition), service_pids=_service_pids(definition))
         result.update(results=ran["results"], stopped_at=ran["stopped_at"])
         if definition is not None:
             settle = params["settle"] if ran["ran"] else 0

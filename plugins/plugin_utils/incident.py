@@ -138,6 +138,7 @@ class CommandRun:
     effects: list[str] = field(default_factory=list)  # what the policy said it does
     confinement: str = ""  # the kernel's rules it ran under, or why it was not confined
     denied: str = ""       # what the confinement refused (the tool's error line)
+    clients: dict = field(default_factory=dict)  # the host's count that kept a waived restart from running
 
     @property
     def ran(self) -> bool:
@@ -433,6 +434,7 @@ def record_results(attempt: Attempt, results: Sequence[Mapping], output_max: int
         command.reason = str(result.get("reason") or "")
         command.confinement = str(result.get("confinement") or "")
         command.denied = str(result.get("denied") or "")
+        command.clients = dict(result.get("clients") or {}) if isinstance(result.get("clients"), Mapping) else {}
         try:
             command.seconds = round(float(result.get("seconds") or 0.0), 3)
         except (TypeError, ValueError):

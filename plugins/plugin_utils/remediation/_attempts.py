@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ansible_collections.sentinel.remediation.plugins.module_utils.signature import failure_signature
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import client_hold
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import confinement
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
@@ -192,6 +193,12 @@ class AttemptLoop:
                     canary.record(ctx.host, attempt.healthy and incident.state == words.OPEN,
                                   attempt.error_after or incident.reason)
             if incident.state != words.OPEN:
+                break
+            held = client_hold.held(attempt)
+            if held:  # a waived restart met clients on the host: the same plan waits for a human
+                self.wait_for_approval(incident, attempt, checked, planned.scope, evidence, tools)
+                if incident.state == "waiting_approval":
+                    incident.reason = client_hold.reason(held, incident.reason)
                 break
             if not ctx.check_mode:
                 ctx.stores.memory.remember(incident, attempt, evidence, definition)
