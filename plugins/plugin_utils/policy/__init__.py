@@ -218,7 +218,9 @@ def load_policy(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         key = None
     if key is not None and key in _CACHE:
         return _CACHE[key]
-    policy = _build_policy(overrides)
+    policy = _with_absent_tools(overrides) if key is not None else None
+    if policy is None:
+        policy = _build_policy(overrides)
     if key is not None:
         if len(_CACHE) >= 32:
             _CACHE.pop(next(iter(_CACHE)))
@@ -227,6 +229,23 @@ def load_policy(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
 
 
 _CACHE: dict[str, LoadedPolicy] = {}
+
+
+def _with_absent_tools(overrides: Mapping[str, Any]) -> LoadedPolicy | None:
+    """The policy of ``overrides`` when they differ from an already built one only by the
+    host's ``absent_tools`` (each host reports the tools it lacks; the heal action adds them to
+    the operator's policy): that policy with its absent tools replaced, instead of a merge,
+    validation and compile per host. None when there is nothing to derive from, or the list
+    is not a list of non-empty strings (the full build then names the problem)."""
+    absent = overrides.get("absent_tools")
+    if not isinstance(absent, list) or not all(isinstance(tool, str) and tool for tool in absent):
+        return None
+    rest = {k: v for k, v in overrides.items() if k != "absent_tools"}
+    base = load_policy(rest or None)
+    derived = LoadedPolicy(base)
+    derived["absent_tools"] = list(absent)
+    derived.compiled = dict(base.compiled, absent=frozenset(absent))
+    return derived
 
 
 def _build_policy(overrides: Mapping[str, Any] | None) -> LoadedPolicy:

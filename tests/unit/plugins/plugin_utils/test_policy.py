@@ -604,3 +604,18 @@ def test_ensure_sudo(command: str, expected: str) -> None:
 def test_ensure_sudo_non_string() -> None:
     with pytest.raises(PolicyError):
         ensure_sudo(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("operator", [{}, {"tools": {"service": {"become": True}}, "max_length": 300}])
+def test_a_hosts_absent_tools_give_the_policy_a_full_build_gives(operator: dict) -> None:
+    # Each host's policy is the operator's plus the tools the host lacks: it is derived from the
+    # operator's built policy, and must be the very policy a build from scratch makes.
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils.policy import _build_policy
+
+    for absent in (["systemctl"], ["lsof", "netstat", "systemctl", "journalctl"], []):
+        overrides = dict(operator, absent_tools=absent)
+        derived, built = load_policy(overrides), _build_policy(overrides)
+        assert dict(derived) == dict(built)
+        assert derived.compiled.keys() == built.compiled.keys() and derived.compiled["absent"] == frozenset(absent)
+        assert classify("systemctl restart nginx", derived)["verdict"] == classify("systemctl restart nginx", built)["verdict"]
+    assert load_policy(dict(operator))["absent_tools"] == []  # the operator's own policy is left as it was
