@@ -47,6 +47,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .stale_state import stale_files
+
 SOURCE = "known_good"
 _RC = re.compile(r"^rc (\d+)$", re.M)
 _TEXT_KEYS = ("config_test", "config_context", "status", "journal", "logs", "named_paths")
@@ -135,15 +137,33 @@ def holds(error: str, evidence: Mapping) -> dict[str, str]:
 
 HOLD_NOTE = ("the owner's hold, not a fault: leave it in place, do not start around it; escalate naming the file "
              "and its owner")
+# A hold whose condition waits on a file the evidence shows as stale state (stale_state.py: every
+# process the file names is gone). The hold means "not while my writer runs"; its file outlived
+# the writer. The hold stays; whether the run it guarded ended is the writer's own record's to say.
+STALE_HOLD_NOTE = ("the owner's hold: leave this file in place and do not start around it. The file its condition "
+                   "waits on ({paths}) is stale state: every process it names is gone. Moving that file aside within "
+                   "its directory (kept, not deleted) lets the hold do what it was written for, and is not undoing "
+                   "it, when the writer's own record (writer_records) says its run ended; when that record is "
+                   "missing or says the run failed or is still going, escalate naming the file and its owner")
+
+
+def _hold_note(path: str, evidence: Mapping, stale: Mapping[str, str]) -> str:
+    item = next((d for d in _drift_items(evidence) if d.get("path") == path), {})
+    waits_on = sorted({m.group(1) for line in _added(item.get("diff")) for m in _CONDITION_PATH.finditer(line)
+                       if m.group(1) in stale})
+    return STALE_HOLD_NOTE.format(paths=", ".join(waits_on)) if waits_on else HOLD_NOTE
 
 
 def mark_holds(error: str, evidence: Any) -> dict[str, str]:
     """Put the drift's holds (``holds``) in the evidence's ``known_good.holds`` for the model and
-    the human, each with ``HOLD_NOTE``; the holds found."""
+    the human, each with its note (``HOLD_NOTE``, or ``STALE_HOLD_NOTE`` for a hold whose condition
+    waits on a file the evidence shows as stale state); the holds found."""
     found = holds(error, evidence) if isinstance(evidence, Mapping) else {}
     known = evidence.get("known_good") if isinstance(evidence, Mapping) else None
     if found and isinstance(known, dict):
-        known["holds"] = [{"path": path, "why": why, "note": HOLD_NOTE} for path, why in sorted(found.items())]
+        stale = stale_files(evidence)
+        known["holds"] = [{"path": path, "why": why, "note": _hold_note(path, evidence, stale)}
+                          for path, why in sorted(found.items())]
     return found
 
 

@@ -165,6 +165,21 @@ def test_a_hold_is_marked_in_the_evidence_for_the_model_and_the_human():
     assert known_good_plan.mark_holds("down", plain) == {} and "holds" not in plain["known_good"]
 
 
+def test_a_hold_waiting_on_a_file_whose_writer_is_gone_says_the_file_is_stale_and_the_hold_stays():
+    guard = _new("/etc/systemd/system/db.service.d/10-guard.conf", "[Unit]", "ConditionPathExists=!/var/lib/db/IN_PROGRESS")
+    evidence = _evidence("rc 0", guard)
+    evidence["conditions"] = {"ConditionPathExists=!/var/lib/db/IN_PROGRESS":
+                              "NOT met now: /var/lib/db/IN_PROGRESS exists (file); writer gone: pid 41877 is not running"}
+    assert set(known_good_plan.mark_holds("down", evidence)) == {guard["path"]}
+    (held,) = evidence["known_good"]["holds"]
+    assert "leave this file in place" in held["note"] and "(/var/lib/db/IN_PROGRESS) is stale state" in held["note"]
+    assert "writer_records" in held["note"] and "escalate" in held["note"]
+    # The same hold while its writer runs (or names no process) keeps the plain note.
+    evidence["conditions"] = {"ConditionPathExists=!/var/lib/db/IN_PROGRESS": "NOT met now: /var/lib/db/IN_PROGRESS exists"}
+    known_good_plan.mark_holds("down", evidence)
+    assert evidence["known_good"]["holds"][0]["note"] == known_good_plan.HOLD_NOTE
+
+
 def test_a_comment_on_a_changed_line_is_not_a_security_setting():
     port = "--- a\n+++ b\n@@ -64 +64 @@\n-port = 5432\t\t\t\t# (change requires restart)\n" \
            "+port = 5433\t\t\t\t# (change requires restart)"
