@@ -62,15 +62,16 @@ class _Waves:
     def join(self, host: str) -> int:
         raise NotImplementedError
 
-    def record(self, host: str, healed: bool, evidence: str) -> None:
+    def record(self, host: str, healed: bool, evidence: str, held: bool = False) -> None:
         raise NotImplementedError
 
     def _outcome(self, place: int) -> dict | None:
         raise NotImplementedError
 
     @staticmethod
-    def _outcome_text(host: str, healed: bool, evidence: str) -> str:
-        return json.dumps({"host": host, "healed": bool(healed), "evidence": str(evidence)[:500]})
+    def _outcome_text(host: str, healed: bool, evidence: str, held: bool = False) -> str:
+        """``held``: the plan did not finish there; it waits for a human (it is not a failure)."""
+        return json.dumps({"host": host, "healed": bool(healed), "evidence": str(evidence)[:500], "held": bool(held)})
 
     def wave_of(self, place: int) -> tuple[int, int]:
         """The wave of a place in the rollout (0: the canary) and the place its wave starts at."""
@@ -96,6 +97,10 @@ class _Waves:
                 failed_wave = self.wave_of(outcomes.index(failed))[0]
                 who = f"the canary {failed.get('host')}" if failed_wave == 0 else \
                     f"{failed.get('host')} (wave {failed_wave + 1})"
+                if failed.get("held"):
+                    return Verdict("stop", canary=False, wave=wave, detail=(
+                        f"{who} did not verify this plan: it waits there for a human ({failed.get('evidence')}); "
+                        "it runs on no other host before it is verified"))
                 return Verdict("stop", canary=False, wave=wave, detail=(
                     f"{who} ran this plan and it did not heal: {failed.get('evidence') or 'still failing'}"))
             if all(o is not None for o in outcomes):
@@ -144,12 +149,12 @@ class Rollout(_Waves):
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def record(self, host: str, healed: bool, evidence: str) -> None:
+    def record(self, host: str, healed: bool, evidence: str, held: bool = False) -> None:
         """A host's verified outcome (the canary's, or a wave's)."""
         path = os.path.join(self.dir, f"outcome-{self.join(host)}.json")
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(self._outcome_text(host, healed, evidence))
+            handle.write(self._outcome_text(host, healed, evidence, held))
         os.replace(tmp, path)
 
     def _outcome(self, place: int) -> dict | None:
@@ -183,10 +188,10 @@ class RedisRollout(_Waves):
     def join(self, host: str) -> int:
         return int(self.client.eval(_JOIN, 1, self.order_key, host, self.ttl))
 
-    def record(self, host: str, healed: bool, evidence: str) -> None:
+    def record(self, host: str, healed: bool, evidence: str, held: bool = False) -> None:
         try:
             pipe = self.client.pipeline()
-            pipe.hset(self.outcomes_key, str(self.join(host)), self._outcome_text(host, healed, evidence))
+            pipe.hset(self.outcomes_key, str(self.join(host)), self._outcome_text(host, healed, evidence, held))
             pipe.expire(self.outcomes_key, self.ttl)
             pipe.execute()
         except Exception:  # pylint: disable=broad-exception-caught  # redis.RedisError and its transports

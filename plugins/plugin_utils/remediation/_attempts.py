@@ -190,8 +190,10 @@ class AttemptLoop:
                     break
                 after = self._execute(incident, attempt, definition, checked, planned.checked_with)
                 if canary is not None:
+                    clients = client_hold.held(attempt)
                     canary.record(ctx.host, attempt.healthy and incident.state == words.OPEN,
-                                  attempt.error_after or incident.reason)
+                                  client_hold.reason(clients, "").rstrip("; ") if clients else attempt.error_after or incident.reason,
+                                  held=bool(clients))
             if incident.state != words.OPEN:
                 break
             held = client_hold.held(attempt)

@@ -42,6 +42,19 @@ def test_a_canary_that_did_not_heal_stops_the_rollout_with_its_evidence(tmp_path
                               "service nginx status: nginx is not running (rc 3)")
 
 
+def test_a_canary_waiting_for_a_human_stops_the_rollout_as_unverified_not_as_failed(tmp_path):
+    # The canary's restart met clients on its host and waits for an approval: the plan was not
+    # verified there, so it runs nowhere else, and nobody is told it failed.
+    share = rollout(tmp_path)
+    assert share.verdict("lab01").canary
+    share.record("lab01", False, "service postgresql restart would drop 1 client connection(s)", held=True)
+    verdict = rollout(tmp_path).verdict("lab02")
+    assert verdict.action == "stop"
+    assert verdict.detail == ("the canary lab01 did not verify this plan: it waits there for a human (service "
+                              "postgresql restart would drop 1 client connection(s)); it runs on no other host "
+                              "before it is verified")
+
+
 def test_no_word_from_the_canary_within_the_wait_runs_nothing(tmp_path):
     now = [0.0]
 
