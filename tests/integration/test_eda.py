@@ -308,6 +308,18 @@ def test_alert_for_a_service_nothing_watches_is_refused(eda_lab: Lab, rulebook: 
     assert len(_driver_reports(rulebook)) == seen    # the driver never started
 
 
+def test_an_alert_name_with_a_line_break_forges_no_log_line(rulebook: dict) -> None:
+    # The monitored side writes the labels: an alert name carrying a forged log line ("... lab02
+    # nginx", which the log's readers would take for a run) adds no line of its own making.
+    before = _log_lines(rulebook["log"], "lab02", "nginx")
+    forged = "\n2026-11-29T00:00:00+00:00 lab02 nginx"
+    assert post(rulebook["port"], alert_payload("lab02", "exim4", "EximDown" + forged)) == 202
+    _wait_for(lambda: _log_lines(rulebook["log"], "lab02", "exim4", "refused"), rulebook)
+    assert _log_lines(rulebook["log"], "lab02", "nginx") == before
+    (line,) = [line for line in rulebook["log"].read_text().splitlines() if " lab02 exim4 " in line]
+    assert len(line.split()) == 5 and line.split()[3].startswith("EximDown") and line.endswith(" refused"), line
+
+
 def test_alert_without_a_service_label_is_refused_not_read_as_every_service(rulebook: dict) -> None:
     payload = alert_payload("lab02", "nginx", "HostDown")
     for labels in (payload["alerts"][0]["labels"], payload["commonLabels"]):
