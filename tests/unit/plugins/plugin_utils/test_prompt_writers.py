@@ -6,7 +6,7 @@ tests/data/evidence/postgres_restore_guard_left_behind.systemd.json is what the 
 reported on a systemd lab host with the catalogue's fault injected (tests/integration/
 test_stale_guard.py makes the same report live). In stop 32's relay the request for this fault
 showed the marker's text, ``pgrestore-drill pid 41877 ...``, and nothing about that PID: the
-model asked `ps -p 41877` and escalated (tests/transcripts/efficacy/s32-006.json).
+model asked `ps -p 41877` and escalated (stop 32's transcript, since replaced by s36-001.json).
 """
 from __future__ import annotations
 
