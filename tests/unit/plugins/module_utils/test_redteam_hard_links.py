@@ -112,3 +112,48 @@ def test_a_file_with_two_names_is_trusted_only_where_no_other_account_adds_names
     # reached through a (root's own) symbolic link, the file it ends at is examined the same way
     os.symlink(str(holder / "name"), str(tmp_path / "via"))
     assert planted_link(str(tmp_path / "via")) == found
+
+
+@needs_root
+def test_an_undo_writes_where_it_checked_even_when_the_directory_is_swapped_in_between(tmp_path, monkeypatch):
+    # the check passes; then, before the write, the service's user swaps the directory for a link
+    # to a root-only one: the write must not land there (a real race made deterministic by a seam)
+    from ansible_collections.sentinel.remediation.plugins.module_utils import snapshot
+    from ansible_collections.sentinel.remediation.plugins.module_utils.content_store import ContentStore
+    data = tmp_path / "var" / "lib" / "redis"
+    (data / "d").mkdir(parents=True)
+    (data / "d" / "job").write_bytes(b"* * * * * root id > /tmp/owned\n")
+    os.chown(data, SERVICE_UID, SERVICE_UID)
+    root_only = tmp_path / "etc" / "cron.d"
+    root_only.mkdir(parents=True)
+    store = ContentStore(str(tmp_path / "store"))
+    kept = snapshot.capture(str(data / "d" / "job"), store)
+    (data / "d" / "job").write_bytes(b"changed\n")
+
+    def swap(_path):
+        (data / "d" / "job").unlink()
+        (data / "d").rmdir()
+        os.symlink(str(root_only), str(data / "d"))
+        os.lchown(str(data / "d"), SERVICE_UID, SERVICE_UID)
+    monkeypatch.setattr(snapshot, "_between_check_and_use", swap)
+    ok, note = snapshot.restore(str(data / "d" / "job"), kept, store)
+    assert list(root_only.iterdir()) == [], "the undo wrote into the root-only directory"
+    assert not ok and "not put back" in note, note
+
+
+@needs_root
+def test_an_undo_of_a_file_still_puts_it_back_with_its_owner_and_mode(tmp_path):
+    from ansible_collections.sentinel.remediation.plugins.module_utils import snapshot
+    from ansible_collections.sentinel.remediation.plugins.module_utils.content_store import ContentStore
+    target = tmp_path / "app.conf"
+    target.write_bytes(b"good\n")
+    os.chown(target, SERVICE_UID, 0)
+    os.chmod(target, 0o640)
+    store = ContentStore(str(tmp_path / "store"))
+    kept = snapshot.capture(str(target), store)
+    target.write_bytes(b"bad\n")
+    os.chmod(target, 0o666)
+    assert snapshot.restore(str(target), kept, store) == (True, "restored")
+    info = os.stat(target)
+    assert (target.read_bytes(), stat.S_IMODE(info.st_mode), info.st_uid) == (b"good\n", 0o640, SERVICE_UID)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".sentinel-restore")] == []
