@@ -2,7 +2,7 @@
 # Copyright (c) sentinel.remediation contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Symbolic links another account could have planted on a path root reads or writes.
+"""Symbolic (and hard) links another account could have planted on a path root reads or writes.
 
 The known-good baseline reads a service's configuration as root, and a restore writes it back
 as root. A service's own account often may write in its configuration or data directories
@@ -10,7 +10,9 @@ as root. A service's own account often may write in its configuration or data di
 /etc/shadow``) would make root read a file only root may read into the evidence, or write the
 known-good bytes over it. A link is trusted only when neither its owner nor the owner of, or a
 non-root group that may write, the directory holding it is another account: only root (or this
-process's own user) could have put it there or could swap it. Standard library only, Python 3.9.
+process's own user) could have put it there or could swap it. A hard link has no owner of its
+own (it is the file it names), so a regular file with more than one name is trusted only in such a
+directory too: ``fs.protected_hardlinks`` is a sysctl, not a promise. Standard library only, Python 3.9.
 """
 from __future__ import annotations
 
@@ -24,29 +26,50 @@ def _trusted(uid: int) -> bool:
     return uid in (0, os.geteuid())
 
 
+def _untrusted_name(name: str, what: str) -> str:
+    """Why the entry ``name`` (a ``what``) sits in a directory another account may add names to
+    or swap them in; "" when only root (or this process's user) may."""
+    parent = os.path.dirname(name) or "/"
+    try:
+        held = os.lstat(parent)
+    except OSError:
+        return "%s is %s in a directory that cannot be examined" % (name, what)
+    if not _trusted(held.st_uid):
+        return "%s is %s in %s, a directory uid %d owns" % (name, what, parent, held.st_uid)
+    mode = held.st_mode
+    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+        return "%s is %s in %s, a directory anyone may write" % (name, what, parent)
+    if mode & stat.S_IWGRP and held.st_gid != 0 and not mode & stat.S_ISVTX:
+        return "%s is %s in %s, a directory group %d may write" % (name, what, parent, held.st_gid)
+    return ""
+
+
 def _untrusted_link(link: str, info: os.stat_result) -> str:
     """Why the link ``link`` (its ``lstat``) may be another account's doing; "" when it is not."""
     if not _trusted(info.st_uid):
         return "%s is a symbolic link owned by uid %d" % (link, info.st_uid)
-    parent = os.path.dirname(link) or "/"
+    return _untrusted_name(link, "a symbolic link")
+
+
+def _shared_inode(path: str) -> str:
+    """Why the regular file ``path`` (links already resolved) may be a hard link another account
+    made to a file it may not touch: it has more than one name and sits where another account may
+    add names. Its owner says nothing (a hard link to ``/etc/shadow`` is root's file); "" when not."""
     try:
-        held = os.lstat(parent)
+        info = os.lstat(path)
     except OSError:
-        return "%s is a symbolic link in a directory that cannot be examined" % link
-    if not _trusted(held.st_uid):
-        return "%s is a symbolic link in %s, a directory uid %d owns" % (link, parent, held.st_uid)
-    mode = held.st_mode
-    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
-        return "%s is a symbolic link in %s, a directory anyone may write" % (link, parent)
-    if mode & stat.S_IWGRP and held.st_gid != 0 and not mode & stat.S_ISVTX:
-        return "%s is a symbolic link in %s, a directory group %d may write" % (link, parent, held.st_gid)
-    return ""
+        return ""
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink < 2:
+        return ""
+    return _untrusted_name(path, "a file with %d hard links" % info.st_nlink)
 
 
 def planted_link(path: str) -> str:
     """Why following ``path`` (absolute) goes through a symbolic link another account could have
-    planted or swapped, naming the link; "" when every link on the way is root's own (or there is
-    none). The part of the path that does not exist is not examined: nothing is followed there."""
+    planted or swapped, naming the link, or ends at a file with several hard links in a directory
+    another account may write (root would read or write what that link names); "" when every link
+    on the way is root's own (or there is none). The part of the path that does not exist is not
+    examined: nothing is followed there."""
     if not isinstance(path, str) or not path.startswith("/"):
         return ""
     pending = [p for p in path.split("/") if p]
@@ -80,4 +103,4 @@ def planted_link(path: str) -> str:
         if target.startswith("/"):
             current = "/"
         pending = [p for p in target.split("/") if p] + pending
-    return ""
+    return _shared_inode(current)

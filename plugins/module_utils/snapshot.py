@@ -191,6 +191,62 @@ def _swap_in(temporary, path, state, fill=None, link=False):
         raise
 
 
+def _between_check_and_use(path):
+    """Nothing; a seam the tests use to swap a path between its check and the write."""
+
+
+def _held_directory(path):
+    """An fd on the directory holding ``path``, opened without following a last link and
+    checked, after opening, to be what the path names and reached through no planted link:
+    whatever is swapped in afterwards, the write goes where the check looked."""
+    parent = posixpath.dirname(path) or "/"
+    fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        held, named = os.fstat(fd), os.stat(parent)
+        why = planted_link(parent)
+        if why or (held.st_dev, held.st_ino) != (named.st_dev, named.st_ino):
+            raise SnapshotError("%s not put back: %s" % (path, why or "its directory changed while it was put back"))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _put_file(path, state, data):
+    """Write ``data`` beside ``path`` in its held directory, give it the kept metadata through
+    its own fd, then rename it over ``path`` within that directory: no name is followed."""
+    _between_check_and_use(path)
+    try:
+        fd = _held_directory(path)
+    except OSError as exc:
+        raise SnapshotError("%s not put back: its directory cannot be held (%s)" % (path, exc.strerror or exc))
+    name = posixpath.basename(path)
+    temporary = ".sentinel-restore-%d-%d" % (os.getpid(), time.time() * 1000000)
+    try:
+        out = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
+        try:
+            with os.fdopen(out, "wb", closefd=False) as stream:
+                stream.write(data)
+            os.fchown(out, state["uid"], state["gid"])
+            os.fchmod(out, state["mode"])
+        finally:
+            os.close(out)
+        try:
+            if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
+                shutil.rmtree(path)  # fd-based on Linux: never follows a link inside
+        except FileNotFoundError:
+            pass
+        os.rename(temporary, name, src_dir_fd=fd, dst_dir_fd=fd)
+    except BaseException:
+        try:
+            os.unlink(temporary, dir_fd=fd)
+        except OSError:
+            pass
+        raise
+    finally:
+        os.close(fd)
+
+
 def _place(path, state, store):
     """Make ``path`` be ``state`` (raises OSError / SnapshotError on what cannot be done)."""
     # Its directory reached through a link another account planted since the snapshot: root would
@@ -206,13 +262,7 @@ def _place(path, state, store):
         raise SnapshotError("%s was not kept (%s)" % (path, state["unkept"]))
     _ensure_parent(path)
     if kind == "file":
-        data = store.get(state["digest"])
-        handle, temporary = tempfile.mkstemp(dir=posixpath.dirname(path) or "/", prefix=".sentinel-restore-")
-
-        def fill():
-            with os.fdopen(handle, "wb") as out:
-                out.write(data)
-        _swap_in(temporary, path, state, fill)
+        _put_file(path, state, store.get(state["digest"]))
     elif kind == "link":
         temporary = posixpath.join(posixpath.dirname(path) or "/", ".sentinel-restore-%d-%d" % (os.getpid(), time.time() * 1000000))
         os.symlink(state["target"], temporary)

@@ -133,14 +133,30 @@ def append_episode(memory: Any, episode: Mapping, max_episodes: int = DEFAULT_MA
     return episodes[-limit:]
 
 
+def in_scope(episode: Mapping, host: str = "") -> bool:
+    """Whether an episode may speak for what it claims: the service it names is the one its
+    signature (``service:digest``) names, and, read from ``host``'s memory, it names ``host``.
+    An episode kept in one host's memory for another host, or under one service for another's
+    failure, was not written by a run there: it must not ban or offer a command for them."""
+    claimed = _service_of("", str(episode.get("service") or ""))
+    if claimed and claimed != _service_of(str(episode.get("signature") or "").split(":", 1)[0]):
+        return False
+    return not host or not episode.get("host") or episode.get("host") == host
+
+
+def host_memory(memory: Any, host: str) -> list[dict]:
+    """``host``'s memory with only the episodes that may speak for it (``in_scope``)."""
+    return [e for e in normalise_memory(memory) if in_scope(e, host)]
+
+
 def _memories(memories: Any) -> Iterable[list[dict]]:
     """Accept one host's list, a list of per-host lists, or a mapping host -> list."""
     if isinstance(memories, Mapping):
-        return [normalise_memory(v) for v in memories.values()]
+        return [host_memory(v, str(k)) for k, v in memories.items()]
     if isinstance(memories, (list, tuple)):
         if any(isinstance(item, Mapping) and "signature" in item for item in memories):
-            return [normalise_memory(memories)]
-        return [normalise_memory(item) for item in memories]
+            return [host_memory(memories, "")]
+        return [host_memory(item, "") for item in memories]
     return []
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import journal as journal_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import fleet_stop
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import memory as memory_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import safeguards
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.lease import Lease, process_start
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.plan_share import run_token
@@ -81,7 +82,8 @@ def _fleet_memories(task_vars: Mapping, host: str, memory_max: int) -> Callable[
                 continue
             episodes = facts.get("sentinel_memory") or []
             # An oversized entry must not cost the run: only its newest episodes count.
-            memories.append(episodes[-4 * memory_max:] if isinstance(episodes, list) else [])
+            # Only what was written for that host (memory.in_scope) speaks for it.
+            memories.append(memory_mod.host_memory(episodes[-4 * memory_max:], other) if isinstance(episodes, list) else [])
         return memories
     return read
 
