@@ -73,8 +73,9 @@ def run(lab, tmp_path, broken: list[str], rules=None, requests=None, **variables
 
 
 def health_phase_row(result, host: str, service: str) -> dict:
-    """The health phase's row of ``service`` on ``host``, as the task returned it."""
-    for event in result.events:
+    """The health phase's row of ``service`` on ``host``, as the task returned it (the last such
+    event: a Workspace's runs share one runner directory, whose events may hold an earlier run's)."""
+    for event in reversed(result.events):
         data = event.get("event_data") or {}
         if event.get("event") == "runner_on_ok" and data.get("host") == host \
                 and str(data.get("task")).startswith("Check every watched service's health"):
