@@ -57,14 +57,18 @@ def answer(commands: list[str]) -> dict:
     return {"plan": {"diagnosis": "nginx is down", "commands": commands, "rationale": "test"}}
 
 
-def run(lab, tmp_path, broken: list[str], rules=None, requests=None, **variables):
+def run(lab, tmp_path, broken: list[str], rules=None, requests=None, work=None, **variables):
     """One remediate.yml pass with nginx stopped on ``broken``; ``requests`` (a list) gets the
-    chat requests the model server saw."""
+    chat requests the model server saw. ``work``: a Workspace kept across runs, whose every run
+    has its own runner directory (a new Workspace per run reuses one, and its events hold the
+    earlier runs' too)."""
     for host in broken:
         lab.inject(host, "nginx_stopped")
     rules = rules or [{"match": r"Service: nginx\b", "reply": answer(PLAN)}]
     with LLMServer(rules=rules) as server:
-        work = Workspace(tmp_path, lab.write_inventory(tmp_path / "hosts.json"), llm_url=server.url)
+        if work is None:
+            work = Workspace(tmp_path, lab.write_inventory(tmp_path / "hosts.json"), llm_url=server.url)
+        work.llm_url = server.url
         result = work.run(extravars={"remediate_backend": "llm", "remediate_services": [nginx()], **variables})
         calls = len(server.requests)
         if requests is not None:
@@ -135,10 +139,11 @@ def test_a_remembered_fix_goes_with_the_heal_phase_and_never_to_a_check_the_flee
     assert result.outcomes()[("lab02", "nginx")]["state"] == "healed" and calls == 1
     fleet.exec("lab02", f"rm -f {MARK}")
     seen = len(journal(work, "lab02"))
+    kept = work
     # Run 2, the same failure: the heal phase's first round trip re-checks nginx and carries the
     # remembered fix; the host runs it (the mark is back) with no plan asked for and no execute_plan.
     # The health phase read no evidence for it: the re-check that carries the fix reads it.
-    work, result, calls = run(fleet, tmp_path, ["lab02"], remediate_fleet_stop_min_hosts=3)
+    work, result, calls = run(fleet, tmp_path, ["lab02"], work=kept, remediate_fleet_stop_min_hosts=3)
     outcome = result.outcomes()[("lab02", "nginx")]
     assert outcome["state"] == "healed" and calls == 0, outcome
     row = health_phase_row(result, "lab02", "nginx")
@@ -202,17 +207,18 @@ def test_a_plan_proven_on_enough_hosts_runs_without_a_canary_and_an_unproven_one
 def test_a_remembered_fix_that_does_not_heal_falls_back_to_evidence_and_the_model(fleet, tmp_path):
     # Run 1 (a split pass): the model's plan heals lab02, memory learns it.
     work, result, calls = run(fleet, tmp_path, ["lab02"], remediate_fleet_stop_min_hosts=3)
+    kept = work
     assert result.outcomes()[("lab02", "nginx")]["state"] == "healed" and calls == 1
     # Run 2: the same failure, but the fix's first command now fails on the host (its mark is a
     # dangling link that root's `touch` cannot follow; nothing the evidence reads, so the
     # signature is the same). The proven fix goes with the re-check and does not heal; the pass
     # falls back to the full path from the evidence the re-check read (the health phase deferred
-    # it): the nginx runbook's start, ahead of the model, heals it.
+    # it): the model is asked, its repeat of the failed plan is refused, and the runbook heals.
     fleet.exec("lab02", f"rm -f {MARK} && ln -s /nonexistent/sentinel/mark {MARK}")
     try:
         rules = [{"match": r"Service: nginx\b", "reply": answer(PLAN)}]
         requests: list = []
-        work, result, calls = run(fleet, tmp_path, ["lab02"], rules=rules, requests=requests,
+        work, result, calls = run(fleet, tmp_path, ["lab02"], rules=rules, requests=requests, work=kept,
                                   remediate_fleet_stop_min_hosts=3)
         assert "evidence" not in health_phase_row(result, "lab02", "nginx")  # deferred to the re-check
         outcome = result.outcomes()[("lab02", "nginx")]
@@ -221,7 +227,12 @@ def test_a_remembered_fix_that_does_not_heal_falls_back_to_evidence_and_the_mode
         # Attempt 1, memory's fix with the re-check (stopped at its failed `touch`); attempt 2 the
         # full path's plan, from the sources ahead of the model (calls: whether it was asked).
         assert ran[0] == (1, "memory", f"touch {MARK}") and ran[-1][:2] == (2, "runbook"), ran
-        assert outcome["attempts"] == 2 and outcome["diagnosis"] and calls == len(requests) == 0, (outcome, calls)
+        assert outcome["attempts"] == 2 and outcome["diagnosis"], outcome
+        # The model was asked with the re-check's evidence; its answer, the plan that just failed,
+        # was refused as already run (never twice), and the runbook's start healed.
+        users = [str(m.get("content")) for r in requests for m in r["messages"] if m.get("role") == "user"]
+        assert calls == len(requests) >= 1 and "Failure: service nginx status: nginx is not running" in users[0], users
+        assert any("this exact plan already ran in attempt 1" in text for text in users), users
         assert fleet.exec("lab02", f"test -L {MARK}").ok  # the failed command changed nothing
         assert fleet.health("lab02", ["nginx"])["nginx"].healthy  # the lab's own check
     finally:
