@@ -254,7 +254,8 @@ class Remediation:
         names = split.recheck_names(self.ctx.definitions, health, self.ctx.args["fleet_stop"])
         fixes = self.ahead.send(self.ahead.choose(only=names)) if names else {}
         # A service whose evidence the health phase deferred is looked at again with or without a fix.
-        again = [name for name in names if name in fixes or name in split.deferred(health)]
+        deferred = split.deferred(health)
+        again = [name for name in names if name in fixes or name in deferred]
         if not again:
             return health
         fresh = self.check_health([self.ctx.definitions[name] for name in again], ahead=fixes)
