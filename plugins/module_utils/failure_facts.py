@@ -267,8 +267,9 @@ def _sections(error: str | None, evidence) -> list[_Section]:
     if not isinstance(evidence, Mapping):
         return out
     structured = {"listeners", "paths", "pid_files", "processes", "named_paths", "unit", "other_units", "init",
-                  "service_pids", "tools", "config_context", "user", "disk", "dependencies", "dependency_up", "client_connections", "recent_changes",
-                  "certificates", "environment", "includes", "conditions"}
+                  "service_pids", "tools", "config_context", "user", "disk", "dependencies", "dependency_up",
+                  "client_connections", "blocking_sessions", "recent_changes", "certificates", "environment",
+                  "includes", "conditions"}
     for key in sorted(evidence, key=str):
         value = evidence[key]
         if key in structured or value is None:

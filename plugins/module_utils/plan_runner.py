@@ -152,9 +152,14 @@ def normalise_commands(commands) -> list:
                 raise PlanError("commands[%d].keep: each item needs an absolute path, got %r" % (index, change))
             keep.append({"path": path, "tree": bool(change.get("tree", True))})
         idle = _pids(command, "idle_pids", index)
+        session = command.get("session_check") or {}
+        if session and not (isinstance(session.get("pid"), int) and session["pid"] > 0 and session.get("identity")
+                            and session.get("dependency")):
+            raise PlanError("commands[%d].session_check: a dependency, a PID and an identity are needed, got %r"
+                            % (index, session))
         result.append({"argv": list(argv), "become": bool(command.get("become")), "pids": pids,
                        "label": command.get("label"), "approved": bool(command.get("approved")), "confine": confine,
-                       "keep": keep, "idle_pids": idle})
+                       "keep": keep, "idle_pids": idle, "session_check": dict(session) if session else None})
     return result
 
 
@@ -390,7 +395,7 @@ def preview(commands: list, expect: dict, invoker: Identity, belongs=None) -> li
 
 def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: bool = True,
              timeout: int = 60, output_max: int = 2000, confinement: str = "off", snapshots=None,
-             belongs=None, service_pids=None) -> dict:
+             belongs=None, service_pids=None, session_problem=None) -> dict:
     """Run the commands in order: ``{"results", "stopped_at", "ran"}``.
 
     A command fails when it exits non-zero or is refused (needs root the module lacks, a
@@ -402,6 +407,9 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
     each command's ``keep`` paths are kept before it runs; a command whose paths cannot
     all be kept runs only when a human approved it (it could not be undone). ``belongs``:
     see :func:`pid_problem`. ``service_pids``: see :func:`clients_problem` (``current``).
+    ``session_problem(expected, approved)``: why a command that ends the database session
+    ``expected`` (its ``session_check``) must not run now, or None
+    (``server_sessions.idle_session_problem``); without it such a command is not run.
     """
     results = []
     stopped_at = first_failure = None
@@ -423,6 +431,9 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
             problem = clients_reason(clients)
             if problem:
                 item["clients"] = clients  # the controller holds the plan for a human with this count
+        if not problem and command["session_check"]:
+            problem = (session_problem(command["session_check"], command["approved"]) if session_problem else
+                       "the database session it ends cannot be checked on this host")
         ruleset = None
         if not problem:
             ruleset, record, problem = confine_run.prepare(command, confinement)

@@ -43,9 +43,13 @@ _PG_SESSIONS = (
     "coalesce(floor(extract(epoch FROM now() - xact_start))::bigint, -1), "
     "coalesce(floor(extract(epoch FROM now() - state_change))::bigint, -1), "
     "array_to_string(pg_blocking_pids(pid), ','), "
+    "coalesce(extract(epoch FROM backend_start)::text, '') || '/' || coalesce(extract(epoch FROM xact_start)::text, ''), "
     "left(regexp_replace(coalesce(query, ''), '[[:space:]]+', ' ', 'g'), %d) "
     "FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() "
     "ORDER BY xact_start NULLS LAST LIMIT 200" % (QUERY_CHARS * 2))
+# The states of a session that holds its transaction open while it runs nothing (PostgreSQL's own
+# ``idle_in_transaction_session_timeout`` ends such a session).
+IDLE_IN_TRANSACTION = ("idle in transaction", "idle in transaction (aborted)")
 
 
 def _stems(defn: dict) -> list:
@@ -90,11 +94,18 @@ def _int(text: str, default: int = -1) -> int:
 
 
 def _postgresql(defn: dict, timeout: int) -> dict:
+    out, sessions = _postgresql_sessions(defn, timeout)
+    return out if "error" in out else _ranked(out, sessions)
+
+
+def _postgresql_sessions(defn: dict, timeout: int):
+    """``(out, sessions)``: the server's settings (or its ``error``) and every client session,
+    each with how many sessions wait on it (``blocks``), unranked and uncut."""
     out = {"server": "postgresql"}
     psql = host_probe.find_tool("psql")
     if not psql:
         out["error"] = "psql is not on this host"
-        return out
+        return out, []
     ports = defn.get("ports") or []
     port = str(ports[0]) if ports else ""
     argv = [psql, "-X", "-q", "-A", "-t", "-F", _SEP, "-v", "ON_ERROR_STOP=1", "-d", "postgres"]
@@ -111,41 +122,47 @@ def _postgresql(defn: dict, timeout: int) -> dict:
                               timeout=max(1, timeout) + 2, env=env, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         out["error"] = "psql could not run: %s" % exc
-        return out
+        return out, []
     text = proc.stdout.decode("utf-8", "replace")
     if proc.returncode != 0:
         said = " ".join(proc.stderr.decode("utf-8", "replace").split())[:300]
         out["error"] = redact_text("psql exited %d: %s" % (proc.returncode, said or "no message"))
-        return out
+        return out, []
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         out["error"] = "psql printed nothing"
-        return out
+        return out, []
     settings = lines[0].split(_SEP)
     out.update(max_connections=_int(settings[0]), reserved=_int(settings[1] if len(settings) > 1 else ""),
                client_sessions=_int(settings[2] if len(settings) > 2 else ""))
     sessions = []
     for line in lines[1:]:
         cols = line.split(_SEP)
-        if len(cols) < 11:
+        if len(cols) < 12:
             continue
         sessions.append({
             "pid": _int(cols[0]), "user": cols[1], "database": cols[2], "application": cols[3][:60],
             "client": cols[4], "state": cols[5], "wait": cols[6], "transaction_s": _int(cols[7]),
             "state_s": _int(cols[8]), "blocked_by": [_int(p) for p in cols[9].split(",") if p.strip()],
-            "query": redact_text(_SEP.join(cols[10:]))[:QUERY_CHARS]})
-    return _ranked(out, sessions)
+            "identity": cols[10], "query": redact_text(_SEP.join(cols[11:]))[:QUERY_CHARS]})
+    return out, _count_blocks(sessions)
 
 
-def _ranked(out: dict, sessions: list) -> dict:
-    """The sessions that block others first (most waiters first), then those waiting, then the
-    longest in a transaction; at most MAX_SESSIONS, with how many were left out."""
+def _count_blocks(sessions: list) -> list:
+    """``sessions``, each with how many of them wait on it (``blocks``)."""
     blocks = {}
     for session in sessions:
         for pid in session["blocked_by"]:
             blocks[pid] = blocks.get(pid, 0) + 1
     for session in sessions:
         session["blocks"] = blocks.get(session["pid"], 0)
+    return sessions
+
+
+def _ranked(out: dict, sessions: list) -> dict:
+    """The sessions that block others first (most waiters first), then those waiting, then the
+    longest in a transaction; at most MAX_SESSIONS, with how many were left out."""
+    _count_blocks(sessions)
     sessions.sort(key=lambda s: (-s["blocks"], not s["blocked_by"], -s["transaction_s"]))
     out["sessions"] = sessions[:MAX_SESSIONS]
     out["left_out"] = max(0, len(sessions) - MAX_SESSIONS)
@@ -165,6 +182,38 @@ def view_tools(defn: dict) -> list:
     with the server's own function, so the planner must be told whether that client is here)."""
     kinds = [server_kind(defn)] + [server_kind({"name": str(dep)}) for dep in defn.get("depends_on") or []]
     return [VIEW_TOOLS[kind] for kind in dict.fromkeys(kinds) if kind in VIEW_TOOLS]
+
+
+def idle_session_problem(defn: dict, expected: dict, approved: bool = False, timeout: int = 5):
+    """Why the command that ends the database session ``expected`` names must not run now, or
+    None when it is still that session (``expected["identity"]``: when its backend and its
+    transaction started, as the evidence's view read them: a PID, reused once its session ends,
+    is not enough) and, for a command the autonomy table let run alone (``expected`` has
+    ``min_idle``; a human did not ``approve`` it), still idle in that transaction for at least
+    ``min_idle`` seconds and still blocking another session. Read from the server's own view
+    again, just before the command runs."""
+    pid = int(expected.get("pid") or 0)
+    if server_kind(defn) != "postgresql":
+        return "backend PID %d: %s has no session view here to check it against" % (pid, defn.get("name"))
+    out, sessions = _postgresql_sessions(defn, min(int(timeout), 10))
+    if "error" in out:
+        return "backend PID %d cannot be checked against the server's sessions now (%s)" % (pid, out["error"])
+    now = next((s for s in sessions if s["pid"] == pid), None)
+    if now is None:
+        return "backend PID %d is no longer a session of %s (it ended since the evidence was read)" % (pid, defn.get("name"))
+    if now["identity"] != str(expected.get("identity") or ""):
+        return ("backend PID %d is not the session the evidence showed: its backend or its transaction started "
+                "since (a new session or a new transaction)" % pid)
+    if approved or expected.get("min_idle") is None:
+        return None
+    if now["state"] not in IDLE_IN_TRANSACTION:
+        return "backend PID %d is no longer idle in its transaction (now %s)" % (pid, now["state"] or "unknown")
+    if now["state_s"] < int(expected.get("min_idle") or 0):
+        return "backend PID %d has been idle for %d s, under the policy's %d s" % (
+            pid, now["state_s"], int(expected.get("min_idle") or 0))
+    if now["blocks"] < 1:
+        return "backend PID %d no longer blocks any session" % pid
+    return None
 
 
 def read(defn: dict, timeout: int = 5):

@@ -112,6 +112,32 @@ options:
         type: list
         elements: int
         default: []
+      session_check:
+        description:
+          - A command that ends one database session by its PID (C(pg_terminate_backend)). Just before
+            running it the module reads the server's own session view again and runs it only while that
+            PID is still the session the evidence showed (same backend and transaction start:
+            O(commands[].session_check.identity)); with O(commands[].session_check.min_idle), and unless
+            O(commands[].approved), only while the session is still idle in its transaction for at least
+            that long and still blocks another session. Otherwise the command is not run, and its result
+            says why.
+        type: dict
+        suboptions:
+          dependency:
+            description: The name of the server in O(depends) whose session it is.
+            type: str
+            required: true
+          pid:
+            description: The session's backend PID.
+            type: int
+            required: true
+          identity:
+            description: When the session's backend and its transaction started, as the evidence read them.
+            type: str
+            required: true
+          min_idle:
+            description: Seconds the session must still have been idle in its transaction.
+            type: int
       keep:
         description:
           - The paths the policy verdict declares this command changes (written, created, removed,
@@ -484,6 +510,12 @@ def argument_spec() -> dict:
             confine=dict(type="dict"),
             approved=dict(type="bool", default=False),
             idle_pids=dict(type="list", elements="int", default=[]),
+            session_check=dict(type="dict", options=dict(
+                dependency=dict(type="str", required=True),
+                pid=dict(type="int", required=True),
+                identity=dict(type="str", required=True),
+                min_idle=dict(type="int"),
+            )),
             keep=dict(type="list", elements="dict", default=[], options=dict(
                 path=dict(type="str", required=True),
                 tree=dict(type="bool", default=True),
@@ -545,6 +577,20 @@ def _service_pids(definition):
     return current
 
 
+def _session_problem(depends: list):
+    """How a command that ends a database session checks it is still the session the evidence
+    showed (``commands[].session_check``), on the server of O(depends) it names."""
+    by_name = {str(d.get("name")): d for d in depends}
+
+    def problem(expected: dict, approved: bool):
+        from ansible_collections.sentinel.remediation.plugins.module_utils import server_sessions  # noqa: E501 pylint: disable=import-outside-toplevel
+        server = by_name.get(str(expected.get("dependency")))
+        if server is None:
+            return "the database session's server %s is not among this plan's dependencies" % expected.get("dependency")
+        return server_sessions.idle_session_problem(server, expected, approved)
+    return problem
+
+
 def _resolve_depends(raw: list) -> list:
     resolved = []
     for index, item in enumerate(raw or []):
@@ -587,7 +633,8 @@ def main() -> None:
         ran = plan_runner.run_plan(commands, expect, invoker, stop_on_failure=params["stop_on_failure"],
                                    timeout=params["command_timeout"], output_max=params["output_max"],
                                    confinement=params["confinement"], snapshots=session,
-                                   belongs=_belongs(definition), service_pids=_service_pids(definition))
+                                   belongs=_belongs(definition), service_pids=_service_pids(definition),
+                                   session_problem=_session_problem(depends))
         result.update(results=ran["results"], stopped_at=ran["stopped_at"])
         if definition is not None:
             settle = params["settle"] if ran["ran"] else 0

@@ -39,6 +39,14 @@ Classes, decided from what the command does and where, never from who proposed i
   file is the service's (its data or configuration) or its unit names it in a condition. Such a
   file (a lock, a guard, a tool's "in progress" marker of a finished run) means "while my
   writer runs"; with its writer gone it holds nothing, and the snapshot puts it back;
+- ``end_idle_transaction``: ending one database session by its PID (``pg_terminate_backend(PID)``)
+  when the incident's own view of its dependency's sessions (``blocking_sessions``) shows that
+  session idle in a transaction for at least the policy's ``idle_transaction_seconds`` while
+  other sessions wait on its lock. It changes no file: what it drops is a transaction that ran
+  nothing for that long and was never committed (PostgreSQL's own
+  ``idle_in_transaction_session_timeout`` ends such sessions); the host checks again, just
+  before the command, that the PID is still that session in that transaction, still idle and
+  still blocking (``session_check``), and does not run it otherwise;
 - ``move_data_aside``, ``out_of_scope``, ``irreversible`` (deletion).
 """
 from __future__ import annotations
@@ -53,7 +61,7 @@ from .snapshot_paths import keep
 from .stale_state import UNIT, stale_files
 
 CLASSES = ("create_directory", "tighten_mode", "restore_known_good", "restore_membership", "move_aside_config",
-           "config_edit", "stale_state", "weakens_security", "owner_hold", "move_data_aside", "invented_value", "out_of_scope",
+           "config_edit", "stale_state", "end_idle_transaction", "weakens_security", "owner_hold", "move_data_aside", "invented_value", "out_of_scope",
            "irreversible")
 UNCLASSED = "unclassed"
 _GATED = re.compile(r"^(?P<verb>.*?)`(?P<path>[^`]+)`(?P<area>[^:`]*): (?P<why>.+); a human should confirm")
@@ -64,6 +72,11 @@ _DIGEST = re.compile(r"/restore/[0-9a-f]{64}$")
 _MEMBERSHIP_TOOLS = ("usermod", "gpasswd", "adduser")
 _ADDS = re.compile(r"^adds (?P<user>\S+) to group (?P<group>\S+) ")
 _UNIT_PROGRAM = "own unit runs (its Exec*= lines)"
+# The classes whose commands change no file: nothing for a snapshot to keep (``apply``).
+WITHOUT_PATHS = ("end_idle_transaction",)
+_ENDS_SESSION = re.compile(r"^`psql pg_terminate_backend` ")
+_SESSION_EFFECT = re.compile(r"^pg_terminate_backend on backend PID (\d+)$")
+_IDLE = ("idle in transaction", "idle in transaction (aborted)")
 
 
 def tight_mode(text: str) -> bool:
@@ -161,15 +174,58 @@ def _own_config(why: str) -> bool:
     return "an edit of the service's configuration" in why or "the incident's own unit" in why
 
 
+def session_check(verdict: Mapping, evidence: Mapping | None) -> dict:
+    """What the host checks before ``verdict``'s command ends a database session: the session
+    the evidence showed (dependency, PID, ``identity``), and for one the autonomy table let run
+    alone, that it is still idle this long and blocking (``min_idle``). {} for other commands."""
+    if isinstance(verdict.get("idle_session"), Mapping):
+        found = verdict["idle_session"]
+        return {"dependency": str(found.get("dependency")), "pid": int(found.get("pid")),
+                "identity": str(found.get("identity")), "min_idle": int(found.get("min_idle") or 0)}
+    found = ended_session(verdict.get("effects") or [], evidence)
+    return {"dependency": found["dependency"], "pid": int(found["pid"]), "identity": str(found["identity"])} \
+        if found else {}
+
+
+def ended_session(effects: Sequence[str], evidence: Mapping | None) -> dict:
+    """The blocking session (``blocking_sessions``: dependency, PID, state, ages, identity) the
+    verdict's ``effects`` end with ``pg_terminate_backend``, when they end exactly one and the
+    incident's evidence shows it; else {}."""
+    pids = [int(m.group(1)) for m in (_SESSION_EFFECT.match(str(e)) for e in effects) if m]
+    views = evidence.get("blocking_sessions") if isinstance(evidence, Mapping) else None
+    if len(pids) != 1 or not isinstance(views, Mapping):
+        return {}
+    for dependency, rows in views.items():
+        for row in rows if isinstance(rows, list) else []:
+            if isinstance(row, Mapping) and row.get("pid") == pids[0] and row.get("identity"):
+                return dict(row, dependency=str(dependency))
+    return {}
+
+
+def _session_class(effects: Sequence[str], evidence: Mapping | None, idle_seconds: int) -> str:
+    """A session idle in its transaction this long, blocking others, is ended alone; any other
+    session end stays a human's (a busy session, a young one, one the evidence does not show)."""
+    session = ended_session(effects, evidence)
+    if (session and str(session.get("state")) in _IDLE and int(session.get("blocks") or 0) > 0
+            and int(session.get("state_s") or -1) >= idle_seconds):
+        return "end_idle_transaction"
+    return UNCLASSED
+
+
 def classify_reason(reason: str, argv: Sequence[str], *, drift: Mapping[str, Mapping], config_test: bool,
                     effects: Sequence[str] = (), runs_as: tuple[Mapping, Mapping] = ({}, {}),
-                    stale: Mapping[str, str] | None = None, held: Mapping[str, str] | None = None) -> str:
+                    stale: Mapping[str, str] | None = None, held: Mapping[str, str] | None = None,
+                    evidence: Mapping | None = None, idle_seconds: int | None = None) -> str:
     """The effect class of one gated reason of a command (``UNCLASSED`` when none fits).
     ``effects``: the command's verdict's; ``runs_as``: ``_runs_as`` of the incident's evidence;
     ``stale``: the files the evidence shows as stale state (stale_state.stale_files); ``held``: the
-    drifted files that express a hold (known_good_plan.holds)."""
+    drifted files that express a hold (known_good_plan.holds); ``evidence`` and ``idle_seconds``
+    (the policy's ``idle_transaction_seconds``; None: no session is ended alone): for a session
+    the command ends."""
     tool = argv[0].rsplit("/", 1)[-1] if argv else ""
     lost, programs = runs_as
+    if _ENDS_SESSION.match(reason):
+        return _session_class(effects, evidence, idle_seconds) if idle_seconds is not None else UNCLASSED
     if tool in _MEMBERSHIP_TOOLS and "changes an account" in reason:
         return _membership_class(effects, lost)
     found = _GATED.match(reason)
@@ -227,14 +283,16 @@ def classify_reason(reason: str, argv: Sequence[str], *, drift: Mapping[str, Map
 
 
 def apply(checked: Sequence[Mapping], table: Mapping[str, str] | None, *, evidence: Mapping | None,
-          definition: Mapping, undoable: bool = True) -> list[dict[str, Any]]:
+          definition: Mapping, undoable: bool = True, idle_seconds: int | None = None) -> list[dict[str, Any]]:
     """The checked plan with each gated command whose every gated reason is in an ``auto``
     class of ``table`` allowed (its reasons say which classes); every other verdict as it was.
     Each gated command gets ``autonomy``: its classes, in reason order.
 
     Only what can be undone runs alone: the host must keep a snapshot of every path the verdict
     says the command changes (``undoable``: the attempt's snapshots are on and put back an
-    attempt that did not heal; the verdict declares at least one path to keep)."""
+    attempt that did not heal; the verdict declares at least one path to keep), except a command
+    whose every class changes no file (``WITHOUT_PATHS``). ``idle_seconds``: see
+    :func:`classify_reason`."""
     table = dict(table or {})
     drift = _drift(evidence)
     running = _runs_as(evidence)
@@ -251,10 +309,14 @@ def apply(checked: Sequence[Mapping], table: Mapping[str, str] | None, *, eviden
         gated = [r for r in item.get("reasons") or [] if str(r).endswith("a human should confirm")]
         effects = [str(e) for e in item.get("effects") or []]
         classes = [classify_reason(str(r), argv, drift=drift, config_test=config_test, effects=effects,
-                                   runs_as=running, stale=stale, held=held) for r in gated]
+                                   runs_as=running, stale=stale, held=held, evidence=evidence,
+                                   idle_seconds=idle_seconds) for r in gated]
         item["autonomy"] = classes
-        if classes and all(table.get(c) == "auto" for c in classes) and undoable and keep(item):
+        undone = all(c in WITHOUT_PATHS for c in classes) or keep(item)
+        if classes and all(table.get(c) == "auto" for c in classes) and undoable and undone:
             names = ", ".join(dict.fromkeys(classes))
+            if "end_idle_transaction" in classes:  # the host checks the session again just before
+                item["idle_session"] = dict(ended_session(item.get("effects") or [], evidence), min_idle=idle_seconds)
             item["verdict"] = "allow"
             item["reasons"] = [f"runs without a human: {names} (the policy's autonomy table)"] + [
                 r for r in item.get("reasons") or [] if r not in gated]

@@ -59,6 +59,18 @@ def blockers(view: Mapping | None) -> list[Mapping]:
     return [s for s in view.get("sessions") or [] if isinstance(s, Mapping) and int(s.get("blocks") or 0) > 0]
 
 
+BLOCKER_FACTS = ("pid", "state", "state_s", "transaction_s", "blocks", "identity")
+
+
+def blocker_facts(view: Mapping | None) -> list[dict]:
+    """The blockers of ``view`` as the engine checks them (no statement text): PID, state, how
+    long in it and in the transaction, how many wait, and when its backend and transaction
+    started (``identity``: the host checks it again before ending the session)."""
+    if not isinstance(view, Mapping) or view.get("error"):
+        return []
+    return [{key: session.get(key) for key in BLOCKER_FACTS} for session in blockers(view)]
+
+
 def session_causes(name: str, view: Mapping | None) -> list[str]:
     """The causes the session view of dependency ``name`` shows, one line each."""
     if not isinstance(view, Mapping) or view.get("error"):

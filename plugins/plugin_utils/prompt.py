@@ -37,6 +37,8 @@ HISTORY_BUDGET = 4500       # characters of incident history in one prompt
 READ_OUTPUT = 3000          # characters of one read-only diagnostic's output, whole lines kept (both ends)
 DIAGNOSIS_BUDGET = 600      # characters of the model's own earlier diagnosis, cut at a sentence end
 RECALL_BUDGET = 1800        # characters of similar incidents in one prompt
+# Evidence only the engine reads (the request says what matters of it elsewhere, in words).
+_ENGINE_KEYS = ("service_pids", "init", "dependency_up", "client_connections", "blocking_sessions")
 _PROCESS_COLUMNS = ("pid", "ppid", "user", "state", "started", "ports", "cmdline")
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -115,7 +117,7 @@ def _evidence_items(evidence) -> list[tuple[str, str]]:
         value = evidence[key]
         # engine data the request says elsewhere in words (the init system's line, the
         # dependencies' sentences)
-        if value in (None, "", [], {}) or key in ("service_pids", "init", "dependency_up", "client_connections"):
+        if value in (None, "", [], {}) or key in _ENGINE_KEYS:
             continue
         if key == "processes" and isinstance(value, (list, tuple)):
             text = _process_table(value)

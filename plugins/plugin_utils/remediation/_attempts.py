@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ansible_collections.sentinel.remediation.plugins.module_utils.signature import failure_signature
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import autonomy
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import client_hold
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import confinement
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
@@ -402,11 +403,17 @@ class AttemptLoop:
                 expect[str(proc["pid"])] = {"start": proc.get("start"), "comm": proc.get("comm")}
         # PIDs this incident's reads showed: the host checks each is the service's before a signal
         expect.update(read_pids.expectations(runnable, expect, read_pids.seen_pids(incident)))
+        commands = []
+        for c in runnable:
+            command = dict(host_command(c), pids=[int(p) for p in c.get("pids") or []],
+                           approved=attempt.source == "approved" or incident.approval == "approved" or args["auto_approve"])
+            # A database session is ended only while it is still the one the evidence showed.
+            session = autonomy.session_check(c, evidence)
+            if session:
+                command["session_check"] = session
+            commands.append(command)
         module_args = {
-            "commands": [dict(host_command(c), pids=[int(p) for p in c.get("pids") or []],
-                              approved=attempt.source == "approved" or incident.approval == "approved"
-                              or args["auto_approve"])
-                         for c in runnable],
+            "commands": commands,
             "confinement": args["confinement"],
             "expect_pids": expect,
             "stop_on_failure": True,

@@ -108,9 +108,10 @@ class PlanCheck:
         checked = self.classify(commands, tools, scope, source)
         table = {}
         if autonomy:
-            table = policy_mod.load_policy(self.host_policy(tools)).get("autonomy") or {}
+            policy = policy_mod.load_policy(self.host_policy(tools))
+            table = policy.get("autonomy") or {}
             checked = autonomy_mod.apply(checked, table, evidence=evidence, definition=definition,
-                                         undoable=self.undoable)
+                                         undoable=self.undoable, idle_seconds=policy.get("idle_transaction_seconds"))
         limited = engine.start_limited_unit(evidence)
         where = engine.reset_before_start(checked, limited)
         if where is not None:

@@ -105,14 +105,18 @@ def _where_it_waits(ctx: RunContext, port: HostPort, name: str, definition: Mapp
                 views[dep] = read["sessions"]
     causes = []
     texts = {}
+    held = {}
     for dep in watched:
         if dep in views:
             texts[dep] = dependency_cause.render_sessions(dep, views[dep])
             causes += dependency_cause.session_causes(dep, views[dep])
+            held[dep] = dependency_cause.blocker_facts(views[dep])
     causes += [c for c in dependency_cause.text_causes({dep: dep for dep in watched}, evidence, error)
                if c not in causes]
     if texts:
         evidence["dependency_sessions"] = texts
+    if any(held.values()):  # engine data (the autonomy table's end_idle_transaction), not the model's
+        evidence["blocking_sessions"] = {dep: rows for dep, rows in held.items() if rows}
     states = dict(evidence.get("dependencies") or {}) if isinstance(evidence.get("dependencies"), Mapping) else {}
     for dep in watched:
         kind = dependency_cause.kinds(dep, causes)
