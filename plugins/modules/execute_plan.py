@@ -116,7 +116,7 @@ options:
         description:
           - A command that ends one database session by its PID (C(pg_terminate_backend)). Just before
             running it the module reads the server's own session view again and runs it only while that
-            PID is still the session the evidence showed (same backend and transaction start:
+            PID is still the session the evidence showed (same backend and transaction start,
             O(commands[].session_check.identity)); with O(commands[].session_check.min_idle), and unless
             O(commands[].approved), only while the session is still idle in its transaction for at least
             that long and still blocks another session. Otherwise the command is not run, and its result

@@ -18,7 +18,7 @@ import pytest
 
 from host_module import run_host_module
 from llm_server import LLMServer
-from test_degraded_cause import BLOCKER, asked, schema_change_left_open, sql  # noqa: F401 (a fixture)
+from test_degraded_cause import BLOCKER, asked, schema_change_left_open, sql  # noqa: F401 pylint: disable=unused-import
 from test_do_no_harm import HOST, definition, intents, postmaster
 from workflow_support import Workspace, require_docker
 
@@ -38,8 +38,9 @@ def _idle_at_least(lab, pid: str, seconds: int) -> None:
         time.sleep(1)
 
 
-def _plan(server_rules_pid_capture=r"BLOCKER PID (\d+)"):
-    return [{"match": r"Service: sentinel-app\b", "capture": server_rules_pid_capture,
+def _plan():
+    """The model's answer: end the one session the evidence names (its PID captured from the request)."""
+    return [{"match": r"Service: sentinel-app\b", "capture": r"BLOCKER PID (\d+)",
              "reply": {"plan": {"diagnosis": "a session idle in transaction holds the lock the app waits on",
                                 "commands": [TERMINATE], "rationale": "end the one blocking session"}}}]
 
