@@ -18,13 +18,13 @@ import pytest
 
 from host_module import run_host_module
 from llm_server import LLMServer
-from test_degraded_cause import BLOCKER, asked, schema_change_left_open, sql  # noqa: F401 pylint: disable=unused-import
+from test_degraded_cause import (BLOCKER, TERMINATE, asked,  # noqa: F401 pylint: disable=unused-import
+                                 healed_by_ending_only_that_session, schema_change_left_open, sql)
 from test_do_no_harm import HOST, definition, intents, postmaster
 from workflow_support import Workspace, require_docker
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-TERMINATE = 'runuser -u postgres -- psql -c "SELECT pg_terminate_backend({capture})"'
 COLUMN = "SELECT count(*) FROM information_schema.columns WHERE table_name = 'visits' AND column_name = 'referrer'"
 IDENTITY = ("SELECT extract(epoch FROM backend_start)::text || '/' || extract(epoch FROM xact_start)::text "
             "FROM pg_stat_activity WHERE pid = {pid}")
@@ -61,17 +61,8 @@ def test_a_session_idle_past_the_operators_limit_is_ended_without_a_human_and_it
                                   "remediate_policy": {"idle_transaction_seconds": 5}})
         assert f"BLOCKER PID {blocker}" in asked(server)[0]
 
-    outcome = run.outcomes()[(HOST, "sentinel-app")]
-    assert outcome["state"] == "healed", outcome
-    ran = [c["command"] for i in intents(work, "sentinel-app") for c in i["commands"]]
-    assert ran == [TERMINATE.replace("{capture}", blocker)], ran
-    # inside the container: that session gone, its uncommitted schema change rolled back,
-    # PostgreSQL and the app the same processes, the lab's own check passing
-    assert sql(lab, f"SELECT count(*) FROM pg_stat_activity WHERE pid = {blocker}") == "0"
-    assert sql(lab, COLUMN) == "0"
-    assert postmaster(lab) == server_before
-    assert lab.exec(HOST, "pgrep -o -x sentinel-app", check=True).stdout.strip() == app_before
-    assert lab.health(HOST, ["app"])["app"].healthy
+    healed_by_ending_only_that_session(lab, run, work, blocker, server_before, app_before)
+    assert sql(lab, COLUMN) == "0"  # its uncommitted schema change rolled back
 
 
 def test_under_the_default_limit_the_same_plan_waits_for_a_human(lab, tmp_path, schema_change_left_open):  # noqa: F811
