@@ -150,7 +150,7 @@ def normalise_commands(commands) -> list:
             path = change.get("path") if isinstance(change, dict) else None
             if not isinstance(path, str) or not path.startswith("/"):
                 raise PlanError("commands[%d].keep: each item needs an absolute path, got %r" % (index, change))
-            keep.append({"path": path, "tree": bool(change.get("tree", True))})
+            keep.append({"path": path, "tree": bool(change.get("tree", True)), "meta": bool(change.get("meta"))})
         idle = _pids(command, "idle_pids", index)
         session = command.get("session_check") or {}
         if session and not (isinstance(session.get("pid"), int) and session["pid"] > 0 and session.get("identity")

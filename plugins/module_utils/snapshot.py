@@ -68,6 +68,18 @@ def _meta(info):
     return {"mode": stat.S_IMODE(info.st_mode), "uid": info.st_uid, "gid": info.st_gid}
 
 
+def capture_meta(path):
+    """What ``path`` is now by its kind, mode and owner alone (``meta``): its bytes are never
+    read, so a secret whose mode a command tightens is not copied anywhere."""
+    try:
+        info = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return {"kind": "absent"}
+    kind = ("link" if stat.S_ISLNK(info.st_mode) else "file" if stat.S_ISREG(info.st_mode)
+            else "dir" if stat.S_ISDIR(info.st_mode) else "other")
+    return dict(_meta(info), kind=kind, meta=True)
+
+
 def capture(path, store, tree=True, budget=None):
     """What ``path`` is now, as a state: ``{"kind": "absent"}``, or a file (``digest``,
     ``size``), link (``target``), dir (``entries`` when its tree was kept) or other, each
@@ -258,6 +270,14 @@ def _place(path, state, store):
     if kind == "absent":
         _remove(path)
         return
+    if state.get("meta"):
+        # Only its attributes were kept: they go back on the same kind of entry, through no link.
+        now = capture_meta(path)
+        if now.get("kind") != kind or kind not in ("file", "dir"):
+            raise SnapshotError("%s was a %s whose mode and owner alone were kept; it is now %s"
+                                % (path, kind, now.get("kind")))
+        _set_meta(path, state)
+        return
     if state.get("unkept") and kind != "dir":
         raise SnapshotError("%s was not kept (%s)" % (path, state["unkept"]))
     _ensure_parent(path)
@@ -292,13 +312,14 @@ def _place(path, state, store):
 def restore(path, state, store):
     """Put ``path`` back to ``state``; ``(ok, note)``. Checked afterwards: ``ok`` is true
     only when the path reads back as the state it was kept as."""
-    if same(capture(path, None), state):
+    read = capture_meta if state.get("meta") else (lambda p: capture(p, None))
+    if same(read(path), state):
         return True, "unchanged"
     try:
         _place(path, state, store)
     except (OSError, SnapshotError, ContentStoreError) as exc:
         return False, str(exc)
-    if not same(capture(path, None), state):
+    if not same(read(path), state):
         return False, "%s still differs from its snapshot after restoring" % path
     return True, "restored"
 
@@ -392,7 +413,8 @@ class Session:
             if any(e["path"] == path for e in self.entries):
                 continue
             try:
-                before = capture(path, self.store, bool(change.get("tree", True)))
+                before = capture_meta(path) if change.get("meta") else capture(path, self.store,
+                                                                              bool(change.get("tree", True)))
             except (OSError, ContentStoreError) as exc:
                 problems.append("%s could not be kept: %s" % (path, exc))
                 continue
@@ -406,7 +428,7 @@ class Session:
         """``[{"path", "before", "after", "diff"}]`` for the kept paths that differ now."""
         found = []
         for entry in self.entries:
-            after = capture(entry["path"], self.store)
+            after = capture_meta(entry["path"]) if entry["before"].get("meta") else capture(entry["path"], self.store)
             if not same(after, entry["before"]):
                 found.append({"path": entry["path"], "before": entry["before"], "after": after,
                               "diff": diff(entry["path"], entry["before"], after, self.store)})

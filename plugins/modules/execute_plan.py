@@ -157,6 +157,12 @@ options:
             description: Whether a directory's contents are kept too (for what removes, moves or recursively changes it).
             type: bool
             default: true
+          meta:
+            description:
+              - Only the path's mode and owner change; they alone are kept (its bytes are neither read nor
+                copied: a private key's mode tightened leaves no copy of the key), and put back by them.
+            type: bool
+            default: false
   confinement:
     description:
       - How O(commands[].confine) is enforced. Each confined command enters a Landlock ruleset
@@ -519,6 +525,7 @@ def argument_spec() -> dict:
             keep=dict(type="list", elements="dict", default=[], options=dict(
                 path=dict(type="str", required=True),
                 tree=dict(type="bool", default=True),
+                meta=dict(type="bool", default=False),
             )),
         )),
         confinement=dict(type="str", choices=list(plan_runner.CONFINEMENT_MODES), default="preferred"),

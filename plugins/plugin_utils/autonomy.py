@@ -12,7 +12,10 @@ signal to a stranger...) keeps today's verdict. Refused commands are never touch
 Classes, decided from what the command does and where, never from who proposed it:
 
 - ``create_directory``: ``mkdir`` in the service's configuration;
-- ``tighten_mode``: a mode that grants no write beyond the owner and sets no special bit;
+- ``tighten_mode``: a mode that grants no write beyond the owner and sets no special bit; and a
+  private key's mode that only takes access away from others (the policy's own reason for a
+  key), when the key is among the service's own paths: the host keeps only its mode and owner
+  (``meta``), never its bytes;
 - ``restore_known_good``: ``cp`` of the known-good version the host staged for that very
   file (``restore/<sha256>`` under the known-good directory, named by the incident's drift),
   or a ``chmod``/``chown`` of a program the service's own unit runs that puts back exactly
@@ -72,6 +75,9 @@ _DIGEST = re.compile(r"/restore/[0-9a-f]{64}$")
 _MEMBERSHIP_TOOLS = ("usermod", "gpasswd", "adduser")
 _ADDS = re.compile(r"^adds (?P<user>\S+) to group (?P<group>\S+) ")
 _UNIT_PROGRAM = "own unit runs (its Exec*= lines)"
+# The policy's reason for a private key's mode that only takes access away (policy/_rules.path).
+_KEY_MODE = re.compile(r"^`(?P<path>[^`]+)` [^;]*: mode `(?P<mode>[^`]+)` only takes access away from other users")
+_OWN_PATHS = ("config_paths", "paths", "data_paths", "runtime_paths")
 # The classes whose commands change no file: nothing for a snapshot to keep (``apply``).
 WITHOUT_PATHS = ("end_idle_transaction",)
 _ENDS_SESSION = re.compile(r"^`psql pg_terminate_backend` ")
@@ -212,20 +218,37 @@ def _session_class(effects: Sequence[str], evidence: Mapping | None, idle_second
     return UNCLASSED
 
 
+def _own_path(path: str, definition: Mapping | None) -> bool:
+    """Whether ``path`` is one of the service definition's own paths or beneath one."""
+    path = posixpath.normpath(path)
+    for key in _OWN_PATHS:
+        for own in (definition or {}).get(key) or []:
+            own = posixpath.normpath(str(own))
+            if own != "/" and (path == own or path.startswith(own.rstrip("/") + "/")):
+                return True
+    return False
+
+
 def classify_reason(reason: str, argv: Sequence[str], *, drift: Mapping[str, Mapping], config_test: bool,
                     effects: Sequence[str] = (), runs_as: tuple[Mapping, Mapping] = ({}, {}),
                     stale: Mapping[str, str] | None = None, held: Mapping[str, str] | None = None,
-                    evidence: Mapping | None = None, idle_seconds: int | None = None) -> str:
+                    evidence: Mapping | None = None, idle_seconds: int | None = None,
+                    definition: Mapping | None = None) -> str:
     """The effect class of one gated reason of a command (``UNCLASSED`` when none fits).
     ``effects``: the command's verdict's; ``runs_as``: ``_runs_as`` of the incident's evidence;
     ``stale``: the files the evidence shows as stale state (stale_state.stale_files); ``held``: the
     drifted files that express a hold (known_good_plan.holds); ``evidence`` and ``idle_seconds``
     (the policy's ``idle_transaction_seconds``; None: no session is ended alone): for a session
-    the command ends."""
+    the command ends. ``definition``: the service's, whose own paths a key must be among."""
     tool = argv[0].rsplit("/", 1)[-1] if argv else ""
     lost, programs = runs_as
     if _ENDS_SESSION.match(reason):
         return _session_class(effects, evidence, idle_seconds) if idle_seconds is not None else UNCLASSED
+    key = _KEY_MODE.match(reason)
+    if key:
+        if tool != "chmod" or not tight_mode(key.group("mode")):
+            return UNCLASSED
+        return "tighten_mode" if _own_path(key.group("path"), definition) else "out_of_scope"
     if tool in _MEMBERSHIP_TOOLS and "changes an account" in reason:
         return _membership_class(effects, lost)
     found = _GATED.match(reason)
@@ -310,7 +333,7 @@ def apply(checked: Sequence[Mapping], table: Mapping[str, str] | None, *, eviden
         effects = [str(e) for e in item.get("effects") or []]
         classes = [classify_reason(str(r), argv, drift=drift, config_test=config_test, effects=effects,
                                    runs_as=running, stale=stale, held=held, evidence=evidence,
-                                   idle_seconds=idle_seconds) for r in gated]
+                                   idle_seconds=idle_seconds, definition=definition) for r in gated]
         item["autonomy"] = classes
         undone = all(c in WITHOUT_PATHS for c in classes) or keep(item)
         if classes and all(table.get(c) == "auto" for c in classes) and undoable and undone:

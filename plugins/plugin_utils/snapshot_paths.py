@@ -11,7 +11,9 @@ can be put back exactly.
 
 ``tree`` says whether a directory's contents are kept too: for what removes, moves,
 replaces or recursively changes a path, its whole tree (bounded on the host); for a path
-only written or whose own mode changes, the path itself.
+only written or whose own mode changes, the path itself. ``meta`` marks a path whose mode or
+owner alone changes (not recursively, and nothing else of it): the host keeps its attributes,
+never its bytes, so tightening a private key's mode puts no copy of the key in the store.
 """
 from __future__ import annotations
 
@@ -43,14 +45,17 @@ def _verb(text: str) -> str:
 def declared_changes(effects: Sequence[str]) -> list[dict[str, Any]]:
     """``[{"path", "tree"}]``: each path the effects say changes, once, in the order named."""
     found: dict[str, bool] = {}
+    content: set[str] = set()  # paths some effect changes beyond their own mode and owner
     sources: list[str] = []
     into: list[str] = []
 
-    def add(path: str, tree: bool) -> None:
+    def add(path: str, tree: bool, meta: bool = False) -> None:
         path = posixpath.normpath(path)
         if path == "/":
             return
         found[path] = found.get(path, False) or tree
+        if not meta or tree:
+            content.add(path)
 
     for effect in effects:
         match = _PATH_EFFECT.match(str(effect))
@@ -68,11 +73,12 @@ def declared_changes(effects: Sequence[str]) -> list[dict[str, Any]]:
         elif verb in _INTO:
             into.append(path)
         elif verb in _META:
-            add(path, recursive)
+            add(path, recursive, meta=True)
     for directory in into:
         for source in sources:
             add(posixpath.join(directory, posixpath.basename(posixpath.normpath(source))), True)
-    return [{"path": path, "tree": tree} for path, tree in found.items()]
+    return [dict({"path": path, "tree": tree}, **({} if path in content else {"meta": True}))
+            for path, tree in found.items()]
 
 
 def keep(verdict: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -182,3 +182,44 @@ def test_taking_out_a_new_file_is_undone_byte_identically_when_the_attempt_does_
     assert session.rollback()["restored"] == [str(drop_in)]
     assert drop_in.read_bytes() == b"[Service]\nExecStartPre=/usr/local/sbin/render-upstreams\n"
     assert os.stat(drop_in).st_mode & 0o777 == 0o640
+
+
+SSH = {"name": "ssh", "units": ["ssh.service"], "processes": ["sshd"], "config_paths": ["/etc/ssh"],
+       "config_test": ["sshd", "-t"]}
+
+
+@pytest.mark.parametrize("command, verdict, effect_class", [
+    # sshd refuses a host key others may read: taking their access away runs alone, kept by its mode
+    ("chmod 600 /etc/ssh/ssh_host_rsa_key /etc/ssh/ssh_host_ed25519_key", "allow", "tighten_mode"),
+    ("chmod go-rwx /etc/ssh/ssh_host_rsa_key", "allow", "tighten_mode"),
+    # a key that is not among the service's own paths is not this incident's to change
+    ("chmod 600 /etc/ssl/private/other.key", "approval", "out_of_scope"),
+])
+def test_a_private_keys_mode_that_only_takes_access_away_runs_alone_in_the_services_own_paths(
+        command, verdict, effect_class):
+    _before, out = _decide(command, evidence={}, definition=SSH)
+    assert out["verdict"] == verdict and effect_class in out["autonomy"], out
+    if verdict == "allow":
+        # what the host keeps: each key's mode and owner, never its bytes
+        assert all(k.get("meta") for k in snapshot_paths.keep(out)), snapshot_paths.keep(out)
+
+
+def test_a_tightened_keys_snapshot_keeps_no_copy_of_it_and_puts_its_mode_back(tmp_path):
+    key = tmp_path / "ssh" / "ssh_host_rsa_key"
+    key.parent.mkdir()
+    secret = b"-----BEGIN OPENSSH PRIVATE KEY-----\nKEY-MARKER\n-----END OPENSSH PRIVATE KEY-----\n"
+    key.write_bytes(secret)
+    os.chmod(key, 0o644)
+    session = snapshot.Session(str(tmp_path / "state"), "inc-key", 1, 1 << 20, 3600)
+    [change] = snapshot_paths.declared_changes([f"sets the mode of {key}"])
+    assert change == {"path": str(key), "tree": False, "meta": True}
+    assert session.keep([change]) == []
+    os.chmod(key, 0o600)
+    [changed] = session.changed()
+    assert changed["before"]["mode"] == 0o644 and changed["after"]["mode"] == 0o600
+    assert session.rollback()["restored"] == [str(key)]
+    session.save([changed], True)  # the incident's manifest, for a later undo
+    assert os.stat(key).st_mode & 0o777 == 0o644 and key.read_bytes() == secret
+    # no copy of the key anywhere in the host's state directory
+    for path in (tmp_path / "state").rglob("*"):
+        assert not path.is_file() or b"KEY-MARKER" not in path.read_bytes(), path

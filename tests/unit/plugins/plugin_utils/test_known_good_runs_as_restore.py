@@ -127,7 +127,7 @@ def test_only_the_recorded_mode_of_the_units_program_runs_without_a_human(comman
     assert before["verdict"] == "approval"
     assert out["verdict"] == verdict and out["autonomy"] == [effect_class], out
     if verdict == "allow":
-        assert snapshot_paths.keep(out) == [{"path": HOOK, "tree": False}]  # the old mode is kept, to undo
+        assert snapshot_paths.keep(out) == [{"path": HOOK, "tree": False, "meta": True}]  # the old mode is kept (not its bytes), to undo
 
 
 def test_the_scope_carries_the_memberships_lost_since_the_last_healthy_pass():
