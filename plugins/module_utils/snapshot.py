@@ -80,6 +80,12 @@ def capture_meta(path):
     return dict(_meta(info), kind=kind, meta=True)
 
 
+def capture_as(path, kept, store):
+    """What ``path`` is now, read as ``kept`` (a state) was: by its attributes alone when only
+    they were kept (``meta``), else whole, its bytes going to ``store``."""
+    return capture_meta(path) if kept.get("meta") else capture(path, store)
+
+
 def capture(path, store, tree=True, budget=None):
     """What ``path`` is now, as a state: ``{"kind": "absent"}``, or a file (``digest``,
     ``size``), link (``target``), dir (``entries`` when its tree was kept) or other, each
@@ -312,14 +318,13 @@ def _place(path, state, store):
 def restore(path, state, store):
     """Put ``path`` back to ``state``; ``(ok, note)``. Checked afterwards: ``ok`` is true
     only when the path reads back as the state it was kept as."""
-    read = capture_meta if state.get("meta") else (lambda p: capture(p, None))
-    if same(read(path), state):
+    if same(capture_as(path, state, None), state):
         return True, "unchanged"
     try:
         _place(path, state, store)
     except (OSError, SnapshotError, ContentStoreError) as exc:
         return False, str(exc)
-    if not same(read(path), state):
+    if not same(capture_as(path, state, None), state):
         return False, "%s still differs from its snapshot after restoring" % path
     return True, "restored"
 
@@ -428,7 +433,7 @@ class Session:
         """``[{"path", "before", "after", "diff"}]`` for the kept paths that differ now."""
         found = []
         for entry in self.entries:
-            after = capture_meta(entry["path"]) if entry["before"].get("meta") else capture(entry["path"], self.store)
+            after = capture_as(entry["path"], entry["before"], self.store)
             if not same(after, entry["before"]):
                 found.append({"path": entry["path"], "before": entry["before"], "after": after,
                               "diff": diff(entry["path"], entry["before"], after, self.store)})

@@ -121,7 +121,7 @@ def undo(incident, root, force, check):
     store = snapshot.ContentStore(os.path.join(root or snapshot.default_root(), "content"))
     paths, restored, failed = [], [], []
     for item in snapshot.undo_plan(manifest):
-        now = snapshot.capture(item["path"], store)
+        now = snapshot.capture_as(item["path"], item["before"], store)
         before = item["before"]
         entry = {"path": item["path"], "now": snapshot.summary(now), "restore_to": snapshot.summary(before),
                  "diff": snapshot.diff(item["path"], now, before, store),
