@@ -405,6 +405,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+pending_dir:
+  description:
+    - The directory of this host's plans waiting for approval (C(<id>.json)), as resolved from
+      O(artifacts_dir) or the state directory; the AWX plan node reads what it shows from there.
+  returned: when the pass ran (not the health phase, not unreachable)
+  type: str
+  sample: /home/awx/.local/state/sentinel-remediation/remediation/pending
 outcomes:
   description:
     - One outcome per watched service (docs/contracts.md) with C(state) in V(healthy), V(healed),

@@ -10,13 +10,18 @@ healed while its plan waited, a changed failure, two approvals at once) is not r
 """
 from __future__ import annotations
 
+import hashlib
 import time
+from pathlib import Path
 
+import ansible_runner
 import pytest
 
 from workflow_support import Workspace, require_docker
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
 
 HOST = "lab01"
 CALLS = "/var/log/sentinel-service-calls.log"
@@ -91,4 +96,26 @@ def test_an_approval_past_its_window_runs_nothing_and_escalates(broken, tmp_path
     # Claimed: approving it again with a longer window is refused as already used.
     later = work.run("resume.yml", extravars={"remediate_approve": approval_id})
     assert later.status == "failed"
+    assert calls(lab) == [] and not nginx_running(lab)
+
+
+def test_the_awx_plan_node_shows_the_plans_where_the_heal_task_wrote_them(broken, tmp_path):
+    # As an execution environment runs it: no remediate_artifacts_dir, the state directory
+    # from the environment. The plan node must hand on (and hash) the file the heal task
+    # wrote there, not look for it inside the collection's own directory.
+    lab, inventory = broken
+    (tmp_path / "plan").mkdir()
+    state = tmp_path / "state"
+    runner = ansible_runner.run(
+        private_data_dir=str(tmp_path / "plan"), project_dir=str(REPO), playbook="playbooks/awx_plan.yml",
+        inventory=str(inventory), extravars={"remediate_backend": "runbook", "remediate_hosts": HOST},
+        ident="plan", fact_cache_type="configured", quiet=True, suppress_env_files=True,
+        envvars={"ANSIBLE_CACHE_PLUGIN_CONNECTION": str(tmp_path / "facts"), "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+                 "SENTINEL_STATE_DIR": str(state)})
+    output = runner.stdout.read()
+    assert runner.status == "successful", output[-3000:]
+    stats = [e for e in runner.events if e.get("event") == "playbook_on_stats"][-1]["event_data"]["artifact_data"]
+    (plan,) = [p for p in stats["sentinel_plans"] if p["host"] == HOST]
+    pending = state / "remediation" / "pending" / f"{plan['id']}.json"
+    assert plan["digest"] == hashlib.sha256(pending.read_bytes()).hexdigest()
     assert calls(lab) == [] and not nginx_running(lab)
