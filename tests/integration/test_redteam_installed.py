@@ -70,3 +70,35 @@ def test_an_ansible_cfg_in_a_world_writable_directory_is_not_named_for_ansible(w
     assert ask(world, code) == ""
     world["planted"].chmod(0o755)    # the user's own directory: its configuration applies, as Ansible reads it
     assert ask(world, code) == str((world["planted"] / "ansible.cfg").resolve())
+
+
+def test_a_world_writable_state_directory_is_refused_before_the_host_is_touched(tmp_path: Path) -> None:
+    # The journal (what ran, what healed: memory learns fixes from it) and the leases are kept
+    # there without a MAC; a directory every user may write to would let anyone plant them.
+    state = tmp_path / "shared-state"
+    state.mkdir()
+    state.chmod(0o1777)   # as /tmp
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "all:\n  hosts:\n    web1:\n      ansible_connection: local\n"
+        f"      ansible_python_interpreter: {sys.executable}\n"
+        "      remediate_services: [{name: probe, checks: [{type: service}]}]\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SENTINEL_")}
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"), ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+
+    def run(artifacts: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "sentinel.remediation.remediate",
+                               "-i", str(inventory), "-e", f"remediate_artifacts_dir={artifacts}",
+                               "-e", "remediate_backend=runbook"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+    proc = run(state)
+    assert proc.returncode != 0
+    assert f"the state directory {state} (remediate_artifacts_dir) is writable by every user" in proc.stdout, \
+        proc.stdout[-3000:]
+    assert not (state / "journal").exists() and not (state / "pending").exists()
+    # A directory of its own under it is created 0700 and used.
+    proc = run(state / "mine")
+    assert "writable by every user" not in proc.stdout, proc.stdout[-3000:]
+    assert (state / "mine").stat().st_mode & 0o777 == 0o700
