@@ -171,3 +171,62 @@ def test_a_host_pattern_in_an_alert_never_becomes_a_jobs_limit(activation) -> No
     launches = _wait_launches(run, 1)
     time.sleep(3)
     assert [launch["body"]["limit"] for launch in run["controller"].launches] == ["web02"], launches
+
+
+# ------------------------------------------------------------ duplicated and very large payloads
+def _serve(requests: list[bytes], max_body: int | None = None) -> tuple[list[int], list[dict]]:
+    """The source on a free loopback port: each body POSTed, the answers and the queued events."""
+    import asyncio
+    import urllib.error
+    import urllib.request
+
+    from test_eda_controller import _free_port
+
+    port = _free_port()
+
+    def post(body: bytes) -> int:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/alerts", data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+        except (ConnectionError, urllib.error.URLError):
+            return -1   # the server may close on a body it will not read
+
+    async def scenario():
+        queue: asyncio.Queue = asyncio.Queue()
+        args = {"port": port, **({"max_body": max_body} if max_body else {})}
+        task = asyncio.create_task(alertmanager.main(queue, args))
+        loop = asyncio.get_running_loop()
+        import socket
+        for dummy in range(50):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        codes = [await loop.run_in_executor(None, post, body) for body in requests]
+        task.cancel()
+        return codes, [queue.get_nowait() for dummy in range(queue.qsize())]
+
+    return asyncio.run(scenario())
+
+
+def test_thousands_of_copies_of_one_alert_make_one_event() -> None:
+    alert = {"status": "firing", "labels": {"instance": "web01:9100", "service": "nginx", "alertname": "NginxDown"}}
+    other = {"status": "firing", "labels": {"instance": "web02:9100", "service": "nginx", "alertname": "NginxDown"}}
+    body = json.dumps({"version": "4", "status": "firing", "alerts": [alert] * 5000 + [other]}).encode()
+    assert len(body) < 1024 * 1024   # under the size limit: the limit alone does not stop it
+    codes, events = _serve([body])
+    assert codes == [202]
+    assert [(e["sentinel"]["host"], e["duplicates"]) for e in events] == [("web01", 4999), ("web02", 0)]
+
+
+def test_a_payload_over_the_size_limit_queues_nothing() -> None:
+    alert = {"status": "firing", "labels": {"instance": "web01:9100", "service": "nginx",
+                                            "alertname": "x" * 1000}}
+    body = json.dumps({"alerts": [alert] * 2000}).encode()   # about 2 MiB
+    codes, events = _serve([body], max_body=1024 * 1024)
+    assert codes[0] in (413, -1) and events == []

@@ -9,7 +9,10 @@ alert at a time, with the host and the service already worked out. Each alert be
     {"alert": <the alert: status, labels, annotations, startsAt, fingerprint...>,
      "sentinel": {"host": ..., "service": ..., "alertname": ..., "status": "firing"|"resolved",
                   "refused": why or ""},
-     "receiver": ..., "group_key": ..., "external_url": ...}
+     "receiver": ..., "group_key": ..., "external_url": ..., "duplicates": N}
+
+(copies of one alert in one payload, the same host, service, status and refusal, make one
+event; ``duplicates`` counts the others)
 
 host: the first of the labels `host`, `hostname` (set by the alert rule: explicit), then
 `instance` without its port (also `[v6]:port`); service: the label `service` (a systemd
@@ -195,10 +198,16 @@ def refusal(host: str, service: str, host_keys: Sequence[str] = HOST_LABELS,
 
 def events_from_payload(payload: Any, host_keys: Sequence[str] = HOST_LABELS,
                         service_keys: Sequence[str] = SERVICE_LABELS) -> list[dict[str, Any]]:
-    """One event per alert of an Alertmanager webhook payload; ValueError if it is not one."""
+    """One event per alert of an Alertmanager webhook payload; ValueError if it is not one.
+
+    Alerts that come to the same thing (host, service, status and refusal) make one event, the
+    first, with ``duplicates`` counting the rest: each event is a job, and a payload of
+    thousands of copies of one alert (well under the size limit) would otherwise queue
+    thousands of runs for one host and service."""
     if not isinstance(payload, dict) or not isinstance(payload.get("alerts"), list):
         raise ValueError("not an Alertmanager webhook payload: no `alerts` list")
     events = []
+    seen: dict[tuple, dict] = {}
     for alert in payload["alerts"]:
         if not isinstance(alert, dict):
             continue
@@ -207,19 +216,26 @@ def events_from_payload(payload: Any, host_keys: Sequence[str] = HOST_LABELS,
         refused = refusal(host, service, host_keys, service_keys)
         if name_problem(host, service, host_keys, service_keys):
             host, service = "", ""   # nothing of a refused name is handed on
-        events.append({
+        status = str(alert.get("status") or payload.get("status") or "")
+        key = (host, service, status, refused)
+        if key in seen:
+            seen[key]["duplicates"] += 1
+            continue
+        seen[key] = {
             "alert": alert,
             "sentinel": {
                 "host": host,
                 "service": service,
                 "alertname": alert_name(labels),
-                "status": str(alert.get("status") or payload.get("status") or ""),
+                "status": status,
                 "refused": refused,
             },
             "receiver": payload.get("receiver", ""),
             "group_key": payload.get("groupKey", ""),
             "external_url": payload.get("externalURL", ""),
-        })
+            "duplicates": 0,
+        }
+        events.append(seen[key])
     return events
 
 
