@@ -39,7 +39,12 @@ def find_project_dir(explicit: str | None = None) -> Path:
     """The sentinel.remediation collection whose playbooks the driver runs: the one named
     (--project-dir, SENTINEL_PROJECT_DIR; a checkout or an installed collection, or a
     collections path holding ansible_collections/sentinel/remediation), else the checkout
-    this driver runs from, the current directory, or the one Ansible's collections path finds."""
+    this driver runs from, or the one Ansible's collections path finds.
+
+    Never the current directory unless it is named: the driver runs that collection's
+    playbooks with become, so a directory anyone could write to (``/tmp``, a shared
+    project) holding ``galaxy.yml`` and ``playbooks/`` would otherwise decide what runs
+    on every host, in preference to the installed collection."""
     candidates = []
     named = explicit or os.environ.get("SENTINEL_PROJECT_DIR")
     if named:
@@ -47,7 +52,7 @@ def find_project_dir(explicit: str | None = None) -> Path:
         candidates += [base, base / "ansible_collections" / "sentinel" / "remediation",
                        base / "sentinel" / "remediation"]
     else:
-        candidates += [Path(__file__).resolve().parents[2], Path.cwd()]
+        candidates += [Path(__file__).resolve().parents[2]]
     for path in candidates:
         if _is_collection_root(path.resolve()):
             return path.resolve()

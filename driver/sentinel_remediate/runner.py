@@ -19,6 +19,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -264,6 +265,15 @@ class PassOptions:
     check: bool = False                     # ansible-playbook --check: a dry run
 
 
+def _world_writable(directory: Path) -> bool:
+    """Ansible's rule for an ansible.cfg in the current directory: ignored when others may
+    write to the directory (the sticky bit of /tmp does not stop a new file)."""
+    try:
+        return bool(directory.stat().st_mode & stat.S_IWOTH)
+    except OSError:
+        return True
+
+
 def child_env(project_dir: Path, callback_json: Path | None) -> dict[str, str]:
     """What ansible gets on top of the inherited environment (``envvars``)."""
     env = {k: v for k, v in os.environ.items() if FORWARDED_ENV.match(k)}
@@ -271,9 +281,11 @@ def child_env(project_dir: Path, callback_json: Path | None) -> dict[str, str]:
     if not os.environ.get("ANSIBLE_CONFIG"):
         # The playbook runs in the collection's directory, where Ansible would not see the
         # configuration of the directory the driver was started from: name it (a checkout's
-        # own ansible.cfg first; an installed collection has none).
+        # own ansible.cfg first; an installed collection has none). Only where Ansible itself
+        # would read it: never from a world-writable directory, where anyone could plant one
+        # (a named ANSIBLE_CONFIG skips Ansible's own check).
         for config in (project_dir / "ansible.cfg", Path.cwd() / "ansible.cfg"):
-            if config.is_file():
+            if config.is_file() and not _world_writable(config.parent):
                 env["ANSIBLE_CONFIG"] = str(config.resolve())
                 break
     enabled = [c for c in os.environ.get("ANSIBLE_CALLBACKS_ENABLED", "").split(",") if c.strip()]

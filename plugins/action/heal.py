@@ -152,6 +152,9 @@ class ActionModule(ActionBase):
             # The play counts the fleet's failures before any host heals (fleet_stop.py).
             return dict(result, health=done.health, changed=False, msg=f"{_NAME}: health checked",
                         **({"warnings": done.warnings} if done.warnings else {}))
+        # Where this host's waiting plans are, as resolved here (remediate_artifacts_dir, else the
+        # state directory): what awx_plan.yml shows the approver is read from there, never guessed.
+        result["pending_dir"] = os.path.join(args["artifacts_dir"], "pending")
         return _shaped(result, done, routes, ctx.check_mode)
 
 

@@ -22,6 +22,7 @@ MINIMUMS: dict[str, int] = {
     "timeout": 1,
     "settle": 0,
     "plan_wait": 0,
+    "approval_max_age": 0,
     "plan_share_ttl": 1,
     "evidence_log_lines": 0,
     # The evidence must hold at least the status and the config test's verdict.
@@ -43,7 +44,7 @@ ROLE_VARIABLES: dict[str, str] = {
     name: "remediate_" + name for name in (
         "max_commands", "memory_max", "output_max", "command_timeout", "settle", "confirm_attempts",
         "confirm_interval", "confirm_max_seconds", "action_budget", "action_budget_window", "flap_count",
-        "flap_window", "canary_size", "notify_remind", "plan_wait", "plan_share_ttl", "evidence_log_lines",
+        "flap_window", "canary_size", "notify_remind", "plan_wait", "plan_share_ttl", "evidence_log_lines", "approval_max_age",
         "evidence_max_bytes")
 }
 ROLE_VARIABLES["max_attempts"] = "remediate_max_retries"

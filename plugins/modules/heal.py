@@ -295,6 +295,15 @@ options:
     type: list
     elements: str
     default: []
+  approval_max_age:
+    description:
+      - Seconds after it was recorded that a waiting plan may still be approved; an older one is refused
+        (nothing runs, the incident escalates, and the next run plans again from the host's state then).
+        C(0) never expires.
+      - A plan waits only while its incident lasts. A pass that finds the service healthy withdraws the
+        plans still waiting for it, so an approval never reaches a later incident that fails the same way.
+    type: int
+    default: 86400
   plan_wait:
     description:
       - Seconds a host waits for another host planning the same failure before planning alone.
@@ -396,6 +405,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+pending_dir:
+  description:
+    - The directory of this host's plans waiting for approval (C(<id>.json)), as resolved from
+      O(artifacts_dir) or the state directory; the AWX plan node reads what it shows from there.
+  returned: when the pass ran (not the health phase, not unreachable)
+  type: str
+  sample: /home/awx/.local/state/sentinel-remediation/remediation/pending
 outcomes:
   description:
     - One outcome per watched service (docs/contracts.md) with C(state) in V(healthy), V(healed),

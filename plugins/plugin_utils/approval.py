@@ -196,6 +196,31 @@ def incident_change(record: Mapping[str, Any], signature: str, error: str) -> st
     return ""
 
 
+def _moment(stamp: Any) -> float | None:
+    try:
+        when = datetime.datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return None
+    return when.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def expiry_problem(record: Mapping[str, Any], now: float, max_age: int) -> str:
+    """Why the record is too old to approve (``max_age`` seconds after it was requested; 0:
+    never), or ``""``. A record without a readable time is too old: nothing says when the
+    approver's view of the host was taken."""
+    if max_age <= 0:
+        return ""
+    requested = _moment(record.get("requested"))
+    if requested is None:
+        return f"it carries no request time ({record.get('requested')!r}), so its age is unknown"
+    age = int(now - requested)
+    if age <= max_age:
+        return ""
+    return (f"it was recorded at {record.get('requested')}, {age} s ago, and an approval holds for "
+            f"{max_age} s (remediate_approval_max_age): the host may not be what the approver saw; "
+            "the next run plans again")
+
+
 def policy_change(record: Mapping[str, Any], verdicts: Sequence[Mapping[str, Any]]) -> str:
     """Why today's policy, in the scope of the host's current evidence, does not judge the
     recorded commands as they were approved, or ``""``."""
@@ -280,6 +305,34 @@ def read_pending(directory: str, approval_id: str) -> bytes:
                               "rejected or withdrawn, or never made here") from None
     except OSError as exc:
         raise ApprovalRefused(f"plan {approval_id}: cannot read its pending file: {exc}") from None
+
+
+def withdraw(directory: str, approval_id: str, why: str) -> None:
+    """Retire a plan whose incident ended before it was approved, keeping why beside it."""
+    retire(directory, approval_id, "withdrawn")
+    try:
+        note = os.path.join(directory, "withdrawn", f"{approval_id}.why")
+        fd = os.open(note, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, why.encode("utf-8"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass   # the plan is withdrawn all the same; only the note of why is missing
+
+
+def withdrawn_note(directory: str, approval_id: str) -> str:
+    """``"plan <id> was withdrawn before it was approved: <why>"`` when it was, else ``""``."""
+    aside = os.path.join(directory, "withdrawn")
+    if not os.path.exists(os.path.join(aside, f"{approval_id}.json")):
+        return ""
+    try:
+        with open(os.path.join(aside, f"{approval_id}.why"), encoding="utf-8") as handle:
+            why = handle.read(500).strip()
+    except OSError:
+        why = ""
+    return (f"plan {approval_id} was withdrawn before it was approved: {why or 'its incident ended'}; "
+            "nothing ran (a plan waits only while its incident lasts: the next failure gets a plan of its own)")
 
 
 def retire(directory: str, approval_id: str, why: str) -> None:

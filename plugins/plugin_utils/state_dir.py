@@ -19,6 +19,7 @@ driver (``sentinel-remediate``) already keeps its runs there, so a playbook run 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Mapping
 
@@ -74,9 +75,17 @@ def ensure_writable(path: str, variable: str = "remediate_artifacts_dir", collec
             raise NotADirectoryError(f"{path} is not a directory")
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
             pass
+        mode = os.stat(path).st_mode
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise StateDirError(f"the state directory {path} ({variable}) is not writable: {reason}; {hint}") from None
+    if mode & stat.S_IWOTH:
+        # What the run trusts without a MAC lives here (the journal: what ran and what healed,
+        # which memory learns fixes from; the leases): anyone who may create files in it could
+        # plant them. The pending plans are authenticated, the rest is not.
+        raise StateDirError(f"the state directory {path} ({variable}) is writable by every user (mode "
+                            f"{stat.S_IMODE(mode):04o}): anyone could plant journal records and leases in it; "
+                            f"use a directory of this user's own (it is created 0700), or chmod o-w it")
     return path
 
 

@@ -215,7 +215,7 @@ def test_a_firing_alert_launches_the_approval_workflow_for_its_host(activation) 
     assert launch["template"]["org"] == "Default"          # not the same name in another organization
     assert launch["body"]["limit"] == "web02"
     assert launch["body"]["extra_vars"]["ansible_eda"]["event"]["sentinel"] == {
-        "host": "web02", "service": "nginx", "status": "firing", "refused": ""}
+        "host": "web02", "service": "nginx", "alertname": "nginxDown", "status": "firing", "refused": ""}
     # An alert storm for the same host and service launches nothing more (throttle).
     for dummy in range(5):
         assert _post(run["port"], _alert("web02", "nginx")) == 202

@@ -101,7 +101,8 @@ class Approvals:
             service = ctx.stores.pending.service_of(approval_id)
             ctx.stores.pending.forget(approval_id)
             if "has no pending file" in refused:
-                raise RemediationError(approval_mod.used_note(None, approval_id) or refused)
+                raise RemediationError(approval_mod.used_note(None, approval_id)
+                                       or approval_mod.withdrawn_note(self.directory, approval_id) or refused)
             if not ctx.check_mode:
                 approval_mod.retire(self.directory, approval_id, "refused")
             return [], [dict(engine.service_outcome(service, "escalated", f"plan {approval_id} refused: {refused}"),
@@ -111,6 +112,15 @@ class Approvals:
             problem = f"plan {approval_id}'s pending file changed after it was shown to the approver"
         if problem:
             raise RemediationError(f"{problem}; nothing ran")
+        expired = approval_mod.expiry_problem(record, ctx.clock(), int(ctx.args.get("approval_max_age") or 0))
+        if expired and resume["decision"] != "reject":
+            # Too old to stand for what the approver saw: claimed (so it is never tried again),
+            # retired, escalated; the next run plans from the host's state then.
+            if not ctx.check_mode:
+                self._claim(approval_id, by, aside="expired")
+            return [], [dict(engine.service_outcome(record.get("service") or "?", "escalated",
+                                                    f"plan {approval_id} not run: {expired}"),
+                             approval_id=approval_id, approved_by=by)]
         incident = engine.Incident.from_dict(record.get("incident") or {
             "host": ctx.host, "service": record.get("service"), "error": record.get("error", "")})
         incident.state, incident.approval_id = "open", approval_id
@@ -124,7 +134,22 @@ class Approvals:
                                  approval_id=approval_id)]
         return self.consume(incident, record, resume["decision"], by, definition)
 
-    def _claim(self, approval_id: str, by: str) -> None:
+    def withdraw(self, service: str, why: str) -> list[str]:
+        """The incident ``service``'s plans were made for has ended (``why``): its plans still
+        waiting on this host are moved aside (``pending/withdrawn``) and leave the host's index,
+        so approving one later refuses, saying so, instead of running it on another incident
+        that happens to fail the same way. Returns the ids withdrawn."""
+        ctx = self.ctx
+        gone = [approval_id for approval_id, entry in ctx.stores.pending.entries.items()
+                if isinstance(entry, Mapping) and entry.get("service") == service]
+        if ctx.check_mode:
+            return gone
+        for approval_id in gone:
+            approval_mod.withdraw(self.directory, approval_id, why)
+            ctx.stores.pending.forget(approval_id)
+        return gone
+
+    def _claim(self, approval_id: str, by: str, aside: str = "used") -> None:
         ctx = self.ctx
         try:
             approval_mod.claim(None, approval_id, by, ctx.run)
@@ -133,7 +158,7 @@ class Approvals:
             raise RemediationError(str(exc)) from None
         except OSError as exc:
             raise RemediationError(f"plan {approval_id} not run: cannot record its use: {exc}") from None
-        approval_mod.retire(self.directory, approval_id, "used")
+        approval_mod.retire(self.directory, approval_id, aside)
         ctx.stores.pending.forget(approval_id)
 
     def consume(self, incident, record: Mapping, decision: str, by: str, definition: Mapping):

@@ -314,6 +314,8 @@ class Remediation:
                 self.close(name, "healthy", reason)
             elif not ctx.check_mode:
                 reason = self.recover_episode(name, definition) or reason
+            # The incident its waiting plans were made for has ended: none of them may run later.
+            self.approvals.withdraw(name, f"{name} on {ctx.host} was found healthy in run {ctx.run} at {ctx.now()}")
             outcome = engine.service_outcome(name, "healthy", reason)
             outcome["safeguards"] = safeguards.guards(row, outcome)
             self.after_healthy(name, row, outcome)

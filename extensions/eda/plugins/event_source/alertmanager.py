@@ -7,15 +7,29 @@ Alertmanager groups alerts into one webhook POST (payload version 4); rules want
 alert at a time, with the host and the service already worked out. Each alert becomes
 
     {"alert": <the alert: status, labels, annotations, startsAt, fingerprint...>,
-     "sentinel": {"host": ..., "service": ..., "status": "firing"|"resolved", "refused": why or ""},
-     "receiver": ..., "group_key": ..., "external_url": ...}
+     "sentinel": {"host": ..., "service": ..., "alertname": ..., "status": "firing"|"resolved",
+                  "refused": why or ""},
+     "receiver": ..., "group_key": ..., "external_url": ..., "duplicates": N}
+
+(copies of one alert in one payload, the same host, service, status and refusal, make one
+event; ``duplicates`` counts the others)
 
 host: the first of the labels `host`, `hostname` (set by the alert rule: explicit), then
 `instance` without its port (also `[v6]:port`); service: the label `service` (a systemd
 unit name loses its `.service`). Nothing else stands for a service: an alert without one
 names no service (``sentinel.refused`` says so, the rulebook logs it and heals nothing),
 never "every service" (the scrape `job` is the exporter's name, not the broken service).
-Other labels: the source's ``host_labels`` / ``service_labels``. Rulebooks name it by its collection name,
+Other labels: the source's ``host_labels`` / ``service_labels``.
+
+The labels are the monitored side's text, and what a rulebook hands on from ``sentinel``
+becomes a variable of a playbook run (ansible-runner's extra vars file, which ansible-core
+trusts as templates) or a job's ``--limit`` (a host pattern). So ``sentinel.host`` and
+``sentinel.service`` are plain names only (letters, digits, ``.``, ``_``, ``-``; ``@`` in a
+service), never ``all``: anything else (``{{ ... }}``, ``web*``, ``a,b``, ``!x``, a space, a
+look-alike letter) is refused, the label named in ``sentinel.refused``, and the field left
+empty, so a rule that forgets to test ``refused`` still has nothing to act on.
+``sentinel.alertname`` is the ``alertname`` label with every other character replaced by
+``_``, at most 80 characters: a word for logs and messages, never a template. Rulebooks name it by its collection name,
 `sentinel.remediation.alertmanager` (ansible-rulebook finds it under
 extensions/eda/plugins/event_source/ of the installed collection, as `ansible-galaxy
 collection list` locates it), so no `-S` source directory is needed.
@@ -105,6 +119,13 @@ _PORT = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<name>[^:]+))(?::\d+)?$")
 
 HOST_LABELS = ("host", "hostname", "instance")
 SERVICE_LABELS = ("service",)
+# The names that may leave this source (playbooks/remediate_alert.yml checks the same): no
+# template, pattern or list character can be written with them. \Z, not $: "web1\n" is no name.
+_PLAIN_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")
+_PLAIN_SERVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}\Z")
+# Plain names that are not one inventory host: the pattern for every host, and the controller itself.
+_EVERY_HOST = {"all", "localhost"}
+_NOT_WORD = re.compile(r"[^A-Za-z0-9_.:@-]")
 
 
 def alert_host(labels: dict[str, Any], keys: Sequence[str] = HOST_LABELS) -> str:
@@ -132,9 +153,38 @@ def alert_service(labels: dict[str, Any], keys: Sequence[str] = SERVICE_LABELS) 
     return ""
 
 
+def _shown(value: str) -> str:
+    """A label's value for a message: plain characters kept, the rest as ``_``, cut short."""
+    return _NOT_WORD.sub("_", value)[:60]
+
+
+def alert_name(labels: dict[str, Any]) -> str:
+    """The alert's name as one plain word (other characters ``_``, at most 80)."""
+    return _NOT_WORD.sub("_", str(labels.get("alertname") or ""))[:80]
+
+
+def name_problem(host: str, service: str, host_keys: Sequence[str] = HOST_LABELS,
+                 service_keys: Sequence[str] = SERVICE_LABELS) -> str:
+    """Why the host or service an alert names is not a plain name (``""``: both are, or empty)."""
+    problems = []
+    if host and (not _PLAIN_HOST.match(host) or host.lower() in _EVERY_HOST):
+        problems.append(f"the host label ({', '.join(host_keys)}) is {_shown(host)!r}, not one plain host name "
+                        "(letters, digits, '.', '_', '-'; no pattern, list or template; not all or localhost)")
+    if service and not _PLAIN_SERVICE.match(service):
+        problems.append(f"the service label ({', '.join(service_keys)}) is {_shown(service)!r}, not one plain "
+                        "service name (letters, digits, '.', '_', '@', '-'; at most 64)")
+    if not problems:
+        return ""
+    return "; ".join(problems) + ": nothing is remediated"
+
+
 def refusal(host: str, service: str, host_keys: Sequence[str] = HOST_LABELS,
             service_keys: Sequence[str] = SERVICE_LABELS) -> str:
-    """Why an alert cannot be acted on (``""``: it can): it must name a host and a service."""
+    """Why an alert cannot be acted on (``""``: it can): it must name a host and a service,
+    each a plain name."""
+    bad = name_problem(host, service, host_keys, service_keys)
+    if bad:
+        return bad
     missing = []
     if not host:
         missing.append(f"host (labels {', '.join(host_keys)})")
@@ -148,27 +198,44 @@ def refusal(host: str, service: str, host_keys: Sequence[str] = HOST_LABELS,
 
 def events_from_payload(payload: Any, host_keys: Sequence[str] = HOST_LABELS,
                         service_keys: Sequence[str] = SERVICE_LABELS) -> list[dict[str, Any]]:
-    """One event per alert of an Alertmanager webhook payload; ValueError if it is not one."""
+    """One event per alert of an Alertmanager webhook payload; ValueError if it is not one.
+
+    Alerts that come to the same thing (host, service, status and refusal) make one event, the
+    first, with ``duplicates`` counting the rest: each event is a job, and a payload of
+    thousands of copies of one alert (well under the size limit) would otherwise queue
+    thousands of runs for one host and service."""
     if not isinstance(payload, dict) or not isinstance(payload.get("alerts"), list):
         raise ValueError("not an Alertmanager webhook payload: no `alerts` list")
     events = []
+    seen: dict[tuple, dict] = {}
     for alert in payload["alerts"]:
         if not isinstance(alert, dict):
             continue
         labels = alert.get("labels") if isinstance(alert.get("labels"), dict) else {}
         host, service = alert_host(labels, host_keys), alert_service(labels, service_keys)
-        events.append({
+        refused = refusal(host, service, host_keys, service_keys)
+        if name_problem(host, service, host_keys, service_keys):
+            host, service = "", ""   # nothing of a refused name is handed on
+        status = str(alert.get("status") or payload.get("status") or "")
+        key = (host, service, status, refused)
+        if key in seen:
+            seen[key]["duplicates"] += 1
+            continue
+        seen[key] = {
             "alert": alert,
             "sentinel": {
                 "host": host,
                 "service": service,
-                "status": str(alert.get("status") or payload.get("status") or ""),
-                "refused": refusal(host, service, host_keys, service_keys),
+                "alertname": alert_name(labels),
+                "status": status,
+                "refused": refused,
             },
             "receiver": payload.get("receiver", ""),
             "group_key": payload.get("groupKey", ""),
             "external_url": payload.get("externalURL", ""),
-        })
+            "duplicates": 0,
+        }
+        events.append(seen[key])
     return events
 
 
@@ -203,8 +270,7 @@ def _make_app(queue: asyncio.Queue, token: str | None, max_body: int, host_keys:
         for event in events:
             if event["sentinel"]["refused"] and event["sentinel"]["status"] == "firing":
                 logger.warning("alertmanager: alert %s refused: %s",
-                               str((event["alert"].get("labels") or {}).get("alertname") or "?")[:80],
-                               event["sentinel"]["refused"])
+                               event["sentinel"]["alertname"] or "?", event["sentinel"]["refused"])
             await queue.put(event)
         counts["requests"] += 1
         counts["alerts"] += len(events)

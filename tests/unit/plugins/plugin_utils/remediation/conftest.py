@@ -86,7 +86,8 @@ def make_run(tmp_path, monkeypatch):
     monkeypatch.setenv(approval.KEY_ENV, "ab" * 32)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
-    def make(host, *, facts=None, check_mode=False, cache=CacheSettings(), loop=None, name="web1", **overrides):
+    def make(host, *, facts=None, check_mode=False, cache=CacheSettings(), loop=None, name="web1", clock=None,
+             **overrides):
         args = defaults()
         args.update(services=[NGINX], artifacts_dir=str(tmp_path / "state"), backend="runbook", settle=0,
                     lease_dir=str(tmp_path / "leases"))
@@ -95,6 +96,6 @@ def make_run(tmp_path, monkeypatch):
         task_vars = {"inventory_hostname": name, "ansible_facts": dict(facts or {})}
         ctx = open_run(args, host=name, hostnames=[name], target=f"{name}:22", check_mode=check_mode,
                        definitions={d["name"]: dict(d) for d in args["services"]}, task_vars=task_vars,
-                       cache=cache, log=lambda message: None)
+                       cache=cache, log=lambda message: None, clock=clock)
         return Remediation(ctx, host, **({"loop": loop} if loop else {}))
     return make
