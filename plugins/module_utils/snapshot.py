@@ -18,7 +18,9 @@ kind, size, SHA-256, and a redacted, bounded diff of text.
 Not kept: extended attributes, ACLs, SELinux labels, hard-link identity, and the contents
 of device files, sockets and FIFOs (their existence and mode are). A directory tree larger
 than the bounds keeps its own mode and owner only, and the summary says its contents
-could not be kept.
+could not be kept. A file with several names in a directory another account may add names to is
+not read at all (it may be a hard link to a file only root may read); its summary says so, and a
+command declared to change it needs a human, as any change that could not be undone.
 
 Standard library only, Python 3.9 compatible (runs on the managed host).
 """
@@ -38,6 +40,7 @@ import time
 
 from ansible_collections.sentinel.remediation.plugins.module_utils.content_store import (
     ContentStore, ContentStoreError, write_private as _write_private)
+from ansible_collections.sentinel.remediation.plugins.module_utils import held_path
 from ansible_collections.sentinel.remediation.plugins.module_utils.planted_links import planted_link
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
 
@@ -71,54 +74,77 @@ def _meta(info):
 def capture(path, store, tree=True, budget=None):
     """What ``path`` is now, as a state: ``{"kind": "absent"}``, or a file (``digest``,
     ``size``), link (``target``), dir (``entries`` when its tree was kept) or other, each
-    with ``mode``, ``uid``, ``gid``. File bytes go to ``store`` (None: digests only)."""
+    with ``mode``, ``uid``, ``gid``. File bytes go to ``store`` (None: digests only).
+
+    The path is looked up one component at a time from ``/`` (``held_path``) and its last one
+    is never followed: a link another account could have planted above it raises UnsafePath (an
+    OSError), and a file with several names where another account may add them is not read (it
+    may be a hard link to a file only root may read, whose bytes would be kept, diffed and, on an
+    undo, written back): its state says so in ``unkept``."""
     budget = budget if budget is not None else {"entries": TREE_MAX_ENTRIES, "bytes": TREE_MAX_BYTES}
     try:
-        info = os.lstat(path)
-    except FileNotFoundError:
+        with held_path.hold(path, follow_last=False) as held:
+            info = os.stat(held.name, dir_fd=held.fd, follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode):
+                return dict(_meta(info), kind="link", target=os.readlink(held.name, dir_fd=held.fd))
+            if stat.S_ISREG(info.st_mode):
+                return _capture_file(held, info, store, budget)
+    except (FileNotFoundError, NotADirectoryError):
         return {"kind": "absent"}
-    except NotADirectoryError:
-        return {"kind": "absent"}
-    if stat.S_ISLNK(info.st_mode):
-        return dict(_meta(info), kind="link", target=os.readlink(path))
-    if stat.S_ISREG(info.st_mode):
-        state = dict(_meta(info), kind="file", size=info.st_size)
-        if info.st_size > FILE_MAX_BYTES:
-            state["unkept"] = "larger than %d bytes" % FILE_MAX_BYTES
-            return state
-        with open(path, "rb") as handle:
-            data = handle.read()
-        budget["bytes"] -= len(data)
-        state["digest"] = store.put(data) if store is not None else _sha256(data)
-        state["size"] = len(data)
-        return state
     if stat.S_ISDIR(info.st_mode):
         state = dict(_meta(info), kind="dir")
         if tree:
-            entries = _tree(path, store, budget)
+            entries, why = _tree(path, store, budget)
             if entries is None:
-                state["unkept"] = "its tree is larger than %d entries or %d bytes" % (TREE_MAX_ENTRIES, TREE_MAX_BYTES)
+                state["unkept"] = why
             else:
                 state["entries"] = entries
         return state
     return dict(_meta(info), kind="other")
 
 
+def _capture_file(held, info, store, budget):
+    """A regular file's state, its bytes read through a descriptor opened in its held directory
+    without following a link, and only when it is the file ``info`` described."""
+    state = dict(_meta(info), kind="file", size=info.st_size)
+    why = held.hard_link_problem(info)
+    if why:
+        state["unkept"] = "%s: not read, its bytes may be another file's" % why
+        return state
+    if info.st_size > FILE_MAX_BYTES:
+        state["unkept"] = "larger than %d bytes" % FILE_MAX_BYTES
+        return state
+    fd = os.open(held.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=held.fd)
+    with os.fdopen(fd, "rb") as handle:
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino) or held.hard_link_problem(now):
+            raise held_path.UnsafePath("%s changed while it was kept" % held.where)
+        data = handle.read()
+    budget["bytes"] -= len(data)
+    state["digest"] = store.put(data) if store is not None else _sha256(data)
+    state["size"] = len(data)
+    return state
+
+
 def _tree(path, store, budget):
+    """``(entries, None)``, or ``(None, why)`` when the tree cannot be kept whole."""
     entries = {}
+    too_large = "its tree is larger than %d entries or %d bytes" % (TREE_MAX_ENTRIES, TREE_MAX_BYTES)
     try:
         names = sorted(os.listdir(path))
-    except OSError:
-        return None
+    except OSError as exc:
+        return None, "its entries cannot be listed: %s" % (exc.strerror or exc)
     for name in names:
         budget["entries"] -= 1
         if budget["entries"] < 0:
-            return None
+            return None, too_large
         state = capture(os.path.join(path, name), store, True, budget)
-        if budget["bytes"] < 0 or state.get("unkept"):
-            return None
+        if budget["bytes"] < 0:
+            return None, too_large
+        if state.get("unkept"):
+            return None, "%s: %s" % (name, state["unkept"])
         entries[name] = state
-    return entries
+    return entries, None
 
 
 def _sha256(data):
@@ -292,13 +318,17 @@ def _place(path, state, store):
 def restore(path, state, store):
     """Put ``path`` back to ``state``; ``(ok, note)``. Checked afterwards: ``ok`` is true
     only when the path reads back as the state it was kept as."""
-    if same(capture(path, None), state):
-        return True, "unchanged"
     try:
+        if same(capture(path, None), state):
+            return True, "unchanged"
         _place(path, state, store)
     except (OSError, SnapshotError, ContentStoreError) as exc:
         return False, str(exc)
-    if not same(capture(path, None), state):
+    try:
+        after = capture(path, None)
+    except OSError as exc:
+        return False, "%s cannot be read back after restoring: %s" % (path, exc)
+    if not same(after, state):
         return False, "%s still differs from its snapshot after restoring" % path
     return True, "restored"
 
