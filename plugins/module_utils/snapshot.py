@@ -84,17 +84,25 @@ def capture(path, store, tree=True, budget=None):
     budget = budget if budget is not None else {"entries": TREE_MAX_ENTRIES, "bytes": TREE_MAX_BYTES}
     try:
         with held_path.hold(path, follow_last=False) as held:
-            info = os.stat(held.name, dir_fd=held.fd, follow_symlinks=False)
-            if stat.S_ISLNK(info.st_mode):
-                return dict(_meta(info), kind="link", target=os.readlink(held.name, dir_fd=held.fd))
-            if stat.S_ISREG(info.st_mode):
-                return _capture_file(held, info, store, budget)
+            return _capture_held(held, store, tree, budget)
     except (FileNotFoundError, NotADirectoryError):
         return {"kind": "absent"}
+
+
+def _capture_held(held, store, tree, budget):
+    """The state of ``held.name`` in the held directory ``held.fd`` (its last component not followed)."""
+    try:
+        info = os.stat(held.name, dir_fd=held.fd, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return {"kind": "absent"}
+    if stat.S_ISLNK(info.st_mode):
+        return dict(_meta(info), kind="link", target=os.readlink(held.name, dir_fd=held.fd))
+    if stat.S_ISREG(info.st_mode):
+        return _capture_file(held, info, store, budget)
     if stat.S_ISDIR(info.st_mode):
         state = dict(_meta(info), kind="dir")
         if tree:
-            entries, why = _tree(path, store, budget)
+            entries, why = _tree(held, store, budget)
             if entries is None:
                 state["unkept"] = why
             else:
@@ -126,24 +134,29 @@ def _capture_file(held, info, store, budget):
     return state
 
 
-def _tree(path, store, budget):
-    """``(entries, None)``, or ``(None, why)`` when the tree cannot be kept whole."""
+def _tree(held, store, budget):
+    """``(entries, None)``, or ``(None, why)`` when the tree cannot be kept whole. The directory is
+    opened in its held parent without following a link, and each entry is read in it, never by a
+    name looked up from ``/`` again."""
     entries = {}
     too_large = "its tree is larger than %d entries or %d bytes" % (TREE_MAX_ENTRIES, TREE_MAX_BYTES)
     try:
-        names = sorted(os.listdir(path))
+        fd = os.open(held.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=held.fd)
     except OSError as exc:
         return None, "its entries cannot be listed: %s" % (exc.strerror or exc)
-    for name in names:
-        budget["entries"] -= 1
-        if budget["entries"] < 0:
-            return None, too_large
-        state = capture(os.path.join(path, name), store, True, budget)
-        if budget["bytes"] < 0:
-            return None, too_large
-        if state.get("unkept"):
-            return None, "%s: %s" % (name, state["unkept"])
-        entries[name] = state
+    try:
+        for name in sorted(os.listdir(fd)):
+            budget["entries"] -= 1
+            if budget["entries"] < 0:
+                return None, too_large
+            state = _capture_held(held_path.Held(fd, name, posixpath.join(held.where, name)), store, True, budget)
+            if budget["bytes"] < 0:
+                return None, too_large
+            if state.get("unkept"):
+                return None, "%s: %s" % (name, state["unkept"])
+            entries[name] = state
+    finally:
+        os.close(fd)
     return entries, None
 
 
