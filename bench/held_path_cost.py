@@ -96,7 +96,7 @@ def main() -> int:
     base, this = {}, {}
     # alternate in slices, so the load of a shared machine falls on both alike
     slices = max(1, args.rounds // 25)
-    for _ in range(slices):
+    for _slice in range(slices):
         for figures, checkout in ((base, args.baseline), (this, REPO)):
             for name, value in measure(checkout, args.rounds // slices).items():
                 figures.setdefault(name, []).append(value)

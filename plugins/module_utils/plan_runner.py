@@ -463,8 +463,10 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
                 # root's copy of one file: done here through held descriptors, not by a cp that
                 # looks its target up by name after every check was made (held_copy)
                 copy = held_copy.parse(command["argv"]) if identity.uid == 0 else None
-                item.update(held_copy.run(*copy) if copy else run_as(command["argv"], identity, timeout, output_max,
-                                                                      ruleset))
+                if copy:
+                    item.update(held_copy.run(*copy))
+                else:
+                    item.update(run_as(command["argv"], identity, timeout, output_max, ruleset))
                 item.update(confine_run.denial(item, ruleset, identity.uid == 0))
                 # judged on the host, not by the exit code: a signalled process gone, a start that started
                 after = [command_aftermath.wait_gone(ending)] if item["rc"] == 0 and ending else []
