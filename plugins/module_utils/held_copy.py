@@ -47,7 +47,8 @@ def parse(argv: list):
 
 
 def _copy(source: str, target: str, preserve: bool) -> None:
-    src = held_path.open_file(source, os.O_RDONLY)
+    # O_NONBLOCK: a FIFO swapped in for either path must not hang the runner (regular files ignore it)
+    src = held_path.open_file(source, os.O_RDONLY | os.O_NONBLOCK)
     try:
         info = os.fstat(src)
         if not stat.S_ISREG(info.st_mode):
@@ -59,13 +60,15 @@ def _copy(source: str, target: str, preserve: bool) -> None:
             except FileNotFoundError:
                 pass
         try:
-            out = held_path.open_file(target, os.O_WRONLY)
+            out = held_path.open_file(target, os.O_WRONLY | os.O_NONBLOCK)
             created = False
         except FileNotFoundError:
             out = held_path.open_file(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
                                       stat.S_IMODE(info.st_mode) & ~_umask())
             created = True
         try:
+            if not stat.S_ISREG(os.fstat(out).st_mode):
+                raise OSError("%s is not a regular file" % target)
             os.ftruncate(out, 0)
             while True:
                 block = os.read(src, 1 << 20)

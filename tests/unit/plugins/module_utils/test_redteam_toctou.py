@@ -219,3 +219,13 @@ def test_a_file_swapped_for_a_hard_link_during_the_command_is_not_read_after_it(
     _vault_untouched(vault)
     assert os.stat(vault / "shadow").st_nlink == 1
     assert ok and conf.read_bytes() == b"workers 2\n", note
+
+
+def test_a_fifo_in_the_target_s_place_fails_the_copy_without_hanging(host, staged):
+    service, _vault = host
+    (service / "conf" / "app.conf").unlink()
+    os.mkfifo(str(service / "conf" / "app.conf"))
+    result = _restore(service, staged)
+    # without a reader a FIFO cannot be opened for writing without blocking (ENXIO); with one, it is not a file
+    assert result["rc"] == 1 and ("not a regular file" in result["stderr"] or "No such device" in result["stderr"]), result
+    assert stat.S_ISFIFO(os.lstat(service / "conf" / "app.conf").st_mode)
