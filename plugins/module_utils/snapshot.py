@@ -235,20 +235,13 @@ def _between_check_and_use(path):
 
 
 def _held_directory(path):
-    """An fd on the directory holding ``path``, opened without following a last link and
-    checked, after opening, to be what the path names and reached through no planted link:
-    whatever is swapped in afterwards, the write goes where the check looked."""
-    parent = posixpath.dirname(path) or "/"
-    fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    """An fd on the directory holding ``path``, reached from ``/`` one component at a time
+    without following a link another account could have planted (``held_path``): whatever is
+    swapped in afterwards, the write goes where the check looked."""
     try:
-        held, named = os.fstat(fd), os.stat(parent)
-        why = planted_link(parent)
-        if why or (held.st_dev, held.st_ino) != (named.st_dev, named.st_ino):
-            raise SnapshotError("%s not put back: %s" % (path, why or "its directory changed while it was put back"))
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return held_path.hold(path, follow_last=False).fd
+    except held_path.UnsafePath as exc:
+        raise SnapshotError("%s not put back: %s" % (path, exc))
 
 
 def _put_file(path, state, data):
