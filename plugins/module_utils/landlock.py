@@ -21,8 +21,10 @@ import errno
 import glob
 import os
 import platform
+import stat
 import struct
 
+from ansible_collections.sentinel.remediation.plugins.module_utils import held_path
 from ansible_collections.sentinel.remediation.plugins.module_utils.planted_links import planted_link
 
 # Same numbers on every architecture that has Landlock (the unified syscall table).
@@ -209,7 +211,17 @@ def executables(program: str) -> list:
 
 
 def _open_path(path: str) -> int:
-    return os.open(path, os.O_PATH | os.O_CLOEXEC)
+    """The inode a rule attaches to, opened one component at a time (``held_path``): a rule made by
+    name would follow a link swapped in since the check to whatever it points at, and grant that."""
+    try:
+        return held_path.open_path(path)
+    except held_path.UnsafePath as exc:
+        raise PlantedLink("%s: a rule there would follow it to what it points at" % exc)
+
+
+def _between_check_and_use(paths: list) -> None:
+    """Nothing; a seam the tests use to swap a declared path after it was checked, before its rule
+    is made."""
 
 
 class Ruleset:
@@ -230,6 +242,8 @@ class Ruleset:
             why = planted_link(path)  # first: with or without a kernel to confine, never written through
             if why:
                 raise PlantedLink("%s: writing there would follow it to what it points at" % why)
+        _between_check_and_use((confinement.get("write") or []) + (confinement.get("create") or [])
+                               + (confinement.get("remove") or []))
         abi = abi_version()
         if abi < 1:
             raise ConfinementError(unavailable_reason())
@@ -273,16 +287,20 @@ class Ruleset:
         return ruleset
 
     def _allow(self, path: str, rights: int, word) -> None:
-        is_dir = os.path.isdir(path)
+        try:
+            target = _open_path(path)
+        except PlantedLink:
+            raise
+        except OSError as exc:
+            raise ConfinementError("cannot open %s for the ruleset: %s" % (path, exc.strerror or exc))
+        # what the descriptor is, not what the name is now: the rule is made on the descriptor
+        is_dir = stat.S_ISDIR(os.fstat(target).st_mode)
         rights &= _handled_fs(self.abi)
         if not is_dir:
             rights &= _FILE_RIGHTS
         if not rights:
+            os.close(target)
             return
-        try:
-            target = _open_path(path)
-        except OSError as exc:
-            raise ConfinementError("cannot open %s for the ruleset: %s" % (path, exc.strerror))
         try:
             attr = ctypes.create_string_buffer(struct.pack("=Qi", rights, target), 12)
             _syscall(_SYS_ADD_RULE, ctypes.c_int(self.fd), ctypes.c_int(_RULE_PATH_BENEATH), attr, ctypes.c_uint32(0))

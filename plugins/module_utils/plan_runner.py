@@ -18,7 +18,8 @@ import signal
 import subprocess
 import time
 
-from ansible_collections.sentinel.remediation.plugins.module_utils import client_connections, command_aftermath, confine_run, host_probe
+from ansible_collections.sentinel.remediation.plugins.module_utils import (
+    client_connections, command_aftermath, confine_run, held_copy, host_probe)
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text, redact_value
 
 try:
@@ -327,6 +328,11 @@ def run_as(argv: list, identity: Identity, timeout: int, output_max: int, rulese
     return result
 
 
+def _between_check_and_use(command: dict) -> None:
+    """Nothing; a seam the tests use to change the host after every check of a command, just
+    before it runs (the moment another account would pick to swap a path for a link)."""
+
+
 def plan_identities(commands: list, invoker: Identity) -> list:
     """For each command, ``(identity, problem)``: who it runs as, or why it cannot run."""
     is_root = os.geteuid() == 0
@@ -453,7 +459,16 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
             ran += 1
             try:
                 ending = command_aftermath.snapshot(command_aftermath.ending_targets(command["argv"], command["pids"]))
-                item.update(run_as(command["argv"], identity, timeout, output_max, ruleset))
+                _between_check_and_use(command)
+                # root's copy of one file: done here through held descriptors, not by a cp that
+                # looks its target up by name after every check was made (held_copy)
+                copy = held_copy.parse(command["argv"]) if identity.uid == 0 else None
+                if copy:
+                    item.update(held_copy.run(*copy))
+                    if item.get("confined"):  # the rules were built for cp; the runner's copy did not enter them
+                        item["confinement"] += "; the copy made by the runner, which writes %s only" % copy[1]
+                else:
+                    item.update(run_as(command["argv"], identity, timeout, output_max, ruleset))
                 item.update(confine_run.denial(item, ruleset, identity.uid == 0))
                 # judged on the host, not by the exit code: a signalled process gone, a start that started
                 after = [command_aftermath.wait_gone(ending)] if item["rc"] == 0 and ending else []

@@ -34,6 +34,12 @@ def _untrusted_name(name: str, what: str) -> str:
         held = os.lstat(parent)
     except OSError:
         return "%s is %s in a directory that cannot be examined" % (name, what)
+    return untrusted_directory(held, name, what, parent)
+
+
+def untrusted_directory(held: os.stat_result, name: str, what: str, parent: str) -> str:
+    """Why the directory ``parent`` (its stat ``held``) lets another account add or swap names,
+    said of its entry ``name`` (a ``what``); "" when only root (or this process's user) may."""
     if not _trusted(held.st_uid):
         return "%s is %s in %s, a directory uid %d owns" % (name, what, parent, held.st_uid)
     mode = held.st_mode

@@ -18,7 +18,9 @@ kind, size, SHA-256, and a redacted, bounded diff of text.
 Not kept: extended attributes, ACLs, SELinux labels, hard-link identity, and the contents
 of device files, sockets and FIFOs (their existence and mode are). A directory tree larger
 than the bounds keeps its own mode and owner only, and the summary says its contents
-could not be kept.
+could not be kept. A file with several names in a directory another account may add names to is
+not read at all (it may be a hard link to a file only root may read); its summary says so, and a
+command declared to change it needs a human, as any change that could not be undone.
 
 Standard library only, Python 3.9 compatible (runs on the managed host).
 """
@@ -38,6 +40,7 @@ import time
 
 from ansible_collections.sentinel.remediation.plugins.module_utils.content_store import (
     ContentStore, ContentStoreError, write_private as _write_private)
+from ansible_collections.sentinel.remediation.plugins.module_utils import held_path
 from ansible_collections.sentinel.remediation.plugins.module_utils.planted_links import planted_link
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
 
@@ -72,12 +75,28 @@ def capture_meta(path):
     """What ``path`` is now by its kind, mode and owner alone (``meta``): its bytes are never
     read, so a secret whose mode a command tightens is not copied anywhere."""
     try:
-        info = os.lstat(path)
+        with held_path.hold(path, follow_last=False) as held:
+            info = os.stat(held.name, dir_fd=held.fd, follow_symlinks=False)
     except (FileNotFoundError, NotADirectoryError):
         return {"kind": "absent"}
     kind = ("link" if stat.S_ISLNK(info.st_mode) else "file" if stat.S_ISREG(info.st_mode)
             else "dir" if stat.S_ISDIR(info.st_mode) else "other")
     return dict(_meta(info), kind=kind, meta=True)
+
+
+def _put_meta(path, state):
+    """Give ``path`` the kept mode and owner through a descriptor held as ``held_path`` opens one
+    (no link another account could plant followed, no hard link where it may add names): the
+    file or directory checked is the one changed."""
+    fd = held_path.open_file(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if ("dir" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "other") != state["kind"]:
+            raise SnapshotError("%s changed kind while its mode and owner were put back" % path)
+        os.fchown(fd, state["uid"], state["gid"])
+        os.fchmod(fd, state["mode"])
+    finally:
+        os.close(fd)
 
 
 def capture_as(path, kept, store):
@@ -89,54 +108,90 @@ def capture_as(path, kept, store):
 def capture(path, store, tree=True, budget=None):
     """What ``path`` is now, as a state: ``{"kind": "absent"}``, or a file (``digest``,
     ``size``), link (``target``), dir (``entries`` when its tree was kept) or other, each
-    with ``mode``, ``uid``, ``gid``. File bytes go to ``store`` (None: digests only)."""
+    with ``mode``, ``uid``, ``gid``. File bytes go to ``store`` (None: digests only).
+
+    The path is looked up one component at a time from ``/`` (``held_path``) and its last one
+    is never followed: a link another account could have planted above it raises UnsafePath (an
+    OSError), and a file with several names where another account may add them is not read (it
+    may be a hard link to a file only root may read, whose bytes would be kept, diffed and, on an
+    undo, written back): its state says so in ``unkept``."""
     budget = budget if budget is not None else {"entries": TREE_MAX_ENTRIES, "bytes": TREE_MAX_BYTES}
     try:
-        info = os.lstat(path)
-    except FileNotFoundError:
+        with held_path.hold(path, follow_last=False) as held:
+            return _capture_held(held, store, tree, budget)
+    except (FileNotFoundError, NotADirectoryError):
         return {"kind": "absent"}
-    except NotADirectoryError:
+
+
+def _capture_held(held, store, tree, budget):
+    """The state of ``held.name`` in the held directory ``held.fd`` (its last component not followed)."""
+    try:
+        info = os.stat(held.name, dir_fd=held.fd, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
         return {"kind": "absent"}
     if stat.S_ISLNK(info.st_mode):
-        return dict(_meta(info), kind="link", target=os.readlink(path))
+        return dict(_meta(info), kind="link", target=os.readlink(held.name, dir_fd=held.fd))
     if stat.S_ISREG(info.st_mode):
-        state = dict(_meta(info), kind="file", size=info.st_size)
-        if info.st_size > FILE_MAX_BYTES:
-            state["unkept"] = "larger than %d bytes" % FILE_MAX_BYTES
-            return state
-        with open(path, "rb") as handle:
-            data = handle.read()
-        budget["bytes"] -= len(data)
-        state["digest"] = store.put(data) if store is not None else _sha256(data)
-        state["size"] = len(data)
-        return state
+        return _capture_file(held, info, store, budget)
     if stat.S_ISDIR(info.st_mode):
         state = dict(_meta(info), kind="dir")
         if tree:
-            entries = _tree(path, store, budget)
+            entries, why = _tree(held, store, budget)
             if entries is None:
-                state["unkept"] = "its tree is larger than %d entries or %d bytes" % (TREE_MAX_ENTRIES, TREE_MAX_BYTES)
+                state["unkept"] = why
             else:
                 state["entries"] = entries
         return state
     return dict(_meta(info), kind="other")
 
 
-def _tree(path, store, budget):
+def _capture_file(held, info, store, budget):
+    """A regular file's state, its bytes read through a descriptor opened in its held directory
+    without following a link, and only when it is the file ``info`` described."""
+    state = dict(_meta(info), kind="file", size=info.st_size)
+    why = held.hard_link_problem(info)
+    if why:
+        state["unkept"] = "%s: not read, its bytes may be another file's" % why
+        return state
+    if info.st_size > FILE_MAX_BYTES:
+        state["unkept"] = "larger than %d bytes" % FILE_MAX_BYTES
+        return state
+    fd = os.open(held.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=held.fd)
+    with os.fdopen(fd, "rb") as handle:
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino) or held.hard_link_problem(now):
+            raise held_path.UnsafePath("%s changed while it was kept" % held.where)
+        data = handle.read()
+    budget["bytes"] -= len(data)
+    state["digest"] = store.put(data) if store is not None else _sha256(data)
+    state["size"] = len(data)
+    return state
+
+
+def _tree(held, store, budget):
+    """``(entries, None)``, or ``(None, why)`` when the tree cannot be kept whole. The directory is
+    opened in its held parent without following a link, and each entry is read in it, never by a
+    name looked up from ``/`` again."""
     entries = {}
+    too_large = "its tree is larger than %d entries or %d bytes" % (TREE_MAX_ENTRIES, TREE_MAX_BYTES)
     try:
-        names = sorted(os.listdir(path))
-    except OSError:
-        return None
-    for name in names:
-        budget["entries"] -= 1
-        if budget["entries"] < 0:
-            return None
-        state = capture(os.path.join(path, name), store, True, budget)
-        if budget["bytes"] < 0 or state.get("unkept"):
-            return None
-        entries[name] = state
-    return entries
+        fd = os.open(held.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=held.fd)
+    except OSError as exc:
+        return None, "its entries cannot be listed: %s" % (exc.strerror or exc)
+    try:
+        for name in sorted(os.listdir(fd)):
+            budget["entries"] -= 1
+            if budget["entries"] < 0:
+                return None, too_large
+            state = _capture_held(held_path.Held(fd, name, posixpath.join(held.where, name)), store, True, budget)
+            if budget["bytes"] < 0:
+                return None, too_large
+            if state.get("unkept"):
+                return None, "%s: %s" % (name, state["unkept"])
+            entries[name] = state
+    finally:
+        os.close(fd)
+    return entries, None
 
 
 def _sha256(data):
@@ -214,20 +269,13 @@ def _between_check_and_use(path):
 
 
 def _held_directory(path):
-    """An fd on the directory holding ``path``, opened without following a last link and
-    checked, after opening, to be what the path names and reached through no planted link:
-    whatever is swapped in afterwards, the write goes where the check looked."""
-    parent = posixpath.dirname(path) or "/"
-    fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    """An fd on the directory holding ``path``, reached from ``/`` one component at a time
+    without following a link another account could have planted (``held_path``): whatever is
+    swapped in afterwards, the write goes where the check looked."""
     try:
-        held, named = os.fstat(fd), os.stat(parent)
-        why = planted_link(parent)
-        if why or (held.st_dev, held.st_ino) != (named.st_dev, named.st_ino):
-            raise SnapshotError("%s not put back: %s" % (path, why or "its directory changed while it was put back"))
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return held_path.hold(path, follow_last=False).fd
+    except held_path.UnsafePath as exc:
+        raise SnapshotError("%s not put back: %s" % (path, exc))
 
 
 def _put_file(path, state, data):
@@ -282,7 +330,7 @@ def _place(path, state, store):
         if now.get("kind") != kind or kind not in ("file", "dir"):
             raise SnapshotError("%s was a %s whose mode and owner alone were kept; it is now %s"
                                 % (path, kind, now.get("kind")))
-        _set_meta(path, state)
+        _put_meta(path, state)
         return
     if state.get("unkept") and kind != "dir":
         raise SnapshotError("%s was not kept (%s)" % (path, state["unkept"]))
@@ -318,13 +366,17 @@ def _place(path, state, store):
 def restore(path, state, store):
     """Put ``path`` back to ``state``; ``(ok, note)``. Checked afterwards: ``ok`` is true
     only when the path reads back as the state it was kept as."""
-    if same(capture_as(path, state, None), state):
-        return True, "unchanged"
     try:
+        if same(capture_as(path, state, None), state):
+            return True, "unchanged"
         _place(path, state, store)
     except (OSError, SnapshotError, ContentStoreError) as exc:
         return False, str(exc)
-    if not same(capture_as(path, state, None), state):
+    try:
+        after = capture_as(path, state, None)
+    except OSError as exc:
+        return False, "%s cannot be read back after restoring: %s" % (path, exc)
+    if not same(after, state):
         return False, "%s still differs from its snapshot after restoring" % path
     return True, "restored"
 

@@ -401,6 +401,16 @@ results:
       type: str
       returned: when it reached its turn to run
       sample: "Landlock ABI 7; exec only /usr/bin/rm, /lib64/ld-linux-x86-64.so.2; changes only: remove /run/; no TCP connect or bind"
+    held:
+      description:
+        - For a root C(cp) of one file (C(cp [-p] SOURCE TARGET), the known-good restore's form) - how it was done.
+          The runner copies it itself, as C(cp) would, with both paths opened one component at a time from C(/)
+          through held directory descriptors (C(openat), C(O_NOFOLLOW)) - a symbolic link another account could
+          have planted on either path, or a TARGET with hard links where another account may add names, is
+          refused (rc 1, RV(results[].reason) says which), whenever it was swapped in.
+      type: str
+      returned: when the command was such a copy
+      sample: "copied by the runner through held directory descriptors (no link another account could plant followed)"
     denied:
       description: The error line of a command its ruleset refused (the path or action it tried).
       type: str

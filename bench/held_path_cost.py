@@ -1,0 +1,112 @@
+# Copyright (c) sentinel.remediation contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What opening paths one component at a time (held_path) costs per command (BENCHMARKS.md).
+
+The plan runner of this checkout and of a baseline checkout (another worktree, e.g. main before
+held_path) run the same three commands as root on this machine, each with its path kept first
+by a snapshot session and confined with Landlock (``required``): the known-good restore
+(``cp -p`` of a staged copy over a 4 KiB file), a ``truncate`` of a declared file, and a ``touch``
+in a kept directory of 20 files. Each checkout runs in its own process, alternately, ROUNDS times;
+the figure is the median wall time of ``run_plan`` per command in milliseconds, and the difference.
+Needs root (snapshots keep owners) and a kernel with Landlock.
+
+    sudo python bench/held_path_cost.py --baseline /work/main [--rounds 200]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+_PROBE = r"""
+import json, os, shutil, statistics, sys, time
+sys.path.insert(0, sys.argv[1])
+from ansible_collections.sentinel.remediation.plugins.module_utils import plan_runner, snapshot
+rounds, work = int(sys.argv[2]), sys.argv[3]
+conf = os.path.join(work, "etc", "app")
+os.makedirs(conf, exist_ok=True)
+staged = os.path.join(work, "staged.conf")
+with open(staged, "wb") as handle:
+    handle.write(b"y" * 4096)
+target = os.path.join(conf, "app.conf")
+def reset():
+    shutil.rmtree(conf)
+    os.makedirs(conf)
+    for index in range(20):
+        with open(os.path.join(conf, "%d.conf" % index), "wb") as handle:
+            handle.write(b"x" * 4096)
+    with open(target, "wb") as handle:
+        handle.write(b"x" * 4096)
+cases = {
+    "restore (cp -p)": {"argv": ["cp", "-p", staged, target], "become": True,
+                        "confine": {"write": [target], "exec": ["cp"]}, "keep": [{"path": target, "tree": False}]},
+    "truncate a declared file": {"argv": ["truncate", "-s", "0", target], "become": True,
+                                 "confine": {"write": [target], "exec": ["truncate"]},
+                                 "keep": [{"path": target, "tree": False}]},
+    "touch in a kept tree of 20": {"argv": ["touch", os.path.join(conf, "new.conf")], "become": True,
+                                   "confine": {"create": [conf], "exec": ["touch"]}, "keep": [{"path": conf}]},
+}
+me = plan_runner.invoking_identity({})
+times = {name: [] for name in cases}
+for number in range(rounds):
+    for name, command in cases.items():
+        reset()
+        plan = plan_runner.normalise_commands([command])
+        session = snapshot.Session(os.path.join(work, "state"), "bench-1", number + 1, 10 ** 9, 3600)
+        started = time.perf_counter()
+        result = plan_runner.run_plan(plan, {}, me, confinement="required", snapshots=session)["results"][0]
+        times[name].append((time.perf_counter() - started) * 1000)
+        assert result["rc"] == 0 and result["confined"], result
+print(json.dumps({name: statistics.median(values) for name, values in times.items()}))
+"""
+
+
+def _collections(checkout: Path) -> Path:
+    """The directory holding ``ansible_collections/sentinel/remediation`` for a checkout."""
+    link = Path(tempfile.mkdtemp(prefix="held-bench-")) / "ansible_collections" / "sentinel"
+    link.mkdir(parents=True)
+    (link / "remediation").symlink_to(checkout.resolve())
+    return link.parents[1]
+
+
+def measure(checkout: Path, rounds: int) -> dict:
+    work, collections = tempfile.mkdtemp(prefix="held-bench-work-"), _collections(checkout)
+    try:
+        proc = subprocess.run([sys.executable, "-c", _PROBE, str(collections), str(rounds), work],
+                              capture_output=True, text=True, check=False, timeout=3600)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(collections, ignore_errors=True)  # the link to the checkout, not the checkout
+    if proc.returncode != 0:
+        raise SystemExit(f"{checkout}: the probe failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--baseline", type=Path, required=True, help="a checkout without held_path (e.g. main)")
+    parser.add_argument("--rounds", type=int, default=100)
+    args = parser.parse_args()
+    base, this = {}, {}
+    # alternate in slices, so the load of a shared machine falls on both alike
+    slices = max(1, args.rounds // 25)
+    for _slice in range(slices):
+        for figures, checkout in ((base, args.baseline), (this, REPO)):
+            for name, value in measure(checkout, args.rounds // slices).items():
+                figures.setdefault(name, []).append(value)
+    print("| command | baseline median (ms) | held_path median (ms) | added per command (ms) |")
+    print("|---|---|---|---|")
+    for name in this:
+        old, new = sorted(base[name])[len(base[name]) // 2], sorted(this[name])[len(this[name]) // 2]
+        print(f"| {name} | {old:.2f} | {new:.2f} | {new - old:+.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
