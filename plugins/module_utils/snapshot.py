@@ -470,8 +470,10 @@ class Session:
             if any(e["path"] == path for e in self.entries):
                 continue
             try:
-                before = capture_meta(path) if change.get("meta") else capture(path, self.store,
-                                                                              bool(change.get("tree", True)))
+                if change.get("meta"):
+                    before = capture_meta(path)
+                else:
+                    before = capture(path, self.store, bool(change.get("tree", True)))
             except (OSError, ContentStoreError) as exc:
                 problems.append("%s could not be kept: %s" % (path, exc))
                 continue

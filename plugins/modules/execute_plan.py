@@ -159,8 +159,8 @@ options:
             default: true
           meta:
             description:
-              - Only the path's mode and owner change; they alone are kept (its bytes are neither read nor
-                copied: a private key's mode tightened leaves no copy of the key), and put back by them.
+              - Only the path's mode and owner change; they alone are kept and put back. Its bytes are
+                neither read nor copied, so a private key whose mode is tightened leaves no copy of the key.
             type: bool
             default: false
   confinement:

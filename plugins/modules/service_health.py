@@ -152,6 +152,10 @@ options:
                 description: Whether a directory's contents are kept too.
                 type: bool
                 default: true
+              meta:
+                description: Only the path's mode and owner change; they alone are kept, never its bytes.
+                type: bool
+                default: false
       incident:
         description:
           - The incident the fix would be attempt 1 of (letters, digits, C(_ . @ -)). With O(snapshot), what
@@ -502,6 +506,7 @@ def argument_spec() -> dict:
                 keep=dict(type="list", elements="dict", default=[], options=dict(
                     path=dict(type="str", required=True),
                     tree=dict(type="bool", default=True),
+                    meta=dict(type="bool", default=False),
                 )),
             )),
             incident=dict(type="str"),

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_eda_controller import _post, _wait_launches, activation  # noqa: F401  (fixture)
+from test_eda_controller import _post, _wait_launches, activation  # noqa: F401 pylint: disable=unused-import
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "extensions" / "eda" / "plugins" / "event_source" / "alertmanager.py"

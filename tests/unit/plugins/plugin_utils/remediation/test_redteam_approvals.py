@@ -52,8 +52,8 @@ def test_a_plan_older_than_the_approval_window_is_refused_claimed_and_runs_nothi
     requested = json.loads(path.read_text())["requested"]
     later = approval._moment(requested) + 3601
     host = FakeHost()
-    done = make_run(host, facts=facts, approval_max_age=3600, clock=lambda: later).run({"id": approval_id, "decision": "approve"},
-                                                                  approver="alice")
+    done = make_run(host, facts=facts, approval_max_age=3600, clock=lambda: later).run(
+        {"id": approval_id, "decision": "approve"}, approver="alice")
     outcome = done.outcomes[0]
     assert outcome["state"] == "escalated" and "3601 s ago" in outcome["reason"], outcome
     assert "remediate_approval_max_age" in outcome["reason"]
