@@ -384,3 +384,14 @@ def test_bad_remembered_fixes_are_named(capsys, tmp_path: Path, args: dict, mess
     result = run_module(capsys, dict({"services": [_marker_service(tmp_path)], "evidence": True}, **args))
     assert result["failed"] is True and message in result["msg"], result["msg"]
     assert not (tmp_path / "flagd.up").exists()
+
+
+def test_a_remembered_fix_takes_every_keep_option_the_plan_runner_takes():
+    """A remembered fix runs through the same plan runner as execute_plan: a keep option one module
+    knows and the other refuses fails every health check that carries such a fix (``meta`` did)."""
+    from ansible_collections.sentinel.remediation.plugins.modules import execute_plan  # pylint: disable=import-outside-toplevel
+    remembered = service_health.argument_spec()["remembered"]["options"]["commands"]["options"]
+    planned = execute_plan.argument_spec()["commands"]["options"]
+    assert remembered["keep"] == planned["keep"]
+    for name, spec in remembered.items():
+        assert planned.get(name) == spec, name
