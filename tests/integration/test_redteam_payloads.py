@@ -230,3 +230,21 @@ def test_a_payload_over_the_size_limit_queues_nothing() -> None:
     body = json.dumps({"alerts": [alert] * 2000}).encode()   # about 2 MiB
     codes, events = _serve([body], max_body=1024 * 1024)
     assert codes[0] in (413, -1) and events == []
+
+
+def test_a_host_that_shares_its_name_with_a_group_is_refused_before_any_run(tmp_path: Path) -> None:
+    """`--limit web` reaches the whole group `web` even when a host is named `web` too: the alert
+    playbook refuses such a host, naming why, and starts no remediation."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"web": {"hosts": {
+        "web": {"ansible_connection": "local"}, "web2": {"ansible_connection": "local"}}}}}}))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               SENTINEL_STATE_DIR=str(tmp_path / "state"))
+    proc = subprocess.run([shutil.which("ansible-playbook") or "ansible-playbook", "-i", str(inventory),
+                           str(REPO / "playbooks" / "remediate_alert.yml"), "-e", "sentinel_alert_host=web",
+                           "-e", "sentinel_alert_service=nginx", "-e", "sentinel_alert_name=NginxDown"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    said = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0, said[-3000:]
+    assert "under a name that is not also a group's" in said, said[-3000:]
+    assert not (tmp_path / "state").exists() or not any((tmp_path / "state").rglob("report.json"))
