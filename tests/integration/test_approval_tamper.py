@@ -37,15 +37,21 @@ exec /usr/sbin/service.real "$@"
 WAIT = {"remediate_backend": "runbook", "remediate_require_approval": True}
 
 
-@pytest.fixture(scope="module")
-def tlab(lab_factory, tmp_path_factory):
+def service_call_lab(lab_factory, tmp_path_factory, name: str):
+    """A one-host lab whose `service` command logs each call to CALLS (what acted on the host,
+    read from inside the container), and its inventory; the host reset afterwards."""
     require_docker()
-    lab = lab_factory("sentinel-test-tamper", 1)
+    lab = lab_factory(name, 1)
     lab.exec(HOST, "test -e /usr/sbin/service.real || mv /usr/sbin/service /usr/sbin/service.real", check=True)
     lab.exec(HOST, ["sh", "-c", "cat > /usr/sbin/service && chmod 755 /usr/sbin/service"], stdin=SHIM, check=True)
-    inventory = lab.write_inventory(tmp_path_factory.mktemp("tamper-inventory") / "hosts.yml")
+    inventory = lab.write_inventory(tmp_path_factory.mktemp(f"{name}-inventory") / "hosts.yml")
     yield lab, inventory
     lab.reset(HOST)
+
+
+@pytest.fixture(scope="module")
+def tlab(lab_factory, tmp_path_factory):
+    yield from service_call_lab(lab_factory, tmp_path_factory, "sentinel-test-tamper")
 
 
 @pytest.fixture()

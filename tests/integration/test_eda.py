@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 from sentinel_lab import Lab
+from process_group import stop_group
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -142,13 +142,7 @@ def rulebook(eda_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator
                 time.sleep(0.5)
         yield {"port": port, "log": log, "output": base / "rulebook.log", "state": state, "facts": facts}
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_group(proc)
         out.close()
 
 

@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import threading
@@ -30,6 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
+from process_group import stop_group
 
 pytestmark = pytest.mark.slow
 
@@ -186,13 +186,7 @@ def activation(tmp_path: Path) -> Iterator:
 
     yield start
     for proc in procs:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_group(proc)
     controller.stop()
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -29,6 +28,7 @@ import pytest
 import yaml
 from installed_support import Installed, snapshot
 from sentinel_lab import Lab
+from process_group import stop_group
 
 BIN = Path(sys.executable).parent
 TOKEN = "installed-eda-token-5e1a"
@@ -231,13 +231,7 @@ def test_the_installed_rulebook_heals_the_host_an_alert_names(lab: Lab, installe
             assert time.monotonic() < deadline, output.read_text()[-4000:]
             time.sleep(1)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_group(proc)
         out.close()
     (report_file,) = (state / "artifacts").glob("run-*/report.json")
     report = json.loads(report_file.read_text(encoding="utf-8"))

@@ -17,30 +17,17 @@ from pathlib import Path
 import ansible_runner
 import pytest
 
-from workflow_support import Workspace, require_docker
+from test_approval_tamper import CALLS, HOST, WAIT, calls, service_call_lab
+from workflow_support import Workspace
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 
-HOST = "lab01"
-CALLS = "/var/log/sentinel-service-calls.log"
-SHIM = f"""#!/bin/sh
-echo "$*" >> {CALLS}
-exec /usr/sbin/service.real "$@"
-"""
-WAIT = {"remediate_backend": "runbook", "remediate_require_approval": True}
-
 
 @pytest.fixture(scope="module")
 def rlab(lab_factory, tmp_path_factory):
-    require_docker()
-    lab = lab_factory("sentinel-test-redteam-approval", 1)
-    lab.exec(HOST, "test -e /usr/sbin/service.real || mv /usr/sbin/service /usr/sbin/service.real", check=True)
-    lab.exec(HOST, ["sh", "-c", "cat > /usr/sbin/service && chmod 755 /usr/sbin/service"], stdin=SHIM, check=True)
-    inventory = lab.write_inventory(tmp_path_factory.mktemp("redteam-approval-inventory") / "hosts.yml")
-    yield lab, inventory
-    lab.reset(HOST)
+    yield from service_call_lab(lab_factory, tmp_path_factory, "sentinel-test-redteam-approval")
 
 
 @pytest.fixture()
@@ -49,11 +36,6 @@ def broken(rlab):
     lab.exec(HOST, "/usr/sbin/service.real nginx stop; : > " + CALLS, check=True)
     yield lab, inventory
     lab.exec(HOST, "/usr/sbin/service.real nginx start")
-
-
-def calls(lab) -> list[str]:
-    lines = lab.exec(HOST, f"cat {CALLS} 2>/dev/null || true").stdout.splitlines()
-    return [line for line in lines if "status" not in line.split()]
 
 
 def nginx_running(lab) -> bool:

@@ -16,7 +16,6 @@ import importlib.util
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 from test_eda_controller import _post, _wait_launches, activation  # noqa: F401 pylint: disable=unused-import
+from process_group import stop_group
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "extensions" / "eda" / "plugins" / "event_source" / "alertmanager.py"
@@ -115,13 +115,7 @@ def cli_rulebook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
                 time.sleep(0.5)
         yield {"port": port, "output": output, "log": log, "base": base}
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_group(proc)
         handle.close()
 
 
