@@ -13,6 +13,7 @@ Python 3.9 compatible.
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -96,18 +97,46 @@ def invoking_identity(environ=None, unprivileged_user=None) -> Identity:
     return Identity.of_uid(euid, os.getegid())
 
 
+# A whole number standing alone in a command's output (as read_pids reads it on the controller).
+_OUTPUT_NUMBER = re.compile(r"(?<![\w./:@-])([1-9][0-9]{0,6})(?![\w./:@-])")
+MAX_OUTPUT_PIDS = 256
+
+
+def pid_starts(text: str, stat_reader=None, limit: int = MAX_OUTPUT_PIDS) -> dict:
+    """``{pid: start}`` (clock ticks since boot) of each live process whose PID stands alone in
+    a command's output, read when the output was made: a later command that signals one of them
+    (a plan a human approved hours later) is checked to be that very process, not whoever has
+    its PID now."""
+    stat_reader = stat_reader or host_probe.read_stat
+    found = {}
+    for match in _OUTPUT_NUMBER.finditer(text or ""):
+        pid = int(match.group(1))
+        if pid < 2 or str(pid) in found:
+            continue
+        if len(found) >= limit:
+            break
+        seen = stat_reader(pid)
+        if seen is not None:
+            found[str(pid)] = int(seen["start"])
+    return found
+
+
 def normalise_expectations(expect) -> dict:
     """``expect_pids`` with int keys: ``{pid: {"start": int, "comm": str | None}}``, or
-    ``{pid: {"seen": True}}`` for a PID read in a command's output (checked on the host to be
-    one of the service's processes, :func:`pid_problem`)."""
+    ``{pid: {"seen": True, "start": int | None}}`` for a PID read in a command's output
+    (checked on the host to be one of the service's processes and, with the start its read
+    found, that very process, :func:`pid_problem`)."""
     result = {}
     for key, value in (expect or {}).items():
         try:
             pid = int(key)
         except (TypeError, ValueError):
             raise PlanError("expect_pids: key %r is not a PID" % (key,))
-        if isinstance(value, dict) and value.get("seen") is True and value.get("start") is None:
-            result[pid] = {"start": None, "comm": None, "seen": True}
+        if isinstance(value, dict) and value.get("seen") is True:
+            start = value.get("start")
+            if start is not None and (not isinstance(start, int) or isinstance(start, bool)):
+                raise PlanError("expect_pids[%s].start: %r is not an integer" % (key, start))
+            result[pid] = {"start": start, "comm": None, "seen": True}
             continue
         if not isinstance(value, dict) or "start" not in value:
             raise PlanError("expect_pids[%s]: needs start (clock ticks since boot, from the evidence), got %r"
@@ -182,7 +211,8 @@ def pid_problem(pids: list, expect: dict, stat_reader=None, belongs=None):
                 "PID %d was only read in a command's output and no service is given to check it against" % pid)
             if found:
                 return found
-            continue
+            if expected.get("start") is None:
+                continue
         seen = stat_reader(pid)
         what = expected["comm"] or "the process"
         if seen is None:
@@ -469,6 +499,9 @@ def run_plan(commands: list, expect: dict, invoker: Identity, stop_on_failure: b
                         item["confinement"] += "; the copy made by the runner, which writes %s only" % copy[1]
                 else:
                     item.update(run_as(command["argv"], identity, timeout, output_max, ruleset))
+                starts = pid_starts(item.get("stdout") or "")
+                if starts:
+                    item["pid_starts"] = starts
                 item.update(confine_run.denial(item, ruleset, identity.uid == 0))
                 # judged on the host, not by the exit code: a signalled process gone, a start that started
                 after = [command_aftermath.wait_gone(ending)] if item["rc"] == 0 and ending else []

@@ -380,6 +380,14 @@ results:
       description: Why it was not run (or was killed); empty otherwise.
       type: str
       sample: "PID 4242 is another process now (sleep started at tick 9120, the evidence showed python3 started at tick 8000)"
+    pid_starts:
+      description:
+        - The start time (clock ticks since boot) of each live process whose PID stands alone in the
+          command's output, read right after it ran. A later command that signals such a PID (a plan
+          approved later) is run only while it is that very process (O(expect_pids) C(seen) with C(start)).
+      type: dict
+      returned: when the output showed PIDs of live processes
+      sample: {"4242": 1234567}
     clients:
       description:
         - For a command with O(commands[].idle_pids) not run because its service serves client connections

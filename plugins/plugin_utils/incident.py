@@ -139,6 +139,7 @@ class CommandRun:
     confinement: str = ""  # the kernel's rules it ran under, or why it was not confined
     denied: str = ""       # what the confinement refused (the tool's error line)
     clients: dict = field(default_factory=dict)  # the host's count that kept a waived restart from running
+    pid_starts: dict = field(default_factory=dict)  # start (ticks) of each live PID its output showed, read then
 
     @property
     def ran(self) -> bool:
@@ -435,6 +436,9 @@ def record_results(attempt: Attempt, results: Sequence[Mapping], output_max: int
         command.confinement = str(result.get("confinement") or "")
         command.denied = str(result.get("denied") or "")
         command.clients = dict(result.get("clients") or {}) if isinstance(result.get("clients"), Mapping) else {}
+        starts = result.get("pid_starts") if isinstance(result.get("pid_starts"), Mapping) else {}
+        command.pid_starts = {str(k): int(v) for k, v in starts.items()
+                              if str(k).isdigit() and isinstance(v, int) and not isinstance(v, bool)}
         try:
             command.seconds = round(float(result.get("seconds") or 0.0), 3)
         except (TypeError, ValueError):

@@ -54,20 +54,37 @@ def seen_pids(incident, limit: int = MAX_SEEN) -> list[int]:
     return found
 
 
+def seen_starts(incident) -> dict[int, int]:
+    """When each PID its reads showed had started, as the host read it with the output (the
+    newest read's), for the PIDs the host found alive then."""
+    found: dict[int, int] = {}
+    for attempt in reversed(list(getattr(incident, "attempts", None) or [])):
+        for command in attempt.commands:
+            if not is_read(command):
+                continue
+            for pid, start in (getattr(command, "pid_starts", None) or {}).items():
+                found.setdefault(int(pid), int(start))
+    return found
+
+
 def with_seen(scope: Mapping, incident) -> dict:
     """The incident's scope with the PIDs its reads showed (``seen_pids``)."""
     seen = seen_pids(incident) if incident is not None else []
     return dict(scope, seen_pids=seen) if seen else dict(scope)
 
 
-def expectations(commands: Sequence[Mapping], expect: Mapping[str, Mapping], seen: Iterable[int]) -> dict:
+def expectations(commands: Sequence[Mapping], expect: Mapping[str, Mapping], seen: Iterable[int],
+                 starts: Mapping[int, int] | None = None) -> dict:
     """``expect_pids`` entries for the PIDs the commands signal that the evidence does not
-    describe but this incident's reads showed: ``{"seen": True}`` (the host checks them)."""
+    describe but this incident's reads showed: ``{"seen": True, "start": ...}`` (the host checks
+    each is one of the service's processes and, with the start the read found (``starts``:
+    ``seen_starts``), that very process)."""
     seen = set(seen)
+    starts = starts or {}
     out: dict = {}
     for command in commands:
         for pid in command.get("pids") or []:
             key = str(int(pid))
             if key not in expect and int(pid) in seen:
-                out[key] = {"seen": True, "start": None}
+                out[key] = {"seen": True, "start": starts.get(int(pid))}
     return out

@@ -402,7 +402,8 @@ class AttemptLoop:
             if isinstance(proc, Mapping) and proc.get("pid") is not None:
                 expect[str(proc["pid"])] = {"start": proc.get("start"), "comm": proc.get("comm")}
         # PIDs this incident's reads showed: the host checks each is the service's before a signal
-        expect.update(read_pids.expectations(runnable, expect, read_pids.seen_pids(incident)))
+        expect.update(read_pids.expectations(runnable, expect, read_pids.seen_pids(incident),
+                                             read_pids.seen_starts(incident)))
         commands = []
         for c in runnable:
             command = dict(host_command(c), pids=[int(p) for p in c.get("pids") or []],

@@ -140,6 +140,29 @@ def test_run_plan_skips_a_kill_of_a_reused_pid_and_the_process_lives(sleeper) ->
     assert sleeper.wait(timeout=5) == -signal.SIGTERM
 
 
+def test_a_pid_a_read_showed_is_signalled_later_only_while_it_is_that_very_process(sleeper) -> None:
+    """A read's output names a PID (ps, pgrep -a): the host records when that process started, with
+    the output. A plan approved later that signals the PID runs only while it is that process: the
+    service's process now (``belongs``) is not enough, a reused PID is another process."""
+    me = plan_runner.invoking_identity({})
+    read = plan_runner.run_plan(plan_runner.normalise_commands(
+        [{"argv": ["sh", "-c", f"echo 'sleep {sleeper.pid} 10:04 /bin/sleep'"]}]), {}, me)
+    [result] = read["results"]
+    started = host_probe.read_stat(sleeper.pid)["start"]
+    assert result["pid_starts"] == {str(sleeper.pid): started}   # 10:04 is a time, not a PID
+    kill = plan_runner.normalise_commands([{"argv": ["kill", "-TERM", str(sleeper.pid)], "pids": [sleeper.pid]}])
+
+    def belongs(_pid):  # the service's process now, as far as that check can tell
+        return None
+    reused = plan_runner.normalise_expectations({str(sleeper.pid): {"seen": True, "start": started - 1}})
+    outcome = plan_runner.run_plan(kill, reused, me, belongs=belongs)
+    assert outcome["results"][0]["skipped"] and "another process now" in outcome["results"][0]["reason"]
+    assert sleeper.poll() is None  # never signalled
+    same = plan_runner.normalise_expectations({str(sleeper.pid): {"seen": True, "start": started}})
+    assert plan_runner.run_plan(kill, same, me, belongs=belongs)["results"][0]["rc"] == 0
+    assert sleeper.wait(timeout=5) == -signal.SIGTERM
+
+
 def test_without_stop_on_failure_every_command_runs() -> None:
     me = plan_runner.invoking_identity({})
     commands = plan_runner.normalise_commands([{"argv": ["false"]}, {"argv": ["no-such-tool-xyz"]},

@@ -71,3 +71,18 @@ def test_the_prompts_scope_lines_say_a_pid_a_read_printed_may_be_signalled() -> 
     scope = read_pids.with_seen(scope_from_service(NGINX, [4242]), _incident(_read(PS)))
     assert any("a PID your reads in this incident printed" in line for line in describe_scope(scope))
     assert not any("reads in this incident printed" in line for line in describe_scope(scope_from_service(NGINX)))
+
+
+def test_a_seen_pid_carries_the_start_its_read_found_and_survives_the_incidents_round_trip() -> None:
+    older = _read(PS)
+    older.pid_starts = {"5151": 100}
+    newer = _read(PS)
+    newer.pid_starts = {"5151": 200, "4242": 50}
+    incident = _incident(older)
+    incident.attempts.append(engine.Attempt(number=2, commands=[newer]))
+    # through the fact cache, as a plan approved later finds it
+    restored = engine.Incident.from_dict(incident.to_dict())
+    assert read_pids.seen_starts(restored) == {5151: 200, 4242: 50}   # the newest read's
+    commands = [{"command": "kill -TERM 5151", "pids": [5151]}]
+    assert read_pids.expectations(commands, {}, read_pids.seen_pids(restored), read_pids.seen_starts(restored)) == {
+        "5151": {"seen": True, "start": 200}}
