@@ -279,6 +279,23 @@ def parse_stat(text):
         return None
 
 
+# A whole number standing alone (not part of a time, an address, a path, a size or a word).
+_PID_TEXT = re.compile(r"(?<![\w./:@-])([1-9][0-9]{0,6})(?![\w./:@-])")
+_PID_MAX = 4194304
+
+
+def pids_in(text):
+    """The numbers of ``text`` that could be PIDs (2 .. the kernel's largest), in order, once each:
+    how both the host (the start of each, with a command's output) and the controller (the PIDs an
+    incident's reads showed) read a command's output, so the two name the same PIDs."""
+    found = []
+    for match in _PID_TEXT.finditer(text or ""):
+        number = int(match.group(1))
+        if 1 < number <= _PID_MAX and number not in found:
+            found.append(number)
+    return found
+
+
 def read_stat(pid):
     """:func:`parse_stat` of a live (or zombie) process; None when it is gone."""
     try:

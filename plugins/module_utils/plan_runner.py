@@ -13,7 +13,6 @@ Python 3.9 compatible.
 from __future__ import annotations
 
 import os
-import re
 import selectors
 import signal
 import subprocess
@@ -97,8 +96,6 @@ def invoking_identity(environ=None, unprivileged_user=None) -> Identity:
     return Identity.of_uid(euid, os.getegid())
 
 
-# A whole number standing alone in a command's output (as read_pids reads it on the controller).
-_OUTPUT_NUMBER = re.compile(r"(?<![\w./:@-])([1-9][0-9]{0,6})(?![\w./:@-])")
 MAX_OUTPUT_PIDS = 256
 
 
@@ -109,10 +106,7 @@ def pid_starts(text: str, stat_reader=None, limit: int = MAX_OUTPUT_PIDS) -> dic
     its PID now."""
     stat_reader = stat_reader or host_probe.read_stat
     found = {}
-    for match in _OUTPUT_NUMBER.finditer(text or ""):
-        pid = int(match.group(1))
-        if pid < 2 or str(pid) in found:
-            continue
+    for pid in host_probe.pids_in(text):
         if len(found) >= limit:
             break
         seen = stat_reader(pid)

@@ -59,6 +59,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.sentinel.remediation.plugins.module_utils.server_sessions import IDLE_IN_TRANSACTION
+
 from .known_good_plan import holds, weakens_security
 from .snapshot_paths import keep
 from .stale_state import UNIT, stale_files
@@ -82,7 +84,6 @@ _OWN_PATHS = ("config_paths", "paths", "data_paths", "runtime_paths")
 WITHOUT_PATHS = ("end_idle_transaction",)
 _ENDS_SESSION = re.compile(r"^`psql pg_terminate_backend` ")
 _SESSION_EFFECT = re.compile(r"^pg_terminate_backend on backend PID (\d+)$")
-_IDLE = ("idle in transaction", "idle in transaction (aborted)")
 
 
 def tight_mode(text: str) -> bool:
@@ -212,7 +213,7 @@ def _session_class(effects: Sequence[str], evidence: Mapping | None, idle_second
     """A session idle in its transaction this long, blocking others, is ended alone; any other
     session end stays a human's (a busy session, a young one, one the evidence does not show)."""
     session = ended_session(effects, evidence)
-    if (session and str(session.get("state")) in _IDLE and int(session.get("blocks") or 0) > 0
+    if (session and str(session.get("state")) in IDLE_IN_TRANSACTION and int(session.get("blocks") or 0) > 0
             and int(session.get("state_s") or -1) >= idle_seconds):
         return "end_idle_transaction"
     return UNCLASSED

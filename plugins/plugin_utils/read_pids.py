@@ -15,11 +15,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
+from ansible_collections.sentinel.remediation.plugins.module_utils.host_probe import pids_in
+
 # Effects (as the policy words them) of a command that only reads.
 _READ_EFFECT = re.compile(r"^(?:reads|inspects|lists|finds|checks|tests|prints|names)\b")
-# A whole number standing alone (not part of a time, an address, a path, a size or a word).
-_NUMBER = re.compile(r"(?<![\w./:@-])([1-9][0-9]{0,6})(?![\w./:@-])")
-_PID_MAX = 4194304
 MAX_SEEN = 256
 
 
@@ -27,16 +26,6 @@ def is_read(command) -> bool:
     """Whether a command of an attempt (``incident.CommandRun``) ran and only read."""
     effects = [str(e) for e in getattr(command, "effects", None) or []]
     return bool(getattr(command, "ran", False)) and bool(effects) and all(_READ_EFFECT.match(e) for e in effects)
-
-
-def pids_in(text: str) -> list[int]:
-    """The numbers of ``text`` that could be PIDs (2 .. the kernel's largest), in order."""
-    found: list[int] = []
-    for match in _NUMBER.finditer(text or ""):
-        number = int(match.group(1))
-        if 1 < number <= _PID_MAX and number not in found:
-            found.append(number)
-    return found
 
 
 def seen_pids(incident, limit: int = MAX_SEEN) -> list[int]:
