@@ -21,20 +21,23 @@ from pathlib import Path
 import ansible_runner
 import pytest
 import yaml
+from llm_server import LLMServer
 from sentinel_lab import Lab
 
 REPO = Path(__file__).resolve().parents[2]
 PREFIX = os.environ.get("SENTINEL_LAB_PREFIX", "sentinel") + "-awx"   # its own lab: test files run in parallel
 
 
-def _job(tmp: Path, name: str, playbook: str, inventory: Path, extravars: dict) -> tuple[str, dict]:
+def _job(tmp: Path, name: str, playbook: str, inventory: Path, extravars: dict,
+         envvars: dict | None = None) -> tuple[str, dict]:
     """One AWX job: its status and its set_stats artifacts."""
     (tmp / name).mkdir()
     runner = ansible_runner.run(
         private_data_dir=str(tmp / name), project_dir=str(REPO), playbook=playbook, inventory=str(inventory),
         extravars={"remediate_backend": "runbook", "remediate_artifacts_dir": str(tmp / "remediation"), **extravars},
         ident=name, fact_cache_type="configured", quiet=True, suppress_env_files=True,
-        envvars={"ANSIBLE_CACHE_PLUGIN_CONNECTION": str(tmp / "facts"), "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
+        envvars={"ANSIBLE_CACHE_PLUGIN_CONNECTION": str(tmp / "facts"), "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+                 **(envvars or {})},
     )
     stats = [e for e in runner.events if e.get("event") == "playbook_on_stats"]
     artifacts = stats[-1]["event_data"].get("artifact_data") or {} if stats else {}
@@ -76,7 +79,8 @@ def test_plan_approve_execute_verify(awx_lab: Lab, tmp_path: Path) -> None:
     assert status == "successful"
     plans = plan_artifacts["sentinel_plans"]
     assert sorted((p["host"], p["service"]) for p in plans) == [("lab01", "nginx"), ("lab02", "nginx")]
-    assert any("service nginx start" in c for p in plans for c in p["commands"])
+    # The approver reads the plan job's output; the artifacts carry references, not the plan's text.
+    assert "service nginx start" in (tmp_path / "plan" / "artifacts" / "plan" / "stdout").read_text()
     # Planning changed nothing: both are still broken while the approval node waits.
     assert not lab.health("lab01", ["nginx"])["nginx"].healthy
     assert not lab.health("lab02", ["nginx"])["nginx"].healthy
@@ -95,6 +99,56 @@ def test_plan_approve_execute_verify(awx_lab: Lab, tmp_path: Path) -> None:
     # Nothing left pending: a second execute with the same artifacts runs nothing again.
     status, dummy = _job(tmp_path, "execute-again", "playbooks/awx_execute.yml", inventory, plan_artifacts)
     assert status == "failed"   # resume refuses plans that no longer wait (already executed)
+
+
+# What the model wrote, made to be evaluated by whoever templates it: on the controller,
+# a lookup runs with the job's credentials. Extra vars are trusted templates in ansible-core.
+_HOSTILE = "{{ lookup('ansible.builtin.pipe', 'touch %s') }}"
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_model_text_never_reaches_the_next_nodes_as_extra_vars(awx_lab: Lab, tmp_path: Path) -> None:
+    """AWX turns the plan node's set_stats into the next nodes' extra vars, which ansible-core
+    templates as the operator's own. A diagnosis or a command the model wrote (and whoever
+    can write a log line the model reads) must not travel that way: the approver reads it in
+    the plan job's output, the execute node loads the plan from the authenticated file."""
+    lab = awx_lab
+    marker = tmp_path / "templated-on-the-controller"
+    hostile = _HOSTILE % marker
+    answer = {"diagnosis": f"nginx is frozen {hostile}", "rationale": f"continue it {hostile}",
+              "commands": ["pkill -CONT -x nginx"]}
+    inventory = lab.write_inventory(tmp_path / "hosts.yml")
+    lab.inject("lab01", "nginx_processes_stopped")   # no runbook: the model plans it
+    with LLMServer(rules=[{"match": r"Service: nginx\b", "reply": {"plan": answer}}]) as server:
+        env = {"OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "test-key", "OPENAI_MODEL": "sentinel-test-model"}
+        status, plan_artifacts = _job(tmp_path, "plan", "playbooks/awx_plan.yml", inventory,
+                                      {"remediate_backend": "llm", "remediate_hosts": "lab01"}, env)
+        stdout = (tmp_path / "plan" / "artifacts" / "plan" / "stdout").read_text()
+        assert status == "successful", stdout[-4000:]
+        assert "nginx is frozen" in stdout and "pkill -CONT -x nginx" in stdout   # the approver's view
+        plans = plan_artifacts["sentinel_plans"]
+        assert [(p["host"], p["service"]) for p in plans] == [("lab01", "nginx")]
+        assert "{{" not in json.dumps(plan_artifacts)
+        assert all(set(p) <= {"id", "host", "service", "plan_hash", "digest"} for p in plans), plans
+
+        # Handed on with the text put back (a relay, or a hand): every node that reads the
+        # plans refuses them before reading a value, so nothing runs and nothing is templated.
+        tampered = {"sentinel_plans": [{**p, "diagnosis": hostile, "commands": [hostile]} for p in plans]}
+        for node in ("execute", "verify"):
+            status, dummy = _job(tmp_path, f"tampered-{node}", f"playbooks/awx_{node}.yml", inventory, tampered, env)
+            output = (tmp_path / f"tampered-{node}" / "artifacts" / f"tampered-{node}" / "stdout").read_text()
+            assert status == "failed", output[-4000:]
+            assert re.search(r"refusing fields (diagnosis, commands|commands, diagnosis)", output), output[-4000:]
+        assert not lab.health("lab01", ["nginx"])["nginx"].healthy   # nothing ran
+
+        status, exec_artifacts = _job(tmp_path, "execute", "playbooks/awx_execute.yml", inventory, plan_artifacts, env)
+        assert status == "successful", (tmp_path / "execute" / "artifacts" / "execute" / "stdout").read_text()[-4000:]
+        status, dummy = _job(tmp_path, "verify", "playbooks/awx_verify.yml", inventory,
+                             {**plan_artifacts, **exec_artifacts}, env)
+        assert status == "successful"
+    assert lab.health("lab01", ["nginx"])["nginx"].healthy
+    assert not marker.exists()
 
 
 @pytest.mark.lab
