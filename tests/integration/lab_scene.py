@@ -5,6 +5,17 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+# The host's known-good baselines (plugins/module_utils/known_good.py): a healthy pass of any test
+# records one per service, and it stays on the shared host until removed.
+KNOWN_GOOD = "/var/lib/sentinel-remediation/known-good"
+
+
+def forget_known_good(lab, host: str) -> None:
+    """Remove every known-good baseline ``host`` keeps (manifests, staged restores, the aside log).
+    A baseline a module's healthy pass left behind would make another module's first attempt a
+    known-good restore of that module's own scene (a file it made is new since that pass)."""
+    lab.exec(host, ["rm", "-rf", KNOWN_GOOD], check=True)
+
 
 @contextmanager
 def service_scene(lab, host: str, service: str, setup: str, teardown: str, check: bool = False, timeout: int = 60):

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from lab_scene import service_scene
+from lab_scene import forget_known_good, service_scene
 from llm_server import LLMServer
 from sentinel_lab import kind_group_vars
 from workflow_support import Workspace, require_docker
@@ -37,9 +37,11 @@ def sha256(lab, path: str, host: str = HOST) -> str:
 @pytest.fixture
 def nginx_host(lab, lab_inventory):
     require_docker()
+    forget_known_good(lab, HOST)  # this module's baselines only, recorded by its own healthy passes
     good = lab.exec(HOST, ["cat", CONF], check=True).stdout
     yield lab, lab_inventory
     lab.exec(HOST, f"sed -i '/^sentinel_drift on;$/d' {CONF}; rm -rf {MADE}")
+    forget_known_good(lab, HOST)  # the shared host: the next module's scene is not drift from this one's
     if not lab.health(HOST, ["nginx"])["nginx"].healthy or lab.exec(HOST, ["cat", CONF]).stdout != good:
         lab.reset(HOST)
 
@@ -135,8 +137,10 @@ def systemd_nginx(mixed_lab, tmp_path_factory):
     lab = mixed_lab
     assert lab.kind(SD_HOST) == "systemd"
     inventory = lab.write_inventory(tmp_path_factory.mktemp("kg-new-files") / "hosts.yml")
+    forget_known_good(lab, SD_HOST)
     with service_scene(lab, SD_HOST, "nginx", setup=UNIT_TEARDOWN, teardown=UNIT_TEARDOWN):
         yield lab, inventory
+    forget_known_good(lab, SD_HOST)
 
 
 def _run_nginx(work: Workspace):

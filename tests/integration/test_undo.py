@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from lab_scene import forget_known_good
 from llm_server import LLMServer
 from workflow_support import REPO, Workspace, require_docker
 
@@ -53,9 +54,13 @@ def states(lab) -> list[str]:
 @pytest.fixture
 def nginx_host(lab, lab_inventory):
     require_docker()
+    # No baseline from another module's healthy pass: the probes made here would be drift from it,
+    # and the known-good restore would take them out before the scripted attempt runs.
+    forget_known_good(lab, HOST)
     lab.exec(HOST, SETUP, check=True)
     yield lab, lab_inventory
     lab.exec(HOST, f"rm -rf {PROBE} {ASIDE} {MADE} {MOVED_TO} {LINK}")
+    forget_known_good(lab, HOST)
     if not lab.health(HOST, ["nginx"])["nginx"].healthy:
         lab.reset(HOST)
 
