@@ -34,6 +34,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type  # pylint: disable=invalid-name
 
 import difflib
+import errno
 import grp
 import hashlib
 import json
@@ -51,6 +52,7 @@ from ansible_collections.sentinel.remediation.plugins.module_utils.content_store
     private_dir,
     write_private,
 )
+from ansible_collections.sentinel.remediation.plugins.module_utils import held_path
 from ansible_collections.sentinel.remediation.plugins.module_utils.planted_links import planted_link
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
 from ansible_collections.sentinel.remediation.plugins.module_utils.snapshot import default_root
@@ -157,15 +159,25 @@ def fingerprint(paths, links=None):
                 links[path] = why
             continue
         try:
-            info = os.stat(path)
-            if not stat.S_ISREG(info.st_mode):
-                continue
-            digest = hashlib.sha256()
-            with open(path, "rb") as handle:
-                for block in iter(lambda: handle.read(65536), b""):
-                    digest.update(block)
+            # opened as root's copy opens it (held_path): a link planted after the check above is
+            # refused, not followed; O_NONBLOCK, so a FIFO swapped in does not hang the pass
+            handle = os.fdopen(held_path.open_file(path, os.O_RDONLY | os.O_NONBLOCK), "rb")
+        except held_path.UnsafePath as exc:
+            if links is not None:
+                links[path] = str(exc)
+            continue
         except (IOError, OSError):
             continue
+        with handle:
+            try:
+                info = os.fstat(handle.fileno())
+                if not stat.S_ISREG(info.st_mode):
+                    continue
+                digest = hashlib.sha256()
+                for block in iter(lambda: handle.read(65536), b""):
+                    digest.update(block)
+            except (IOError, OSError):
+                continue
         out[path] = dict(sha256=digest.hexdigest(), mode="%04o" % stat.S_IMODE(info.st_mode), uid=info.st_uid,
                          gid=info.st_gid, size=info.st_size)
     return out
@@ -208,11 +220,16 @@ def _owner_text(uid, gid):
 
 def attributes(path, role):
     """``{"role", "mode", "uid", "gid", "owner"}`` of a program (a regular file) or a directory
-    (symbolic links followed), or None when it is not one now."""
+    (root's own symbolic links followed, through held directories: ``held_path``), or None when
+    it is not one now or cannot be reached safely."""
     try:
-        info = os.stat(path)
+        fd = held_path.open_path(path)
     except (IOError, OSError):
         return None
+    try:
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
     wanted = stat.S_ISDIR if role == "directory" else stat.S_ISREG
     if not wanted(info.st_mode):
         return None
@@ -388,8 +405,7 @@ def package_default_line(path, conffiles):
         return ""
     package, md5 = known
     try:
-        with open(path, "rb") as handle:
-            now = hashlib.md5(handle.read()).hexdigest()  # nosec - dpkg records MD5; a comparison, not security
+        now = hashlib.md5(_read_bytes(path, -1)).hexdigest()  # nosec - dpkg records MD5; a comparison, not security
     except (IOError, OSError):
         return "%s: a conffile of %s; missing now (dpkg's default has md5 %s)" % (path, package, md5)
     if now == md5:
@@ -416,9 +432,14 @@ def _read_json(path, empty):
     return value if isinstance(value, type(empty)) else empty
 
 
-def _read_bytes(path):
-    with open(path, "rb") as handle:
-        return handle.read(MAX_FILE_BYTES + 1)
+def _read_bytes(path, limit=MAX_FILE_BYTES + 1):
+    """At most ``limit`` bytes (-1: all) of the regular file ``path``, opened through held directories
+    (``held_path``: no link another account could plant followed, no hard link where it may add
+    names); raises OSError otherwise."""
+    with os.fdopen(held_path.open_file(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise IOError(errno.EINVAL, "%s is not a regular file" % path)
+        return handle.read(limit)
 
 
 def unified_diff(path, before, after):

@@ -29,11 +29,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type  # pylint: disable=invalid-name
 
 import difflib
+import errno
 import json
 import os
 import posixpath
 import re
-import shutil
 import stat
 import tempfile
 import time
@@ -223,73 +223,94 @@ def same(one, other):
 
 # ---------------------------------------------------------------------------- putting it back
 
-def _remove(path):
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if stat.S_ISDIR(info.st_mode):
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
+# Every entry is put back through a descriptor on the directory holding it, reached from ``/`` one
+# component at a time (``held_path``): a link another account could have planted on the way is
+# refused, and once the directory is held, a swap of its name (for a link to /etc, say) no longer
+# moves where root creates, removes or renames. Each change is one *at call on one name in a held
+# directory (mkdirat, symlinkat, unlinkat, renameat, fchownat without following), and a directory's
+# mode and owner go on through its own descriptor.
 
-
-def _set_meta(path, state, link=False):
-    if link:
-        os.lchown(path, state["uid"], state["gid"])
-        return
-    os.chown(path, state["uid"], state["gid"])
-    os.chmod(path, state["mode"])
-
-
-def _ensure_parent(path):
-    parent = posixpath.dirname(path) or "/"
-    if not os.path.isdir(parent):
-        os.makedirs(parent, 0o755)
-
-
-def _swap_in(temporary, path, state, fill=None, link=False):
-    """Fill ``temporary`` (made beside ``path``), give it the kept metadata, then rename it
-    over ``path`` (a directory there is removed first); ``temporary`` never outlives a failure."""
-    try:
-        if fill is not None:
-            fill()
-        _set_meta(temporary, state, link=link)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        os.rename(temporary, path)
-    except BaseException:
-        if os.path.lexists(temporary):
-            os.unlink(temporary)
-        raise
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _between_check_and_use(path):
-    """Nothing; a seam the tests use to swap a path between its check and the write."""
+    """Nothing; a seam the tests use to swap a path after its directory is held, before it is changed."""
 
 
-def _held_directory(path):
-    """An fd on the directory holding ``path``, reached from ``/`` one component at a time
-    without following a link another account could have planted (``held_path``): whatever is
-    swapped in afterwards, the write goes where the check looked."""
+def _temporary_name():
+    return ".sentinel-restore-%d-%d" % (os.getpid(), time.time() * 1000000)
+
+
+def _hold_parent(path, create):
+    """The held directory of ``path``'s last component (``held_path.Held``, never following that
+    component); with ``create``, missing directories above it are made (0755) each in its own held
+    parent. Raises UnsafePath, FileNotFoundError, NotADirectoryError."""
     try:
-        return held_path.hold(path, follow_last=False).fd
-    except held_path.UnsafePath as exc:
-        raise SnapshotError("%s not put back: %s" % (path, exc))
+        return held_path.hold(path, follow_last=False)
+    except FileNotFoundError:
+        parent = posixpath.dirname(path)
+        if not create or parent == path:
+            raise
+    with _hold_parent(parent, True) as above:
+        try:
+            os.mkdir(above.name, 0o755, dir_fd=above.fd)
+        except FileExistsError:
+            pass
+    return held_path.hold(path, follow_last=False)
 
 
-def _put_file(path, state, data):
-    """Write ``data`` beside ``path`` in its held directory, give it the kept metadata through
-    its own fd, then rename it over ``path`` within that directory: no name is followed."""
-    _between_check_and_use(path)
+def _open_directory(dir_fd, name, where, info=None):
+    """A descriptor on the directory ``name`` in ``dir_fd``, never through a link, and the one
+    ``info`` (an lstat) described when given."""
     try:
-        fd = _held_directory(path)
+        fd = os.open(name, _DIRECTORY, dir_fd=dir_fd)
     except OSError as exc:
-        raise SnapshotError("%s not put back: its directory cannot be held (%s)" % (path, exc.strerror or exc))
-    name = posixpath.basename(path)
-    temporary = ".sentinel-restore-%d-%d" % (os.getpid(), time.time() * 1000000)
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise held_path.UnsafePath("%s stopped being a directory while it was put back" % where)
+        raise
+    now = os.fstat(fd)
+    if info is not None and (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+        os.close(fd)
+        raise held_path.UnsafePath("%s changed while it was put back" % where)
+    return fd
+
+
+def _remove_at(dir_fd, name, where):
+    """Remove the entry ``name`` of the directory ``dir_fd`` (a directory with all it holds, each
+    entry in its own directory's descriptor); nothing when it is not there."""
     try:
-        out = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(info.st_mode):
+        os.unlink(name, dir_fd=dir_fd)
+        return
+    fd = _open_directory(dir_fd, name, where, info)
+    try:
+        for entry in os.listdir(fd):
+            _remove_at(fd, entry, posixpath.join(where, entry))
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dir_fd)
+
+
+def _remove_directory_at(held):
+    """Remove ``held.name`` when it is a directory (not a link to one), so a rename can replace it."""
+    try:
+        info = os.stat(held.name, dir_fd=held.fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        _remove_at(held.fd, held.name, held.where)
+
+
+def _put_file_at(held, state, data):
+    """Write ``data`` beside the entry in its held directory, give it the kept metadata through its
+    own descriptor, then rename it over the entry within that directory: no name is followed."""
+    temporary = _temporary_name()
+    try:
+        out = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                      dir_fd=held.fd)
         try:
             with os.fdopen(out, "wb", closefd=False) as stream:
                 stream.write(data)
@@ -297,20 +318,84 @@ def _put_file(path, state, data):
             os.fchmod(out, state["mode"])
         finally:
             os.close(out)
-        try:
-            if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
-                shutil.rmtree(path)  # fd-based on Linux: never follows a link inside
-        except FileNotFoundError:
-            pass
-        os.rename(temporary, name, src_dir_fd=fd, dst_dir_fd=fd)
+        _remove_directory_at(held)
+        os.rename(temporary, held.name, src_dir_fd=held.fd, dst_dir_fd=held.fd)
     except BaseException:
-        try:
-            os.unlink(temporary, dir_fd=fd)
-        except OSError:
-            pass
+        _discard(held.fd, temporary)
         raise
+
+
+def _put_link_at(held, state):
+    """Make the link beside the entry in its held directory (symlinkat), give it the kept owner
+    without following it, then rename it over the entry within that directory."""
+    temporary = _temporary_name()
+    os.symlink(state["target"], temporary, dir_fd=held.fd)
+    try:
+        os.chown(temporary, state["uid"], state["gid"], dir_fd=held.fd, follow_symlinks=False)
+        _remove_directory_at(held)
+        os.rename(temporary, held.name, src_dir_fd=held.fd, dst_dir_fd=held.fd)
+    except BaseException:
+        _discard(held.fd, temporary)
+        raise
+
+
+def _discard(dir_fd, name):
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
+
+
+def _put_directory_at(held, state, store):
+    """Make the entry the kept directory: what is not a directory there removed, a missing one made
+    (mkdirat), then its tree put back entry by entry in its own descriptor, and its mode and owner
+    set through that descriptor."""
+    try:
+        info = os.stat(held.name, dir_fd=held.fd, follow_symlinks=False)
+    except FileNotFoundError:
+        info = None
+    if info is not None and not stat.S_ISDIR(info.st_mode):
+        os.unlink(held.name, dir_fd=held.fd)
+        info = None
+    if info is None:
+        if state.get("unkept"):
+            raise SnapshotError("%s was a directory whose contents were not kept (%s); it is gone"
+                                % (held.where, state["unkept"]))
+        os.mkdir(held.name, 0o700, dir_fd=held.fd)
+    fd = _open_directory(held.fd, held.name, held.where, info)
+    try:
+        if "entries" in state:
+            wanted = state["entries"]
+            for name in sorted(os.listdir(fd)):
+                if name not in wanted:
+                    _remove_at(fd, name, posixpath.join(held.where, name))
+            for name in sorted(wanted):
+                inside = held_path.Held(fd, name, posixpath.join(held.where, name))  # not closed: fd is ours
+                now = _capture_held(inside, None, True, {"entries": TREE_MAX_ENTRIES, "bytes": TREE_MAX_BYTES})
+                if not same(now, wanted[name]):
+                    _place_at(inside, wanted[name], store)
+        os.fchown(fd, state["uid"], state["gid"])
+        os.fchmod(fd, state["mode"])
     finally:
         os.close(fd)
+
+
+def _place_at(held, state, store):
+    """Make the entry ``held.name`` of the held directory ``held.fd`` be ``state``."""
+    kind = state.get("kind")
+    if kind == "absent":
+        _remove_at(held.fd, held.name, held.where)
+    elif state.get("unkept") and kind != "dir":
+        raise SnapshotError("%s was not kept (%s)" % (held.where, state["unkept"]))
+    elif kind == "file":
+        _put_file_at(held, state, store.get(state["digest"]))
+    elif kind == "link":
+        _put_link_at(held, state)
+    elif kind == "dir":
+        _put_directory_at(held, state, store)
+    else:
+        raise SnapshotError("%s was a %s (not a file, link or directory): it cannot be recreated"
+                            % (held.where, kind))
 
 
 def _place(path, state, store):
@@ -321,9 +406,6 @@ def _place(path, state, store):
     if why:
         raise SnapshotError("%s not put back: %s" % (path, why))
     kind = state.get("kind")
-    if kind == "absent":
-        _remove(path)
-        return
     if state.get("meta"):
         # Only its attributes were kept: they go back on the same kind of entry, through no link.
         now = capture_meta(path)
@@ -334,33 +416,22 @@ def _place(path, state, store):
         return
     if state.get("unkept") and kind != "dir":
         raise SnapshotError("%s was not kept (%s)" % (path, state["unkept"]))
-    _ensure_parent(path)
-    if kind == "file":
-        _put_file(path, state, store.get(state["digest"]))
-    elif kind == "link":
-        temporary = posixpath.join(posixpath.dirname(path) or "/", ".sentinel-restore-%d-%d" % (os.getpid(), time.time() * 1000000))
-        os.symlink(state["target"], temporary)
-        _swap_in(temporary, path, state, link=True)
-    elif kind == "dir":
-        if os.path.lexists(path) and not (os.path.isdir(path) and not os.path.islink(path)):
-            os.unlink(path)
-        if not os.path.lexists(path):
-            if state.get("unkept"):
-                raise SnapshotError("%s was a directory whose contents were not kept (%s); it is gone"
-                                    % (path, state["unkept"]))
-            os.mkdir(path, 0o700)
-        if "entries" in state:
-            wanted = state["entries"]
-            for name in sorted(os.listdir(path)):
-                if name not in wanted:
-                    _remove(os.path.join(path, name))
-            for name in sorted(wanted):
-                sub = os.path.join(path, name)
-                if not same(capture(sub, None), wanted[name]):
-                    _place(sub, wanted[name], store)
-        _set_meta(path, state)
-    else:
-        raise SnapshotError("%s was a %s (not a file, link or directory): it cannot be recreated" % (path, kind))
+    try:
+        held = _hold_parent(path, create=kind != "absent")
+    except (FileNotFoundError, NotADirectoryError):
+        if kind == "absent":
+            return  # a directory above it is gone: so is the entry
+        raise
+    except held_path.UnsafePath as exc:
+        raise SnapshotError("%s not put back: %s" % (path, exc))
+    with held:
+        _between_check_and_use(path)
+        try:
+            _place_at(held, state, store)
+        except held_path.UnsafePath as exc:
+            raise SnapshotError("%s not put back: %s" % (path, exc))
+        except OSError as exc:
+            raise SnapshotError("%s not put back: %s" % (path, exc.strerror or exc))
 
 
 def restore(path, state, store):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.sentinel.remediation.plugins.module_utils import (
-    held_path, landlock, plan_runner, snapshot)
+    held_path, known_good, landlock, plan_runner, snapshot)
 from ansible_collections.sentinel.remediation.plugins.module_utils.content_store import ContentStore
 
 SERVICE_UID = 4242
@@ -229,3 +229,102 @@ def test_a_fifo_in_the_target_s_place_fails_the_copy_without_hanging(host, stage
     # without a reader a FIFO cannot be opened for writing without blocking (ENXIO); with one, it is not a file
     assert result["rc"] == 1 and ("not a regular file" in result["stderr"] or "No such device" in result["stderr"]), result
     assert stat.S_ISFIFO(os.lstat(service / "conf" / "app.conf").st_mode)
+
+
+# ---------------------------------------------------------------- 4. the undo puts links and directories back
+
+
+def _vault_exactly(vault: Path) -> dict:
+    """Every entry of the root-only directory: kind, mode, owner, bytes or link target."""
+    found = {}
+    for path in sorted(vault.rglob("*")):
+        info = os.lstat(path)
+        found[str(path.relative_to(vault))] = (stat.S_IFMT(info.st_mode), stat.S_IMODE(info.st_mode), info.st_uid,
+                                               info.st_gid, os.readlink(path) if path.is_symlink() else
+                                               path.read_bytes() if path.is_file() else None)
+    return found
+
+
+# What a command changed in the service's conf directory, and the state the undo puts back: a link
+# it removed, a directory it removed, a file it created, a directory it created (with a file in it).
+_UNDONE = {
+    "link": ("current", lambda conf: os.symlink("app.conf", str(conf / "current")), lambda conf: (conf / "current").unlink()),
+    "directory": ("sites", lambda conf: (conf / "sites").mkdir(mode=0o750), lambda conf: (conf / "sites").rmdir()),
+    "created file": ("app.conf", lambda conf: (conf / "app.conf").unlink(), lambda conf: (conf / "app.conf").write_bytes(b"x\n")),
+    "created directory": ("made", lambda conf: None,
+                          lambda conf: ((conf / "made").mkdir(), (conf / "made" / "app.conf").write_bytes(b"x\n"))),
+}
+
+
+@pytest.fixture()
+def undone(host, tmp_path):
+    """``(service, vault, path, kept, store)`` per scenario: the state kept before the command, the
+    command's change made; the root-only directory holds an entry of the same name as each."""
+    service, vault = host
+    (vault / "current").write_bytes(SECRET)
+    (vault / "sites").mkdir(mode=0o700)
+    (vault / "sites" / "default").write_bytes(SECRET)
+    (vault / "made").mkdir(mode=0o700)
+    (vault / "made" / "app.conf").write_bytes(SECRET)
+    store = ContentStore(str(tmp_path / "state" / "content"))
+
+    def make(scenario):
+        name, before, command = _UNDONE[scenario]
+        conf = service / "conf"
+        before(conf)
+        kept = snapshot.capture(str(conf / name), store)
+        command(conf)
+        return str(conf / name), kept
+    return service, vault, store, make
+
+
+@pytest.mark.parametrize("scenario", sorted(_UNDONE))
+def test_an_undo_never_changes_where_a_directory_swapped_after_its_check_points(undone, monkeypatch, scenario):
+    service, vault, store, make = undone
+    path, kept = make(scenario)
+    before = _vault_exactly(vault)
+    checked = snapshot.planted_link
+
+    def check_then_swap(where):  # the check finds the real directory; the account swaps it right after
+        why = checked(where)
+        if not (service / "conf.old").exists():
+            _swap_conf_for_link(service, vault)
+        return why
+    monkeypatch.setattr(snapshot, "planted_link", check_then_swap)
+    ok, note = snapshot.restore(path, kept, store)
+    assert _vault_exactly(vault) == before
+    assert not ok and "not put back" in note and "uid 4242" in note, note
+
+
+@pytest.mark.parametrize("scenario", sorted(_UNDONE))
+def test_an_undo_puts_back_in_the_directory_it_held_when_the_name_is_swapped_after(undone, monkeypatch, scenario):
+    service, vault, store, make = undone
+    path, kept = make(scenario)
+    before = _vault_exactly(vault)
+    monkeypatch.setattr(snapshot, "_between_check_and_use", lambda _path: _swap_conf_for_link(service, vault))
+    ok, note = snapshot.restore(path, kept, store)
+    assert _vault_exactly(vault) == before
+    # the directory that was held, now under the name the account moved it to, is the one put back
+    moved = os.path.join(str(service / "conf.old"), os.path.basename(path))
+    assert snapshot.same(snapshot.capture(moved, None), kept), snapshot.capture(moved, None)
+    assert not ok, note  # read back by name, the path is now the account's link: not what was kept
+
+
+def test_a_known_good_read_never_follows_a_directory_swapped_after_its_check(host, monkeypatch):
+    service, vault = host
+    conf = str(service / "conf" / "app.conf")
+    checked = known_good.planted_link
+
+    def check_then_swap(path):
+        why = checked(path)
+        if not (service / "conf.old").exists():
+            _swap_conf_for_link(service, vault)
+        return why
+    monkeypatch.setattr(known_good, "planted_link", check_then_swap)
+    links = {}
+    found = known_good.fingerprint([conf], links)
+    # the root-only file of the same name is neither hashed into the baseline nor read for a diff
+    assert found == {} and "uid 4242" in links[conf], (found, links)
+    with pytest.raises(OSError, match="uid 4242"):
+        known_good._read_bytes(conf)
+    _vault_untouched(vault)
