@@ -418,10 +418,10 @@ def _place(path, state, store):
         raise SnapshotError("%s was not kept (%s)" % (path, state["unkept"]))
     try:
         held = _hold_parent(path, create=kind != "absent")
-    except (FileNotFoundError, NotADirectoryError):
+    except (FileNotFoundError, NotADirectoryError) as exc:
         if kind == "absent":
             return  # a directory above it is gone: so is the entry
-        raise
+        raise SnapshotError("%s not put back: %s" % (path, exc.strerror or exc))
     except held_path.UnsafePath as exc:
         raise SnapshotError("%s not put back: %s" % (path, exc))
     with held:

@@ -195,3 +195,88 @@ def test_a_hard_link_to_a_root_only_file_in_a_kept_tree_is_not_kept_and_the_reco
     assert _changed(before, _survey(scene)) == []
     # and the host's store holds no line of /etc/shadow
     assert _sh(scene, "grep -rqF -f /etc/shadow /var/lib/sentinel-remediation && echo found; true") == ""
+
+
+# ---------------------------------------------------------------- the undo, raced by the account
+
+# Root puts three entries of the service's conf directory back and forth between two kept states,
+# round after round for some seconds (a link retargeted, a directory with a file made and removed, a file written and
+# removed), as undo and rollback do, while the service's account (``su redis``) swaps that
+# directory for a link to a root-only one in a loop of its own. No seam: a real race.
+_RACE = r"""
+import json, os, subprocess, sys, time
+sys.path.insert(0, "/tmp/toctou-probe")
+from ansible_collections.sentinel.remediation.plugins.module_utils import snapshot
+from ansible_collections.sentinel.remediation.plugins.module_utils.content_store import ContentStore
+conf, seconds, stop = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+# The account's loop: its directory aside, a link to the root-only one in its place, then back.
+# When root recreated the missing directory in between, root's is moved aside and the loop goes on.
+RACER = '''
+import os, sys
+os.chdir(sys.argv[1])
+n = 0
+while not os.path.exists(sys.argv[2]):
+    n += 1
+    try:
+        os.rename("conf", "conf.real")
+        os.symlink("/root/vault", "conf")
+        os.unlink("conf")
+        os.rename("conf.real", "conf")
+    except OSError:
+        if os.path.isdir("conf.real"):
+            if os.path.lexists("conf"):
+                os.rename("conf", "root-made.%d" % n)
+            os.rename("conf.real", "conf")
+'''
+store = ContentStore("/var/lib/sentinel-remediation/content")
+link, sites, made = conf + "/current", conf + "/sites", conf + "/app.conf"
+os.symlink("app.conf", link)
+os.mkdir(sites, 0o750)
+with open(sites + "/default", "w") as out:
+    out.write("server {}\n")
+kept = {p: [snapshot.capture(p, store)] for p in (link, sites, made)}
+os.unlink(link)
+os.symlink("other.conf", link)
+os.unlink(sites + "/default")
+os.rmdir(sites)
+os.unlink(made)
+for p in (link, sites, made):
+    kept[p].append(snapshot.capture(p, store))
+racer = subprocess.Popen(["su", "-s", "/usr/bin/python3", "redis", "-c", RACER, os.path.dirname(conf), stop],
+                         stderr=subprocess.PIPE, text=True)
+outcomes = {"rounds": 0, "restored": 0, "failed": 0, "why": []}
+until = time.monotonic() + seconds
+try:
+    while time.monotonic() < until:
+        n = outcomes["rounds"]
+        outcomes["rounds"] += 1
+        for p in (link, sites, made):
+            ok, note = snapshot.restore(p, kept[p][n % 2], store)
+            outcomes["restored" if ok else "failed"] += 1
+            if not ok and len(outcomes["why"]) < 8 and note not in outcomes["why"]:
+                outcomes["why"].append(note)
+finally:
+    open(stop, "w").close()
+    outcomes["racer"] = racer.communicate(timeout=60)[1][-500:]
+print(json.dumps(outcomes))
+"""
+
+# The root-only directory the account's link points at, entry by entry (kind, mode, owner, link
+# target, SHA-256 of a file), read by find and sha256sum in the container, not by the code under test.
+_VAULT = ("cd /root/vault && find . -printf '%p %y %m %U %G %l\\n' | sort && "
+          "find . -type f -exec sha256sum {} + | sort")
+
+
+def test_an_undo_raced_by_the_account_swapping_its_directory_changes_nothing_outside_it(scene):
+    _sh(scene, "mkdir -m 0700 /root/vault/sites /root/vault/current && printf 'vault\\n' > /root/vault/sites/default "
+               f"&& printf 'vault\\n' > /root/vault/current/x && rm -f /tmp/race-stop")
+    vault, before = _sh(scene, _VAULT), _survey(scene)
+    proc = subprocess.run(["docker", "exec", scene, "python3", "-c", _RACE, f"{SERVICE}/conf", "5", "/tmp/race-stop"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    outcomes = json.loads(proc.stdout)
+    assert _sh(scene, _VAULT) == vault, outcomes
+    changed = _changed(before, _survey(scene))
+    assert [p for p in changed if not p.startswith(f"{SERVICE}/")] == [], changed
+    # a real race: some restores were done, others failed (the directory was the account's link, or gone)
+    assert outcomes["restored"] and outcomes["failed"], json.dumps(outcomes)
