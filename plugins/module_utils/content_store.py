@@ -29,6 +29,8 @@ import stat
 import tempfile
 import time
 
+from ansible_collections.sentinel.remediation.plugins.module_utils.state_directory import exposure
+
 DIGEST = re.compile(r"\A[0-9a-f]{64}\Z")
 OBJECTS = "objects"
 
@@ -69,7 +71,8 @@ def _check_digest(digest):
 
 def private_dir(path):
     """Create ``path`` (and parents) mode 0700, or hold an existing one to 0700 and to
-    this user: a store another user could read or replace is refused."""
+    this user: a store another user could read or replace is refused, and so is one where
+    another account owns, or may write to, it or a directory above it (``state_directory``)."""
     if not os.path.lexists(path):
         os.makedirs(path, 0o700)
     info = os.lstat(path)
@@ -78,6 +81,11 @@ def private_dir(path):
     if info.st_uid != os.geteuid():
         raise ContentStoreError("content store %s belongs to uid %d, not to this user (uid %d)"
                                 % (path, info.st_uid, os.geteuid()))
+    # Another account that may write to it or to a directory above it could plant what root
+    # restores from, or swap a directory of the path for its own: refused, not repaired.
+    why = exposure(path)
+    if why:
+        raise ContentStoreError("content store %s cannot be trusted: %s" % (path, why))
     if stat.S_IMODE(info.st_mode) != 0o700:
         os.chmod(path, 0o700)
 

@@ -126,6 +126,9 @@ options:
         run's shared plans. It is created when missing and must be writable (checked before the host is touched).
       - Empty means C($SENTINEL_STATE_DIR/remediation), else C($XDG_STATE_HOME/sentinel-remediation/remediation),
         else C(~/.local/state/sentinel-remediation/remediation). A directory inside an installed collection is refused.
+      - Refused too when another account owns it or a directory above it up to C(/), or may write to one of them
+        (every user, or a group with another member); a sticky directory such as C(/tmp) is accepted above an entry
+        of root's or this user's.
     type: path
     default: ""
   lease_dir:

@@ -19,9 +19,10 @@ driver (``sentinel-remediate``) already keeps its runs there, so a playbook run 
 from __future__ import annotations
 
 import os
-import stat
 import tempfile
 from collections.abc import Mapping
+
+from ansible_collections.sentinel.remediation.plugins.module_utils.state_directory import exposure
 
 STATE_NAME = "sentinel-remediation"
 # The collection this file belongs to: <root>/plugins/plugin_utils/state_dir.py.
@@ -75,17 +76,21 @@ def ensure_writable(path: str, variable: str = "remediate_artifacts_dir", collec
             raise NotADirectoryError(f"{path} is not a directory")
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
             pass
-        mode = os.stat(path).st_mode
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise StateDirError(f"the state directory {path} ({variable}) is not writable: {reason}; {hint}") from None
-    if mode & stat.S_IWOTH:
+    try:
+        why = exposure(os.path.abspath(path))
+    except OSError as exc:
+        why = f"a directory on the way cannot be examined ({exc.strerror or exc})"
+    if why:
         # What the run trusts without a MAC lives here (the journal: what ran and what healed,
-        # which memory learns fixes from; the leases): anyone who may create files in it could
-        # plant them. The pending plans are authenticated, the rest is not.
-        raise StateDirError(f"the state directory {path} ({variable}) is writable by every user (mode "
-                            f"{stat.S_IMODE(mode):04o}): anyone could plant journal records and leases in it; "
-                            f"use a directory of this user's own (it is created 0700), or chmod o-w it")
+        # which memory learns fixes from; the leases): another account that may create, rename or
+        # remove names in it or in a directory above it could plant them. The pending plans are
+        # authenticated, the rest is not.
+        raise StateDirError(f"the state directory {path} ({variable}) cannot be trusted: {why}; another account "
+                            f"could plant journal records and leases in it; use a directory of this user's own "
+                            f"under directories only root or this user may write (it is created 0700)")
     return path
 
 
