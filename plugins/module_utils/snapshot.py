@@ -10,7 +10,9 @@ symbolic link's target and owner; a directory's mode, owner and, when it is smal
 its whole tree; or the fact that nothing was there. ``restore`` makes the path that again:
 it removes what a command created, writes back what it changed or removed, puts back what
 it moved away. An attempt that did not heal is undone this way before the next one; an
-operator can undo a healed incident later from the manifest kept per incident.
+operator can undo a healed incident later from the manifest kept per incident. Paths are read and
+put back through descriptors on directories held from ``/`` (``held_path``), never by name: a
+directory another account swaps for a link meanwhile does not move where root reads or writes.
 
 Bytes stay on the host (``ContentStore``, 0700). What leaves it is a summary per path: its
 kind, size, SHA-256, and a redacted, bounded diff of text.
