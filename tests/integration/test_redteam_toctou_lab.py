@@ -269,7 +269,7 @@ _VAULT = ("cd /root/vault && find . -printf '%p %y %m %U %G %l\\n' | sort && "
 
 def test_an_undo_raced_by_the_account_swapping_its_directory_changes_nothing_outside_it(scene):
     _sh(scene, "mkdir -m 0700 /root/vault/sites /root/vault/current && printf 'vault\\n' > /root/vault/sites/default "
-               f"&& printf 'vault\\n' > /root/vault/current/x && rm -f /tmp/race-stop")
+               "&& printf 'vault\\n' > /root/vault/current/x && rm -f /tmp/race-stop")
     vault, before = _sh(scene, _VAULT), _survey(scene)
     proc = subprocess.run(["docker", "exec", scene, "python3", "-c", _RACE, f"{SERVICE}/conf", "5", "/tmp/race-stop"],
                           capture_output=True, text=True, timeout=600, check=False)

@@ -90,8 +90,8 @@ def test_a_link_on_the_way_must_be_root_s_or_ours_and_is_followed(tree, tmp_path
 def test_a_group_whose_only_member_is_this_user_may_write():
     me = pwd.getpwuid(os.geteuid()).pw_name
     group = grp.getgrgid(os.getegid())
-    others = [m for m in group.gr_mem if m != me] + [p.pw_name for p in pwd.getpwall()
-                                                      if p.pw_gid == group.gr_gid and p.pw_uid != os.geteuid()]
+    others = [m for m in group.gr_mem if m != me]
+    others += [p.pw_name for p in pwd.getpwall() if p.pw_gid == group.gr_gid and p.pw_uid != os.geteuid()]
     if others:
         pytest.skip(f"group {group.gr_name} has other members here: {others}")
     from ansible_collections.sentinel.remediation.plugins.module_utils import state_directory
