@@ -35,7 +35,8 @@ def _ours(uid, euid):
 
 
 def _group_has_others(gid, euid):
-    """Whether an account other than ``euid`` belongs to the group ``gid``."""
+    """Whether an account other than ``euid`` and root belongs to the group ``gid`` (root may
+    write anywhere already; a group's write bit adds nothing for it)."""
     try:
         me = pwd.getpwuid(euid).pw_name
     except KeyError:
@@ -43,10 +44,17 @@ def _group_has_others(gid, euid):
     try:
         group = grp.getgrgid(gid)
     except KeyError:
+        # A group the host cannot name: ours when this process holds it (a container's
+        # volume group, such as Kubernetes' fsGroup, is in no group database), else unknown.
+        return euid == 0 or gid not in _held_groups()
+    if any(name not in (me, "root") for name in group.gr_mem):
         return True
-    if any(name != me for name in group.gr_mem):
-        return True
-    return any(entry.pw_gid == gid and entry.pw_uid != euid for entry in pwd.getpwall())
+    return any(entry.pw_gid == gid and entry.pw_uid not in (0, euid) for entry in pwd.getpwall())
+
+
+def _held_groups():
+    """The groups this process holds: its own and its supplementary ones."""
+    return {os.getegid(), *os.getgroups()}
 
 
 def _writers(info, euid):

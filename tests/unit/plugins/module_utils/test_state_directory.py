@@ -8,6 +8,8 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -96,6 +98,64 @@ def test_a_group_whose_only_member_is_this_user_may_write():
         pytest.skip(f"group {group.gr_name} has other members here: {others}")
     from ansible_collections.sentinel.remediation.plugins.module_utils import state_directory
     assert not state_directory._group_has_others(group.gr_gid, os.geteuid())
+
+
+def _exposure_as(uid: int, groups: list[int], path: Path) -> str:
+    """``exposure(path)`` as seen by a process of account ``uid`` holding ``groups`` (a fork that
+    gives up root), as an execution environment's job user sees its volume."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            os.close(read)
+            os.setgroups(groups)
+            os.setgid(groups[0])
+            os.setuid(uid)
+            os.write(write, exposure(str(path)).encode() or b"-")
+        except Exception as exc:  # pylint: disable=broad-except
+            os.write(write, f"raised {exc!r}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        said = pipe.read().decode()
+    os.waitpid(child, 0)
+    return "" if said == "-" else said
+
+
+def test_a_volume_group_the_job_holds_and_no_database_names_may_write():
+    """A Kubernetes volume with an fsGroup: the volume's root is root's, group-writable, setgid,
+    for a group no group database in the image names; the job's account holds that group. Only
+    accounts holding it may write there, and the job is the one it was given to."""
+    base = Path(tempfile.mkdtemp(prefix="sentinel-volume-", dir="/tmp"))   # reachable by other accounts
+    try:
+        base.chmod(0o755)
+        volume, mid, tree = base / "volume", base / "volume" / "job", base / "volume" / "job" / "state"
+        tree.mkdir(parents=True)
+        _set(volume, 0o2775, gid=NO_GROUP)
+        _set(mid, 0o2775, uid=OTHER, gid=NO_GROUP)
+        _set(tree, 0o700, uid=OTHER, gid=NO_GROUP)
+        _volume_checks(volume, tree)
+    finally:
+        shutil.rmtree(base)
+
+
+def _volume_checks(volume: Path, tree: Path) -> None:
+    assert _exposure_as(OTHER, [NO_GROUP], tree) == ""
+    # Another account, not holding the group, cannot vouch for who else may write there.
+    assert _exposure_as(OTHER + 1, [NO_GROUP + 1], volume) == (
+        f"{volume}: group gid {NO_GROUP} may write to it (mode 2775) and has members other than this user")
+
+
+def test_root_in_a_group_is_not_another_writer():
+    """Root may write anywhere already: root as the only other member of a writable group adds nothing."""
+    from ansible_collections.sentinel.remediation.plugins.module_utils import state_directory
+    others = [p.pw_name for p in pwd.getpwall() if p.pw_gid == 0 and p.pw_uid != 0]
+    others += [m for m in grp.getgrgid(0).gr_mem if m != "root"]
+    if others:
+        pytest.skip(f"group 0 has other members here: {others}")
+    assert not state_directory._group_has_others(0, OTHER)
+    assert state_directory._group_has_others(NO_GROUP, OTHER)   # unnamed and not held: unknown
 
 
 # ---------------------------------------------------------------- the host: content store, snapshots
