@@ -165,6 +165,13 @@ _RULES = (
         r"(?:[ \t]+PASSWORD)?)(?:[ \t]+(?:=[ \t]*)?(?:PASSWORD[ \t]*)?\(?|\()[ \t]*)"
         r"('(?:[^'\n]|'')*'|\"[^\"\n]*\"|\$[A-Za-z0-9_]*\$.*?\$[A-Za-z0-9_]*\$)"),
      lambda m, kind: m.group(1) + "'" + MARK % kind + "'"),
+    # An account's stored authentication string as the server prints it back (MariaDB's SHOW
+    # GRANTS: IDENTIFIED VIA plugin USING '<hash>'; MySQL's SHOW CREATE USER: IDENTIFIED WITH
+    # 'plugin' AS '<hash>'): the quoted literal after USING or AS inside an IDENTIFIED clause.
+    ("password", re.compile(
+        r"(?i)(\bIDENTIFIED[ \t]+(?:VIA|WITH)[ \t]+['\"`]?[A-Za-z0-9_]+['\"`]?[ \t]+(?:USING|AS)[ \t]+)"
+        r"('(?:[^'\n]|'')*'|\"[^\"\n]*\")"),
+     lambda m, kind: m.group(1) + "'" + MARK % kind + "'"),
     # Cookie / Set-Cookie headers: every cookie value is a session credential (attributes stay).
     ("cookie", re.compile(r"(?im)^(?P<head>.*?\b(?:set-)?cookie\s*:\s*)(?P<rest>[^\n]*)$"),
      "cookie"),

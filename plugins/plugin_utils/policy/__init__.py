@@ -127,6 +127,8 @@ def _semantic_problems(policy: Mapping[str, Any]) -> list[str]:
         operands = spec.get("operands") or {}
         if "type" in operands:
             check_type(operands["type"], f"tools.{name}.operands.type")
+        for index, vtype in enumerate(operands.get("positional") or ()):
+            check_type(vtype, f"tools.{name}.operands.positional[{index}]")
         if rule == "generic" and "operands" in spec and "access" not in operands and "type" not in operands:
             found.append(f"policy key 'tools.{name}.operands' needs `access` (for paths) or `type`")
     for name, spec in policy["wrappers"].items():

@@ -379,8 +379,12 @@ _SAFE_FUNCTIONS = {
     "pg_get_wal_replay_pause_state", "pg_size_bytes", "trim", "split_part", "values",
     "char_length", "date", "timestamp", "numeric", "bigint", "int", "integer", "text", "varchar", "float",
 }
+# What holds a database account's credentials: the password catalogs, the subscriptions' connection
+# strings (with their passwords), and the statement that prints an account's definition with its
+# authentication string (`SHOW CREATE USER`: `IDENTIFIED WITH ... AS '<hash>'`).
 _SECRET_TABLES = re.compile(r"\b(?:pg_shadow|pg_authid|pg_user_mapping|pg_user_mappings|mysql\s*\.\s*user|"
-                            r"mysql\s*\.\s*global_priv|authentication_string|rolpassword|passwd)\b", re.IGNORECASE)
+                            r"mysql\s*\.\s*global_priv|authentication_string|rolpassword|passwd|pg_subscription|"
+                            r"subconninfo|show\s+create\s+user)\b", re.IGNORECASE)
 _CODE_FUNCTIONS = re.compile(r"\b(?:pg_read_file|pg_read_binary_file|pg_ls_dir|pg_stat_file|pg_ls_logdir|"
                              r"pg_ls_waldir|pg_ls_tmpdir|pg_ls_archive_statusdir|lo_import|lo_export|lo_get|lo_put|"
                              r"pg_file_write|pg_file_rename|pg_file_unlink|dblink\w*|load_file|sys_exec|sys_eval|"
@@ -572,10 +576,9 @@ def psql(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         return
     if not count_bounds(chk, parsed.operands, 0, 2, "database or user name"):
         return
+    if not _plain_database_names(chk, list(parsed.operands) + parsed.values("-d")):
+        return
     for item in parsed.operands:
-        if "://" in item or "=" in item and ("password" in item.lower() or "host" in item.lower()):
-            chk.reject("connection strings with hosts or passwords are not allowed; use -h localhost -U USER")
-            return
         value(chk, "word", item, "a database name")
     commands = parsed.values("-c")
     if not commands and not parsed.has("-l", "-V"):
@@ -587,6 +590,19 @@ def psql(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         sql(chk, text, "postgres")
 
 
+def _plain_database_names(chk: Check, names: list[str]) -> bool:
+    """libpq reads a database name that holds `=` or starts with a URI scheme as a whole
+    connection string, wherever it is given (operand or `-d`): it can name another host
+    (`host=`, `hostaddr=`, `postgresql://HOST`), a service file entry (`service=`), a password
+    or key file (`passfile=`, `sslkey=`) or session options. Only plain names pass."""
+    for name in names:
+        if "=" in name or "://" in name or re.match(r"(?i)postgres(?:ql)?:", name):
+            chk.reject(f"{q(name)} is a connection string (it can name another host, a service entry, password or "
+                       "key files); give a plain database name and `-h localhost -U USER`")
+            return False
+    return True
+
+
 _PG_ISREADY = spec_from_table({"-d|--dbname": "word", "-h|--host": "word", "-p|--port": "int", "-t|--timeout": "int",
                                "-U|--username": "word", "-q|--quiet": None, "-V|--version": None})
 
@@ -596,6 +612,8 @@ def pg_isready(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     option_values(chk, _PG_ISREADY, parsed)
     host = parsed.last("-h")
     if host is not None and not _local_host(chk, host, "pg_isready"):
+        return
+    if not _plain_database_names(chk, parsed.values("-d")):
         return
     count_bounds(chk, parsed.operands, 0, 0)
     chk.effect("checks whether PostgreSQL accepts connections")

@@ -19,6 +19,7 @@ from typing import Any
 from . import _destinations as destinations
 from . import _rules as judge
 from ._options import OptionSpec, Parsed, parse_options, spec_from_table
+from ._paths import canonical
 from ._rules import Check, q, signal_name
 from ._scope import unit_name
 from ._table import by_table
@@ -95,8 +96,13 @@ def generic(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     if count_bounds(chk, parsed.operands, int(operands.get("min", 0)), int(operands.get("max", 16 if operands else 0))):
         access = operands.get("access")
         vtype = operands.get("type")
-        for item in parsed.operands:
-            if access:
+        # Leading operands may mean something else than the rest (`named-checkzone ZONE FILE`):
+        # each takes its own value type, a path access included, so a file is never read as text.
+        leading = list(operands.get("positional") or ())
+        for index, item in enumerate(parsed.operands):
+            if index < len(leading):
+                value(chk, leading[index], item, f"`{chk.tool}` operand {index + 1}")
+            elif access:
                 judge.path(chk, item, access, recursive=recursive)
             else:
                 value(chk, vtype or "text", item, f"`{chk.tool}`")
@@ -634,6 +640,11 @@ def pkill(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         if chk.scope.explicit:
             in_scope = chk.scope.locate(path) in ("pidfile", "runtime")
         what = f"the process in {path}"
+    elif users and chk.scope.explicit:
+        # An account is not a service: www-data, nobody or daemon run the workers of several
+        # services (nginx, PHP-FPM, Apache), and the policy cannot see which share it.
+        in_scope = False
+        what = f"every process of the account {users[0]} (whichever service runs under it)"
     chk.effect(f"sends {signal} to {what}")
     judge.judge_signal(chk, signal, in_scope=in_scope, what=what, many=True)
 
@@ -1246,6 +1257,34 @@ def cp(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     if recursive:
         chk.approve("a recursive copy takes whatever lies in the tree (keys and credentials included); a human "
                     "should confirm")
+    elif _keeps_mode(parsed):
+        _kept_modes(chk, sources)
+
+
+def _keeps_mode(parsed: Parsed) -> bool:
+    """Whether `cp` gives the copy its source's mode (`-p`, `-a`, `--preserve` alone or with
+    `mode`/`all`), as GNU cp reads them in order (a later `--no-preserve` takes it back)."""
+    keeps = False
+    for name, text in parsed.options:
+        items = set((text or "").split(","))
+        if name in ("-p", "-a") or name == "--preserve" and (text is None or items & {"mode", "all"}):
+            keeps = True
+        elif name == "--no-preserve" and items & {"mode", "all"}:
+            keeps = False
+    return keeps
+
+
+def _kept_modes(chk: Check, sources: list[str]) -> None:
+    """A copy that keeps its source's mode keeps a set-user-ID or set-group-ID bit too (root
+    copies it with the owner root): a file of the operating system (`/usr/bin/passwd`, a helper
+    under `/usr/lib`) copied so becomes a privileged program wherever the copy lands, a mode
+    nobody reviewed (as `chmod --reference` would set). The policy cannot see the source's mode."""
+    for item in sources:
+        canon = canonical(posixpath.normpath(item))
+        if chk.compiled["protected_paths"].match(canon):
+            chk.approve(f"the copy keeps the mode of {q(item)}, a file of the operating system (a set-user-ID bit "
+                        "included), which the policy cannot see; copy without `-p`/`--preserve`, or a human should "
+                        "confirm")
 
 
 _LN = _table({"-s|--symbolic": None, "-f|--force": None, "-n|--no-dereference": None, "-T|--no-target-directory": None,
