@@ -271,19 +271,26 @@ def systemctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
 
 
 def _whole_unit_read(chk: Check, verb: str, units: list[str]) -> None:
-    """`systemctl cat` and a full `systemctl show` print a unit's Environment= (the secrets a
-    service is given): inside the incident the output is redacted before the model sees it;
-    another service's, or the manager's own, needs approval."""
+    """`systemctl cat`, a full `systemctl show` and `systemd-analyze dump` print a unit's
+    Environment= (the secrets a service is given): inside the incident the output is redacted
+    before the model sees it; another service's, or the manager's own, needs approval. A pattern
+    (`'*'`, `'ssh*'`) prints every unit it matches, whichever service they belong to."""
+    shown = f"{chk.tool} {verb}"
     if not units:
-        chk.approve(f"`systemctl {verb}` without a unit prints the service manager's properties, its environment "
+        chk.approve(f"`{shown}` without a unit prints the service manager's properties, its environment "
                     "included; name the unit and property you need, or a human should confirm")
         return
+    for raw in units:
+        if unit_name(raw) is None and re.search(r"[*?\[]", raw):
+            chk.approve(f"`{shown} {raw}` prints every unit the pattern matches, with the Environment= (the secrets) "
+                        "each service is given; name the incident's unit, or a human should confirm")
+            return
     if not chk.scope.explicit:
         return
     for raw in units:
         name = unit_name(raw)
         if name is not None and not chk.scope.has_unit(name) and name not in chk.scope.related:
-            chk.approve(f"`systemctl {verb} {name}` prints the unit's Environment= (the secrets {name} is given), "
+            chk.approve(f"`{shown} {name}` prints the unit's Environment= (the secrets {name} is given), "
                         "outside the incident; read the property you need (`-p`), or a human should confirm")
             return
 
@@ -2016,11 +2023,26 @@ def systemd_analyze(chk: Check, args: list[str], spec: Mapping[str, Any]) -> Non
         chk.reject(f"{q(verb)} is not a read-only `systemd-analyze` verb")
         return
     for item in words[1:]:
-        if item.startswith("/"):
-            judge.path(chk, item, "read")
+        if verb == "cat-config" and not item.startswith("/"):
+            # A relative name is looked up beneath each configuration root (`cat-config sudoers`
+            # prints /etc/sudoers): it reads the file of that name in every one of them.
+            for root in _CONFIG_ROOTS:
+                if judge.path(chk, f"{root}/{item}", "read") is None:
+                    return
+        elif item.startswith("/") or verb == "inspect-elf" or verb == "verify" and "/" in item:
+            # A file operand (`verify ./x.service`, `inspect-elf bash`) is opened relative to an
+            # unknown working directory unless absolute: judged as a path, which must be.
+            if judge.path(chk, item, "read") is None:
+                return
+    if verb == "dump":
+        _whole_unit_read(chk, verb, words[1:])
     if "--no-pager" not in args:
         chk.insert.append("--no-pager")
     chk.effect("reads boot and unit analysis")
+
+
+# Where systemd tools look up a configuration name given without a directory.
+_CONFIG_ROOTS = ("/etc", "/run", "/usr/local/lib", "/usr/lib")
 
 
 def dmesg(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
