@@ -15,6 +15,11 @@ A file placed somewhere is only as harmless as the program that later acts on it
   anyone who can reach it (and run, for scripts): refused when it is configuration or a
   service's data, runtime or log file; anything else needs approval.
 
+- a **PID file** names the process that init scripts, systemd (`PIDFile=`), logrotate's
+  `postrotate`, `nginx -s` and `pkill -F` signal: content written, copied, moved or linked
+  there (`sed -i 's/.*/1/'`, `cp /run/sshd.pid`) redirects their next signal to whatever process
+  it names. A stale PID file may be deleted (or emptied); its content is the daemon's to write.
+
 Directories other daemons read for privileges or jobs (cron, sudoers.d, unit directories,
 profile.d, ld.so.conf.d, tmpfiles.d, update-motd.d, ...) are the policy's ``protected_paths``:
 any write there is already refused by the path rule.
@@ -45,6 +50,23 @@ def _in_tmp(chk: Check, canon: str) -> bool:
     return any(canon == d or canon.startswith(d + "/") for d in chk.compiled["tmp_dirs"])
 
 
+def is_pid_file(chk: Check, canon: str) -> bool:
+    """A PID file: named so by the incident's scope or the policy's default scope, or by its name."""
+    kinds = {chk.scope.locate(canon) if chk.scope.explicit else None, chk.compiled["default_scope"].locate(canon)}
+    return "pidfile" in kinds or posixpath.basename(canon).endswith(".pid")
+
+
+def pid_file_content(chk: Check, dest: str, verb: str) -> bool:
+    """Refuse putting content into a PID file (see the module's docstring); False when refused."""
+    dest_c = canonical(posixpath.normpath(dest))
+    if not is_pid_file(chk, dest_c):
+        return True
+    chk.reject(f"{verb} {q(dest)}, a PID file: init scripts, systemd (PIDFile=), log rotation and `pkill -F` signal "
+               "the process it names, so new content there redirects their signals to another process; a stale PID "
+               "file may be deleted, its content is the daemon's to write")
+    return False
+
+
 def link(chk: Check, where: str, target: str, symbolic: bool) -> bool:
     """Judge a link at ``where`` pointing at ``target`` by who acts on ``where``; False when refused."""
     where_c, target_c = canonical(where), canonical(target)
@@ -67,7 +89,7 @@ def link(chk: Check, where: str, target: str, symbolic: bool) -> bool:
             chk.reject(f"{q(where)} is configuration a daemon loads as root; linking it to {q(target)}, a place "
                        "other accounts can write, lets them change what root loads; refused")
             return False
-    return True
+    return target_c in chk.compiled["devices_ok"] or pid_file_content(chk, where, "a link at")
 
 
 def copy_into(chk: Check, source: str, dest: str, into_dir: bool, verb: str = "copies") -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from . import _destinations as destinations
 from . import _rules as judge
 from ._options import spec_from_table
 from ._rules import Check, q
@@ -252,6 +253,8 @@ def sed(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     for item in operands:
         if in_place:
             found = judge.path(chk, item, "write", what=f"applies `{shown}` to")
+            if found is not None and not destinations.pid_file_content(chk, found, f"applies `{shown}` to"):
+                return
             suffix = parsed.last("-i")
             if found is not None and suffix:
                 if "/" in suffix or "*" in suffix:

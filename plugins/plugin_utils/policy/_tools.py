@@ -1212,6 +1212,11 @@ def _sources_target(chk: Check, parsed: Parsed) -> tuple[list[str], str | None, 
     return operands[:-1], operands[-1], len(operands) > 2
 
 
+def _landing(dest: str, source: str, into_dir: bool) -> str:
+    """Where a copied or moved ``source`` lands: ``dest`` itself, or beneath it by name."""
+    return posixpath.join(dest, posixpath.basename(source.rstrip("/"))) if into_dir else dest
+
+
 def mv(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     parsed = parse(chk, _MV, args)
     sources, target, into_dir = _sources_target(chk, parsed)
@@ -1225,6 +1230,9 @@ def mv(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
             chk.reject(f"moving {q(found)} (directly under `/`) is not a remediation")
     dest = judge.path(chk, target, "create", what="moves into" if into_dir else "moves to")
     if dest is not None and not all(destinations.copy_into(chk, item, dest, into_dir, "moving") for item in sources):
+        return
+    if dest is not None and not all(destinations.pid_file_content(chk, _landing(dest, item, into_dir), "moves to")
+                                    for item in sources):
         return
     if dest is not None and not into_dir and len(sources) == 1:
         base = posixpath.basename(dest)
@@ -1261,6 +1269,8 @@ def cp(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
                 return
     if not all(destinations.copy_into(chk, item, dest, into_dir) for item in sources):
         return
+    if not all(destinations.pid_file_content(chk, _landing(dest, item, into_dir), "copies to") for item in sources):
+        return
     if recursive:
         chk.approve("a recursive copy takes whatever lies in the tree (keys and credentials included); a human "
                     "should confirm")
@@ -1273,10 +1283,13 @@ def _keeps_mode(parsed: Parsed) -> bool:
     `mode`/`all`), as GNU cp reads them in order (a later `--no-preserve` takes it back)."""
     keeps = False
     for name, text in parsed.options:
-        items = set((text or "").split(","))
-        if name in ("-p", "-a") or name == "--preserve" and (text is None or items & {"mode", "all"}):
+        # cp reads each listed attribute with argmatch, which takes any unambiguous
+        # abbreviation (`--preserve=mo` is mode, `--preserve=a` is all).
+        names_mode = any(item and ("mode".startswith(item) or "all".startswith(item))
+                         for item in (text or "").split(","))
+        if name in ("-p", "-a") or name == "--preserve" and (text is None or names_mode):
             keeps = True
-        elif name == "--no-preserve" and items & {"mode", "all"}:
+        elif name == "--no-preserve" and names_mode:
             keeps = False
     return keeps
 
@@ -1384,6 +1397,8 @@ def install(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
                 return
             if not destinations.copy_into(chk, item, target, into_dir):
                 return
+            if not destinations.pid_file_content(chk, _landing(target, item, into_dir), "installs to"):
+                return
         targets = [target]
     for item in targets:
         found = judge.path(chk, item, "create", owner=who)
@@ -1407,7 +1422,8 @@ def dd(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         if judge.path(chk, seen["if"], "read") is None:
             return
     if seen["of"] != "/dev/null":
-        judge.path(chk, seen["of"], "write")
+        if judge.path(chk, seen["of"], "write") is not None:
+            destinations.pid_file_content(chk, seen["of"], "writes")
     chk.become = True
     chk.approve("`dd` writes raw bytes; a human should confirm the source and the target")
 
