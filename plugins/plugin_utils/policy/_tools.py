@@ -1991,6 +1991,11 @@ def resolvectl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         chk.become = True
         chk.approve("`resolvectl revert` resets a link's DNS settings; a human should confirm")
         return
+    if verb == "log-level" and len(words) > 1:
+        # With a value it sets the resolver's logging (at debug: every name the host looks up).
+        chk.become = True
+        chk.approve("`resolvectl log-level LEVEL` changes systemd-resolved's logging; a human should confirm")
+        return
     if verb == "monitor":
         chk.reject("`resolvectl monitor` never ends")
         return
