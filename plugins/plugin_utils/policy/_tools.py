@@ -871,7 +871,7 @@ def grep(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
                        "search the logs, or read the specific setting another way")
             return
         if recursive and not listing_only:
-            catch_all = parsed.has("-v") or _grep_matches_base64(pattern, parsed)
+            catch_all = parsed.has("-v") or _grep_matches_base64(chk, pattern, parsed)
             if catch_all:
                 chk.reject(f"a recursive `{chk.tool}` whose pattern matches any text would print whole "
                            "files (keys included); search for the specific message")
@@ -1000,15 +1000,29 @@ def _grep_selects_secrets(chk: Check, pattern: str, parsed: Parsed) -> bool:
     return False
 
 
-def _grep_matches_base64(pattern: str, parsed: Parsed) -> bool:
+def _grep_matches_base64(chk: Check, pattern: str, parsed: Parsed) -> bool:
+    """Would the pattern print the body lines of a key file (base64 of any length, a PEM line,
+    an OpenSSH line, a WireGuard key)? Read in grep's own dialect (a basic expression's `\\{64\\}`
+    is a count, `[[:alnum:]]` a class), whole-line and whole-word matching as grep applies them."""
     if parsed.has("-F"):
-        return pattern == "" or pattern in _BASE64_LINE
+        return any(p == "" or p in line for p in pattern.split("\n") for line in _BASE64_LINES)
+    basic = not (parsed.has("-E", "-P") or chk.tool == "egrep")
+    body = _grep_python_regex(pattern, basic)
+    if parsed.has("-x"):
+        body = rf"^(?:{body})$"
+    elif parsed.has("-w"):
+        body = rf"(?<!\w)(?:{body})(?!\w)"
     try:
-        compiled = re.compile(pattern.replace("\\<", r"\b").replace("\\>", r"\b"),
-                              re.IGNORECASE if parsed.has("-i") else 0)
-    except re.error:
+        compiled = re.compile(body, re.IGNORECASE if parsed.has("-i") else 0)
+    except (re.error, OverflowError):
         return True
-    return bool(compiled.search(_BASE64_LINE)) or compiled.search("") is not None
+    return any(compiled.search(line) for line in _BASE64_LINES) or compiled.search("") is not None
+
+
+# Body lines of key files: a PEM line (64 characters), its last line, an OpenSSH key line (70), a
+# WireGuard key (44), a longer run as some tools write it.
+_BASE64_LINES = (_BASE64_LINE[:64], "AoIBAQC7vbqajDw4o6gJy+UtmIbE==", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW",
+                 "yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=", _BASE64_LINE)
 
 
 _FIND_VALUE = {"-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-type", "-xtype", "-user",
