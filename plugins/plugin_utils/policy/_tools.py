@@ -953,6 +953,14 @@ def _grep_python_regex(pattern: str, basic: bool) -> str:
     return "".join(out)
 
 
+def _grep_regex(chk: Check, pattern: str, parsed: Parsed) -> str:
+    """The pattern as a Python regular expression, in the dialect grep reads it: Perl (`-P`) as
+    written (`\\d` inside brackets is a digit there), POSIX basic or extended converted."""
+    if parsed.has("-P"):
+        return pattern
+    return _grep_python_regex(pattern, not (parsed.has("-E") or chk.tool == "egrep"))
+
+
 def _top_level_alternatives(regex: str) -> list[str]:
     parts, depth, start, i, bracket = [], 0, 0, 0, False
     while i < len(regex):
@@ -985,8 +993,7 @@ def _grep_selects_secrets(chk: Check, pattern: str, parsed: Parsed) -> bool:
     if parsed.has("-F"):
         alternatives = [re.escape(p) for p in pattern.split("\n")]
     else:
-        basic = not (parsed.has("-E", "-P") or chk.tool == "egrep")
-        alternatives = _top_level_alternatives(_grep_python_regex(pattern, basic))
+        alternatives = _top_level_alternatives(_grep_regex(chk, pattern, parsed))
     for body in alternatives:
         if parsed.has("-w"):
             body = rf"(?<!\w)(?:{body})(?!\w)"
@@ -1006,8 +1013,7 @@ def _grep_matches_base64(chk: Check, pattern: str, parsed: Parsed) -> bool:
     is a count, `[[:alnum:]]` a class), whole-line and whole-word matching as grep applies them."""
     if parsed.has("-F"):
         return any(p == "" or p in line for p in pattern.split("\n") for line in _BASE64_LINES)
-    basic = not (parsed.has("-E", "-P") or chk.tool == "egrep")
-    body = _grep_python_regex(pattern, basic)
+    body = _grep_regex(chk, pattern, parsed)
     if parsed.has("-x"):
         body = rf"^(?:{body})$"
     elif parsed.has("-w"):
