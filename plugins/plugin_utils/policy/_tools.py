@@ -1027,7 +1027,8 @@ def _grep_matches_base64(chk: Check, pattern: str, parsed: Parsed) -> bool:
 
 # Body lines of key files: a PEM line (64 characters), its last line, an OpenSSH key line (70), a
 # WireGuard key (44), a longer run as some tools write it.
-_BASE64_LINES = (_BASE64_LINE[:64], "AoIBAQC7vbqajDw4o6gJy+UtmIbE==", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW",
+_BASE64_LINES = (_BASE64_LINE[:64], "AoIBAQC7vbqajDw4o6gJy+UtmIbE==",
+                 "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW",
                  "yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=", _BASE64_LINE)
 
 
