@@ -98,39 +98,50 @@ def _postgresql(defn: dict, timeout: int) -> dict:
     return out if "error" in out else _ranked(out, sessions)
 
 
-def _postgresql_sessions(defn: dict, timeout: int):
-    """``(out, sessions)``: the server's settings (or its ``error``) and every client session,
-    each with how many sessions wait on it (``blocks``), unranked and uncut."""
-    out = {"server": "postgresql"}
+def _run_psql(defn: dict, database: str, timeout: int, commands=(), script: str = "", variables=None):
+    """``(lines, error)``: what psql printed (one row a line, columns split by ``_SEP``) against
+    ``database`` of the server ``defn`` describes, as the server's own user, read only and
+    bounded in time; ``error`` names why it could not (then ``lines`` is empty). ``script`` goes
+    on standard input, where psql interpolates ``variables`` (``:'name'``, quoted as literals)."""
     psql = host_probe.find_tool("psql")
     if not psql:
-        out["error"] = "psql is not on this host"
-        return out, []
+        return [], "psql is not on this host"
     ports = defn.get("ports") or []
     port = str(ports[0]) if ports else ""
-    argv = [psql, "-X", "-q", "-A", "-t", "-F", _SEP, "-v", "ON_ERROR_STOP=1", "-d", "postgres"]
+    argv = [psql, "-X", "-q", "-A", "-t", "-F", _SEP, "-v", "ON_ERROR_STOP=1", "-d", database]
     where = _socket_dir(defn, port)
     if where:
         argv += ["-h", where]
     if port:
         argv += ["-p", port]
-    argv += ["-c", _PG_SETTINGS, "-c", _PG_SESSIONS]
+    for name, value in sorted((variables or {}).items()):
+        argv += ["-v", "%s=%s" % (name, value)]
+    for command in commands:
+        argv += ["-c", command]
+    if script:
+        argv += ["-f", "-"]
     env = dict(os.environ, PGCONNECT_TIMEOUT="3", PGAPPNAME="sentinel-evidence",
-               PGOPTIONS="-c statement_timeout=%d -c lock_timeout=1000" % (max(1, timeout) * 1000))
+               PGOPTIONS="-c statement_timeout=%d -c lock_timeout=1000 -c default_transaction_read_only=on"
+               % (max(1, timeout) * 1000))
     try:
-        proc = subprocess.run(_as_user(defn, argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=max(1, timeout) + 2, env=env, check=False)
+        proc = subprocess.run(_as_user(defn, argv), input=script.encode("utf-8"), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=max(1, timeout) + 2, env=env, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
-        out["error"] = "psql could not run: %s" % exc
-        return out, []
-    text = proc.stdout.decode("utf-8", "replace")
+        return [], "psql could not run: %s" % exc
     if proc.returncode != 0:
         said = " ".join(proc.stderr.decode("utf-8", "replace").split())[:300]
-        out["error"] = redact_text("psql exited %d: %s" % (proc.returncode, said or "no message"))
-        return out, []
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        out["error"] = "psql printed nothing"
+        return [], redact_text("psql exited %d: %s" % (proc.returncode, said or "no message"))
+    lines = [line for line in proc.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
+    return lines, ("psql printed nothing" if not lines else "")
+
+
+def _postgresql_sessions(defn: dict, timeout: int):
+    """``(out, sessions)``: the server's settings (or its ``error``) and every client session,
+    each with how many sessions wait on it (``blocks``), unranked and uncut."""
+    out = {"server": "postgresql"}
+    lines, error = _run_psql(defn, "postgres", timeout, commands=(_PG_SETTINGS, _PG_SESSIONS))
+    if error:
+        out["error"] = error
         return out, []
     settings = lines[0].split(_SEP)
     out.update(max_connections=_int(settings[0]), reserved=_int(settings[1] if len(settings) > 1 else ""),
@@ -214,6 +225,76 @@ def idle_session_problem(defn: dict, expected: dict, approved: bool = False, tim
     if now["blocks"] < 1:
         return "backend PID %d no longer blocks any session" % pid
     return None
+
+
+# Where objects of these names are, in each database that takes connections (read with a
+# session of the server's own account: every schema is visible to it).
+OBJECT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
+MAX_DATABASES = 8
+_PG_DATABASES = ("SELECT datname FROM pg_database WHERE datallowconn AND NOT datistemplate "
+                 "ORDER BY datname LIMIT %d" % (MAX_DATABASES + 1))
+# What decides how a session resolves unqualified names: the server's search_path, and what
+# ALTER ROLE / ALTER DATABASE ... SET changed for some roles or databases (PostgreSQL keeps no
+# time of the change).
+_PG_NAME_SETTINGS = ("SELECT coalesce(r.rolname, ''), coalesce(d.datname, ''), array_to_string(s.setconfig, ', ') "
+                     "FROM pg_db_role_setting s LEFT JOIN pg_roles r ON r.oid = s.setrole "
+                     "LEFT JOIN pg_database d ON d.oid = s.setdatabase ORDER BY 1, 2 LIMIT 40")
+_PG_SEARCH_PATH = "SELECT 'search_path', boot_val, source FROM pg_settings WHERE name = 'search_path'"
+_PG_OBJECTS = """SELECT n.nspname, c.relname, CASE c.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'table' WHEN 'v' THEN 'view'
+       WHEN 'm' THEN 'materialized view' WHEN 'f' THEN 'foreign table' WHEN 'S' THEN 'sequence' ELSE c.relkind::text END,
+       pg_get_userbyid(c.relowner)
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE c.relname = ANY (string_to_array(:'names', ',')) AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+UNION ALL
+SELECT n.nspname, '', 'schema', pg_get_userbyid(n.nspowner) FROM pg_namespace n
+ WHERE n.nspname = ANY (string_to_array(:'names', ','))
+UNION ALL
+SELECT n.nspname, p.proname, 'function', pg_get_userbyid(p.proowner)
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE p.proname = ANY (string_to_array(:'names', ',')) AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+ ORDER BY 1, 2 LIMIT 20;
+"""
+
+
+def _postgresql_objects(defn: dict, names: list, timeout: int) -> dict:
+    out = {"server": "postgresql", "names": names, "found": [], "name_settings": []}
+    lines, error = _run_psql(defn, "postgres", timeout, commands=(_PG_DATABASES, _PG_SEARCH_PATH, _PG_NAME_SETTINGS))
+    if error:
+        out["error"] = error
+        return out
+    databases = []
+    for line in lines:
+        cols = line.split(_SEP)
+        if len(cols) == 1:
+            databases.append(cols[0])
+        elif cols[0] == "search_path" and len(cols) == 3:
+            out["search_path"] = {"value": cols[1], "source": cols[2]}
+        elif len(cols) == 3:
+            out["name_settings"].append({"role": cols[0], "database": cols[1], "settings": redact_text(cols[2])[:300]})
+    out["databases_left_out"] = max(0, len(databases) - MAX_DATABASES)
+    for database in databases[:MAX_DATABASES]:
+        rows, error = _run_psql(defn, database, timeout, script=_PG_OBJECTS, variables={"names": ",".join(names)})
+        if error and error != "psql printed nothing":
+            out.setdefault("unread", {})[database] = error
+            continue
+        for row in rows:
+            cols = row.split(_SEP)
+            if len(cols) == 4:
+                out["found"].append({"database": database, "schema": cols[0], "name": cols[1], "kind": cols[2],
+                                     "owner": cols[3]})
+    return out
+
+
+def objects(defn: dict, names, timeout: int = 5):
+    """Where the database objects ``names`` are (the names a dependent's errors say do not
+    exist), and what decides how sessions resolve names: ``{"server", "names", "found": [{database,
+    schema, name, kind, owner}], "search_path": {value, source}, "name_settings": [{role, database,
+    settings}], "databases_left_out"}`` or with ``error``; None for a server with no such view, or
+    no name that is a plain identifier."""
+    names = sorted({str(n) for n in names or () if OBJECT_NAME.match(str(n))})[:8]
+    if not names or server_kind(defn) != "postgresql":
+        return None
+    return _postgresql_objects(defn, names, min(int(timeout), 10))
 
 
 def read(defn: dict, timeout: int = 5):

@@ -92,6 +92,19 @@ options:
         checks time out while it runs (slow, alive), where what it waits on is.
     type: bool
     default: false
+  objects:
+    description:
+      - Names of database objects a dependent's errors say do not exist (a relation, a schema, a function).
+        Also read where objects of those names are, in every database of the server that takes connections
+        (at most eight), and what decides how sessions resolve unqualified names (the server's C(search_path),
+        and the settings C(ALTER ROLE) or C(ALTER DATABASE) ... C(SET) left), with the server's own client, read
+        only (RV(evidence.objects)). Only for a server with such a view (PostgreSQL); names that are not plain
+        identifiers are left out.
+      - The C(sentinel.remediation.remediate) role asks for it of a watched dependency when a dependent's
+        errors say an object of its database does not exist.
+    type: list
+    elements: str
+    default: []
 seealso:
   - module: sentinel.remediation.service_health
   - module: sentinel.remediation.execute_plan
@@ -348,6 +361,17 @@ evidence:
                sessions: [{pid: 4242, user: postgres, database: app, application: psql, client: local,
                            state: idle in transaction, wait: "Client:ClientRead", transaction_s: 310, state_s: 309,
                            blocked_by: [], blocks: 3, query: ALTER TABLE visits ADD COLUMN referrer text}]}
+    objects:
+      description:
+        - With O(objects), where objects of those names are - C(server), C(names), C(found) (each with
+          C(database), C(schema), C(name), C(kind) and C(owner)), C(search_path) (C(value), C(source)),
+          C(name_settings) (each with C(role), C(database) - empty for every one - and C(settings)) and
+          C(databases_left_out); or C(error) when it could not be read.
+      returned: when O(objects) names a plain identifier and the server has such a view
+      type: dict
+      sample: {server: postgresql, names: [visits], found: [{database: app, schema: public, name: visits,
+               kind: table, owner: app}], search_path: {value: '"$user", public', source: default},
+               name_settings: [{role: app, database: '', settings: search_path=reporting}], databases_left_out: 0}
 tools:
   description: Which of the tools (O(tools), or the default list) the host has.
   returned: always
@@ -389,6 +413,7 @@ def argument_spec() -> dict:
         tools=dict(type="list", elements="str"),
         timeout=dict(type="int", default=15),
         sessions=dict(type="bool", default=False),
+        objects=dict(type="list", elements="str", default=[]),
     )
     return spec
 
@@ -414,6 +439,10 @@ def main() -> None:
             view = server_sessions.read(definition, params["timeout"])
             if view is not None:
                 result["evidence"]["sessions"] = view
+        if params["objects"]:
+            where = server_sessions.objects(definition, params["objects"], params["timeout"])
+            if where is not None:
+                result["evidence"]["objects"] = where
     except Exception as exc:  # an internal error, never a half-redacted answer
         module.fail_json(msg="evidence failed on %s: %s" % (params["service"], to_native(exc)),
                          exception=traceback.format_exc(), **empty)

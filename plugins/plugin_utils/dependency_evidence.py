@@ -48,13 +48,16 @@ SECTION_BUDGET = 1000   # characters of one dependency's evidence in the depende
 LINES_MAX = 12          # lines of one dependency's logs kept
 
 
+_DEPENDENT_SECTIONS = ("config_test", "journal", "logs", "log", "status")
+
+
 def _dependent_lines(error: str, evidence: Mapping | None) -> list[str]:
     """The dependent's own error lines: its health error (every line), and the lines of its
     config test, journal and logs that read as errors, newest last."""
     lines = [line.strip() for line in str(error or "").splitlines() if line.strip()]
     for key, text in evidence_texts(evidence if isinstance(evidence, Mapping) else None).items():
         head = key.split(".", 1)[0].split("[", 1)[0]
-        if head not in ("config_test", "journal", "logs", "log", "status"):
+        if head not in _DEPENDENT_SECTIONS:
             continue
         for line in text.splitlines():
             line = line.strip()
@@ -119,6 +122,64 @@ def naming(error: str, evidence: Mapping | None, definition: Mapping) -> list[tu
         if by:
             found.append((line[:600], by))
     return found
+
+
+# A database's words for an object it cannot find (PostgreSQL: `relation "visits" does not
+# exist`, `schema "app" does not exist`, `function f(integer) does not exist`); the name may be
+# qualified (`"public.visits"`) or quoted in the message's own quotes.
+_MISSING_OBJECT = re.compile(
+    r"\b(?:relation|table|view|schema|function|sequence)\s+[\"']?([A-Za-z_][\w$]*(?:\.[A-Za-z_][\w$]*)?)"
+    r"(?:\([^)]*\))?[\"']?\s+does not exist", re.IGNORECASE)
+
+
+def missing_objects(error: str, evidence: Mapping | None) -> list[str]:
+    """The names of the database objects the dependent's error lines say do not exist (each
+    part of a qualified name, the last first), at most eight."""
+    names: list[str] = []
+    texts = [str(error or "")] + [text for key, text in evidence_texts(evidence if isinstance(evidence, Mapping) else None).items()
+                                  if key.split(".", 1)[0].split("[", 1)[0] in _DEPENDENT_SECTIONS]
+    for text in texts:
+        for found in _MISSING_OBJECT.findall(text):
+            for part in reversed(found.split(".")):
+                if part not in names:
+                    names.append(part)
+    return names[:8]
+
+
+def render_objects(dependent: str, dependency: str, view: Mapping) -> str:
+    """The dependency's ``objects`` view (the evidence module's) as lines for the request: where
+    objects of the names the dependent's errors say do not exist are, and what decides how
+    sessions resolve unqualified names."""
+    names = [str(n) for n in view.get("names") or []]
+    head = (f"{dependency}: where objects named {', '.join(names)} are (the names {dependent}'s errors say do not "
+            f"exist), read now in every database that takes connections")
+    if view.get("error"):
+        return f"{head}: could not be read: {view['error']}"
+    lines = [head + ":"]
+    found = [f for f in view.get("found") or [] if isinstance(f, Mapping)]
+    for name in names:
+        here = [f for f in found if name in (f.get("name"), f.get("schema") if f.get("kind") == "schema" else None)]
+        if not here:
+            lines.append(f"- {name}: in no database")
+        for f in here:
+            where = ".".join(str(p) for p in (f.get("database"), f.get("schema"), f.get("name")) if p)
+            lines.append(f"- {name}: {f.get('kind')} {where} (owner {f.get('owner')})")
+    if view.get("databases_left_out"):
+        lines.append(f"- ({view['databases_left_out']} more database(s) not read)")
+    for database, why in sorted((view.get("unread") or {}).items()):
+        lines.append(f"- database {database} could not be read: {why}")
+    path = view.get("search_path") if isinstance(view.get("search_path"), Mapping) else {}
+    if path:
+        lines.append(f"Unqualified names resolve by search_path: {path.get('value')} (server's, source "
+                     f"{path.get('source')}), unless a setting below changes it for a role or database:")
+    settings = [v for v in view.get("name_settings") or [] if isinstance(v, Mapping)]
+    for v in settings:
+        role = f"role {v['role']}" if v.get("role") else "every role"
+        database = f"database {v['database']}" if v.get("database") else "every database"
+        lines.append(f"- {role}, {database}: {v.get('settings')} (ALTER ROLE/DATABASE ... SET; no time is kept)")
+    if path and not settings:
+        lines.append("- no role or database setting (ALTER ROLE/DATABASE ... SET) is in effect")
+    return "\n".join(lines)
 
 
 def search_terms(lines: Iterable[str]) -> list[str]:

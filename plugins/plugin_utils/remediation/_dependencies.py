@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ansible_collections.sentinel.remediation.plugins.module_utils import service_spec
+from ansible_collections.sentinel.remediation.plugins.module_utils import server_sessions, service_spec
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import dependency_cause
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import dependency_evidence as rules
 
@@ -28,14 +28,17 @@ _DEFINITION_KEYS = frozenset(service_spec.definition_spec()) - {"name"}
 
 
 def _dependency_evidence(ctx: RunContext, port: HostPort, name: str, definition: Mapping, said: str,
-                         sessions: bool = False) -> Mapping:
+                         sessions: bool = False, objects=()) -> Mapping:
     """The dependency's own evidence, read on the host (read only); {} when it could not be read.
-    ``sessions``: with its server's session view (``sessions``), when it has one."""
+    ``sessions``: with its server's session view (``sessions``), when it has one; ``objects``:
+    with where objects of these names are (``objects``), when it has such a view."""
     args = {k: v for k, v in definition.items() if k in _DEFINITION_KEYS and v not in (None, [], "")}
     args.update(service=name, error=said[:2000], log_lines=ctx.args["evidence_log_lines"],
                 max_bytes=ctx.args["evidence_max_bytes"], tools=[])
     if sessions:
         args["sessions"] = True
+    if objects:
+        args["objects"] = list(objects)
     result = port.run_module(EVIDENCE_MODULE, args)
     if result.get("failed") or result.get("unreachable"):
         ctx.log(f"sentinel.remediation.heal: the evidence of {name} (a suspect of {ctx.host}'s failure) could not "
@@ -88,8 +91,32 @@ def with_dependencies(ctx: RunContext, port: HostPort, name: str, definition: Ma
         evidence["dependencies"] = states
     if sections:
         evidence["dependency_evidence"] = sections
+    evidence = _where_objects_are(ctx, port, name, definition, error, evidence)
     if waits:
         evidence = _where_it_waits(ctx, port, name, definition, error, evidence, rows, views)
+    return evidence
+
+
+def _where_objects_are(ctx: RunContext, port: HostPort, name: str, definition: Mapping, error: str,
+                       evidence: dict) -> dict:
+    """A dependent whose errors say a database object does not exist (``relation "visits" does
+    not exist``) while its database runs: where objects of those names are in its watched database
+    servers, and what decides how sessions resolve names there (``dependency_objects``). A table
+    moved to another schema, a role's search_path changed, the wrong database: each shows here,
+    none in the dependent's own evidence."""
+    names = rules.missing_objects(error, evidence)
+    if not names:
+        return evidence
+    texts = {}
+    for dep_definition in ctx.watched_dependencies(definition):
+        if server_sessions.server_kind(dep_definition) is None:
+            continue
+        dep = str(dep_definition["name"])
+        view = _dependency_evidence(ctx, port, dep, dep_definition, "", objects=names).get("objects")
+        if isinstance(view, Mapping):
+            texts[dep] = rules.render_objects(name, dep, view)
+    if texts:
+        evidence["dependency_objects"] = texts
     return evidence
 
 

@@ -75,3 +75,43 @@ def test_a_section_is_bounded_and_cut_at_line_ends():
 
 def test_no_term_finds_nothing_rather_than_everything():
     assert rules.relevant_lines({"journal": "a\nb"}, []) == []
+
+
+# ---------------------------------------------------------------- objects a database cannot find
+
+
+def test_the_names_of_objects_a_database_says_do_not_exist_are_taken_from_the_dependents_own_lines():
+    evidence = {"logs": {"/var/log/app.log": 'health: database: relation "visits" does not exist LINE 1: SELECT'},
+                "config_test": 'psycopg2.errors.UndefinedTable: relation "public.orders" does not exist',
+                "processes": 'relation "from_a_command_line" does not exist'}   # not the dependent's words
+    assert rules.missing_objects("GET /health returned 503", evidence) == ["orders", "public", "visits"]
+    assert rules.missing_objects("ERROR:  function refresh_totals(integer) does not exist", None) == ["refresh_totals"]
+    assert rules.missing_objects("ERROR: schema 'reporting' does not exist", None) == ["reporting"]
+    assert rules.missing_objects("the file /etc/app.conf does not exist", None) == []
+    assert rules.missing_objects("\n".join(f'relation "t{i}" does not exist' for i in range(20)), None) \
+        == [f"t{i}" for i in range(8)]
+
+
+def test_where_objects_are_reads_as_lines_naming_each_name_and_every_setting_that_resolves_names():
+    view = {"server": "postgresql", "names": ["gone", "visits"],
+            "found": [{"database": "app", "schema": "public", "name": "visits", "kind": "table", "owner": "app"},
+                      {"database": "app", "schema": "archive", "name": "visits", "kind": "view", "owner": "dba"}],
+            "search_path": {"value": '"$user", public', "source": "default"},
+            "name_settings": [{"role": "app", "database": "", "settings": "search_path=reporting"},
+                              {"role": "", "database": "app", "settings": "work_mem=64MB"}],
+            "databases_left_out": 2}
+    text = rules.render_objects("sentinel-app", "postgresql", view)
+    assert text.splitlines() == [
+        "postgresql: where objects named gone, visits are (the names sentinel-app's errors say do not exist), "
+        "read now in every database that takes connections:",
+        "- gone: in no database",
+        "- visits: table app.public.visits (owner app)",
+        "- visits: view app.archive.visits (owner dba)",
+        "- (2 more database(s) not read)",
+        'Unqualified names resolve by search_path: "$user", public (server\'s, source default), unless a setting '
+        "below changes it for a role or database:",
+        "- role app, every database: search_path=reporting (ALTER ROLE/DATABASE ... SET; no time is kept)",
+        "- every role, database app: work_mem=64MB (ALTER ROLE/DATABASE ... SET; no time is kept)"]
+    assert rules.render_objects("a", "postgresql", {"names": ["x"], "error": "psql exited 2: no server"}) == (
+        "postgresql: where objects named x are (the names a's errors say do not exist), read now in every database "
+        "that takes connections: could not be read: psql exited 2: no server")
