@@ -570,6 +570,13 @@ class Baselines:
                       else "modified" if was["sha256"] != now["sha256"] else "attributes")
             item = dict(path=path, change=change, known_good=(was or {}).get("sha256", ""),
                         now=(now or {}).get("sha256", ""))
+            if change == "new":
+                # A copy of a file the healthy service had, still as it was (`cp default default.bak`
+                # in an included directory): it adds no text the known-good configuration lacks.
+                same = sorted(p for p, kept in good.items() if p != path and kept.get("sha256") == now["sha256"]
+                              and current.get(p) == kept)
+                if same:
+                    item["copy_of"] = same[0]
             if was and now and (was["mode"], was["uid"], was["gid"]) != (now["mode"], now["uid"], now["gid"]):
                 item["attributes"] = "mode %s owner %s:%s, known-good mode %s owner %s:%s" % (
                     now["mode"], now["uid"], now["gid"], was["mode"], was["uid"], was["gid"])

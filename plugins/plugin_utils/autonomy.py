@@ -61,7 +61,7 @@ from typing import Any
 
 from ansible_collections.sentinel.remediation.plugins.module_utils.server_sessions import IDLE_IN_TRANSACTION
 
-from .known_good_plan import holds, weakens_security
+from .known_good_plan import holds, takes_out_security, weakens_security
 from .snapshot_paths import keep
 from .stale_state import UNIT, stale_files
 
@@ -268,7 +268,7 @@ def classify_reason(reason: str, argv: Sequence[str], *, drift: Mapping[str, Map
         # Back to the last healthy state: a file that appeared since, its bytes kept by the host.
         if not re.fullmatch(r"[0-9a-f]{64}", str(new.get("aside") or "")):
             return "irreversible"
-        return "weakens_security" if weakens_security(new.get("diff")) else "restore_known_good"
+        return "weakens_security" if takes_out_security(new) else "restore_known_good"
     if "outside the incident's scope" in why or "not a service's runtime, log or data path" in why:
         return "out_of_scope"
     if "the service's data" in why:
@@ -283,7 +283,7 @@ def classify_reason(reason: str, argv: Sequence[str], *, drift: Mapping[str, Map
         return "tighten_mode" if tight_mode(verb[len("sets mode "):].split(" ", 1)[0]) else UNCLASSED
     item = drift.get(path)
     if verb in ("moves away", "moves to") and tool == "mv":
-        if verb == "moves away" and (not item or item.get("change") != "new" or weakens_security(item.get("diff"))):
+        if verb == "moves away" and (not item or item.get("change") != "new" or takes_out_security(item)):
             # Only a file that appeared since the last known-good pass, and says nothing about
             # security, is moved aside alone: a file the healthy service read is its configuration.
             return "weakens_security" if item and item.get("change") == "new" else "invented_value"

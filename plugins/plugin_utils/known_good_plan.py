@@ -75,6 +75,15 @@ def _setting(line: str) -> str:
     return "" if re.match(r"^\s*[#;]", line) else _COMMENT.sub("", line)
 
 
+def takes_out_security(item: Mapping) -> bool:
+    """Whether going back to known-good on the drifted file ``item`` would take out a security
+    setting (``weakens_security`` on its diff), except for a new file that is a byte-for-byte
+    copy of a known-good file still unchanged (``copy_of``): every line of it stays in effect."""
+    if item.get("change") == "new" and str(item.get("copy_of") or "").startswith("/"):
+        return False
+    return weakens_security(str(item.get("diff") or ""))
+
+
 def weakens_security(diff: str) -> bool:
     """Whether going back to known-good would take out a security setting the drift added (or
     the diff cannot be read whole to tell). Comments are not settings."""
@@ -203,7 +212,7 @@ def restorable(item: Mapping) -> bool:
     else:
         return False
     # Never ahead of a human: the drift may be a deliberate tightening.
-    return ok and not (change in ("modified", "new") and weakens_security(item.get("diff")))
+    return ok and not (change in ("modified", "new") and takes_out_security(item))
 
 
 def explained(error: str, evidence: Mapping) -> list[dict]:

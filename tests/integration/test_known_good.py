@@ -83,6 +83,37 @@ def test_a_drift_after_a_healthy_pass_is_healed_by_restoring_known_good_without_
     assert record["restored"][0]["path"] == CONF and "+sentinel_drift on;" in record["restored"][0]["diff"]
 
 
+SITE_COPY = "/etc/nginx/sites-enabled/default.bak"
+
+
+def test_a_copy_of_a_known_good_file_left_where_it_is_read_is_taken_out_without_the_model(nginx_host, tmp_path):
+    """`cp default default.bak` inside sites-enabled (the lab fault nginx_site_copy_in_sites_enabled):
+    the copy's lines speak of TLS, which alone would keep it for a human (a drift may be a deliberate
+    tightening), but every line of it is the known-good site's, still in effect: taking it out takes
+    nothing away. Healed from known-good, without the model; the copy's bytes kept on the host."""
+    lab, inventory = nginx_host
+    try:
+        with LLMServer(default=plan("service nginx restart")) as server:
+            work = Workspace(tmp_path, inventory, llm_url=server.url)
+            assert _run(work).outcomes()[(HOST, "nginx")]["state"] == "healthy"
+            lab.inject(HOST, "nginx_site_copy_in_sites_enabled")
+            copy = sha256(lab, SITE_COPY)
+            assert copy == sha256(lab, "/etc/nginx/sites-available/default")
+            assert "ssl" in lab.exec(HOST, ["cat", SITE_COPY], check=True).stdout
+            run = _run(work)
+            asked = [r for r in server.requests if r["path"].endswith("/chat/completions")]
+        outcome = run.outcomes()[(HOST, "nginx")]
+        assert outcome["state"] == "healed" and outcome["timeline"][0]["source"] == "known_good", outcome
+        assert asked == []
+        assert lab.exec(HOST, ["test", "-e", SITE_COPY]).rc == 1
+        assert lab.exec(HOST, ["readlink", "/etc/nginx/sites-enabled/default"], check=True).stdout.strip() \
+            == "/etc/nginx/sites-available/default"
+        assert lab.exec(HOST, ["sha256sum", f"{STORE}/{copy[:2]}/{copy[2:]}"], check=True).stdout.split()[0] == copy
+        assert lab.health(HOST, ["nginx"])["nginx"].healthy
+    finally:
+        lab.exec(HOST, ["rm", "-f", SITE_COPY])
+
+
 def test_the_autonomy_table_runs_a_reversible_step_alone_and_keeps_an_invented_value_waiting(nginx_host, tmp_path):
     lab, inventory = nginx_host
     good = sha256(lab, CONF)

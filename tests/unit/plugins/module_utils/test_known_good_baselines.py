@@ -121,3 +121,26 @@ def test_a_relative_directory_is_refused_with_its_name(tmp_path):
     defn, _conf = _service(tmp_path)
     result = known_good.record_or_compare(defn, True, "relative/dir", "sysv", _no_systemctl)
     assert "must be an absolute path" in result["error"] and "relative/dir" in result["error"]
+
+
+def test_a_new_file_that_copies_an_unchanged_known_good_file_says_so_and_takes_out_no_setting(tmp_path):
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils import known_good_plan
+    defn, conf = _service(tmp_path)
+    (conf / "tls.conf").write_text("ssl_certificate /etc/ssl/app.pem;\nssl_verify_client on;\n")
+    root = tmp_path / "kg"
+    _pass(defn, root, True)
+    (conf / "tls.conf.bak").write_bytes((conf / "tls.conf").read_bytes())     # `cp tls.conf tls.conf.bak`
+    (conf / "tls-new.conf").write_text("ssl_verify_client on;\n")             # a new setting of its own
+    items = {i["path"]: i for i in _pass(defn, root, False)["drift"]}
+    copy, own = items[str(conf / "tls.conf.bak")], items[str(conf / "tls-new.conf")]
+    assert copy["change"] == "new" and copy["copy_of"] == str(conf / "tls.conf")
+    assert "copy_of" not in own
+    assert known_good_plan.weakens_security(copy["diff"])       # its lines speak of TLS...
+    assert not known_good_plan.takes_out_security(copy)        # ...and every one of them stays in effect
+    assert known_good_plan.takes_out_security(own)
+    assert known_good_plan.restorable(copy) and not known_good_plan.restorable(own)
+    # The original changed since: the copy holds the known-good text the original no longer has.
+    (conf / "tls.conf").write_text("ssl_certificate /etc/ssl/app.pem;\n")
+    items = {i["path"]: i for i in _pass(defn, root, False)["drift"]}
+    assert "copy_of" not in items[str(conf / "tls.conf.bak")]
+    assert known_good_plan.takes_out_security(items[str(conf / "tls.conf.bak")])
