@@ -147,6 +147,14 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
         for guess in (f"/run/{variant}.pid", f"/run/{variant}.sock"):
             if service_def.get("pid_files") is None and guess not in pid_files:
                 pid_files.append(guess)
+    # The environment its own start reads: Debian's /etc/default/UNIT, sourced by the unit's
+    # init script and named by its systemd unit (EnvironmentFile=-/etc/default/ssh). The
+    # host's known-good baseline watches the same file as this service's.
+    for unit in units:
+        base = unit.rsplit(".", 1)[0].split("@", 1)[0]
+        guess = f"/etc/default/{base}"
+        if base and _NAME.match(base) and guess not in kinds["config"]:
+            kinds["config"].append(guess)
     all_pids = _ints(pids or (), "pids")
     known: dict[str, str] = {}
     table: list[list[Any]] = []

@@ -223,3 +223,29 @@ def test_a_tightened_keys_snapshot_keeps_no_copy_of_it_and_puts_its_mode_back(tm
     # no copy of the key anywhere in the host's state directory
     for path in (tmp_path / "state").rglob("*"):
         assert not path.is_file() or b"KEY-MARKER" not in path.read_bytes(), path
+
+
+REDIS = {"name": "redis-server", "units": ["redis-server.service"], "processes": ["redis-server"],
+         "config_paths": ["/etc/redis"], "data_paths": ["/var/lib/redis"]}
+ENV_FILE = "/etc/default/redis-server"
+
+
+def _env_drift():
+    item = {"path": ENV_FILE, "change": "modified", "restore": STAGED, "aside": "cd" * 32,
+            "diff": "--- known-good\n+++ now\n@@ -6 +6 @@\n-ULIMIT=65536\n+ULIMIT=16"}
+    return {"init": "sysv", "known_good": {"recorded": 1, "files": 3, "drift": [item]}}
+
+
+def test_the_environment_a_services_own_start_reads_is_its_configuration():
+    """Debian's /etc/default/UNIT is sourced by the unit's init script (and named by its systemd
+    unit): putting its known-good version back runs alone; another service's stays out of scope."""
+    before, out = _decide(f"cp -p {STAGED} {ENV_FILE}", evidence=_env_drift(), definition=REDIS)
+    assert before == "approval" and out["verdict"] == "allow" and "restore_known_good" in out["autonomy"], out
+    assert "an edit of the service's configuration" in policy.classify(
+        "sed -i s/16/65536/ /etc/default/redis-server", policy.load_policy(None),
+        scope=policy.scope_from_service(REDIS, [], {}))["reasons"][0]
+    # another service's environment, and the operating system's, are not this service's
+    before, out = _decide(f"cp -p {STAGED} {ENV_FILE}", evidence=_env_drift(), definition=NGINX)
+    assert out["verdict"] == "approval" and "out_of_scope" in out["autonomy"], out
+    assert policy.classify("sed -i s/x/y/ /etc/default/grub", policy.load_policy(None),
+                           scope=policy.scope_from_service(REDIS, [], {}))["verdict"] == "reject"
