@@ -19,6 +19,14 @@ from ._tools import count_bounds, option_values, parse, value
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]", "ip6-localhost", "0.0.0.0"}
 
 
+# `ALTER ROLE app [IN DATABASE db] RESET search_path`: one named setting of one role (or of a role
+# in one database) back to the server's default. Not RESET ALL, not SET (a value nobody saw), not
+# the role's attributes.
+_SQL_NAME = r'(?:[A-Za-z_][A-Za-z0-9_$]{0,62}|"[A-Za-z_][A-Za-z0-9_$]{0,62}")'
+_ROLE_SETTING_RESET = re.compile(r"(?i)^ALTER\s+(?:ROLE|USER)\s+%s(?:\s+IN\s+DATABASE\s+%s)?\s+RESET\s+"
+                                 r"(?!ALL$)[A-Za-z_][A-Za-z0-9_]{0,62}(?:\.[A-Za-z_][A-Za-z0-9_]{0,62})?$"
+                                 % (_SQL_NAME, _SQL_NAME))
+
 def _service_in_scope(chk: Check, names: set[str]) -> bool:
     """Without an incident any service counts; with one, the tool's service must be in it."""
     scope = chk.scope
@@ -507,6 +515,13 @@ def sql(chk: Check, text: str, dialect: str) -> None:
         if head in ("DROP", "DELETE", "TRUNCATE") or head == "ALTER" and "DROP" in words[:3] and "TABLE" not in words:
             chk.reject(f"`{head}` deletes data or schema; never run by a command here")
             return
+        if dialect == "postgres" and _ROLE_SETTING_RESET.match(statement.rstrip()):
+            # A role's own default for one setting, taken back to the server's: no password, privilege,
+            # membership or login attribute changes; still another service's state a human confirms.
+            chk.effect("changes a database role's setting")
+            chk.approve("`ALTER ROLE ... RESET` takes a role's own default for a setting back to the server's; a "
+                        "human should confirm")
+            continue
         if head in ("GRANT", "REVOKE") or re.search(r"\b(?:USER|ROLE)\b", " ".join(words[:3])) and head in (
                 "CREATE", "ALTER", "RENAME", "SET") or "PASSWORD" in words:
             chk.reject("changing database users, roles, grants or passwords is never run by a command here")
