@@ -486,6 +486,7 @@ def describe_scope(scope: Mapping[str, Any] | None, access_paths: re.Pattern[str
 
 _REFUSED = ("Refused: reading or sending secrets (keys, credentials, shadow files, histories, kubeconfigs, "
             "process environments, devices), power (reboot, shutdown targets), firewall, users and "
-            "passwords (except, with approval, adding the service's own account to the group that owns "
-            "its files: `usermod -aG GROUP USER`), package removal, kernel settings, mount changes, "
-            "recursive or mass deletion.")
+            "passwords, database roles included (except, with approval, adding the service's own account to "
+            "the group that owns its files: `usermod -aG GROUP USER`, and taking one of a database role's own "
+            "settings back to the server's default: `ALTER ROLE NAME RESET SETTING`), package removal, kernel "
+            "settings, mount changes, recursive or mass deletion.")
