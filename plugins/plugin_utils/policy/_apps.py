@@ -27,6 +27,7 @@ _ROLE_SETTING_RESET = re.compile(r"(?i)^ALTER\s+(?:ROLE|USER)\s+%s(?:\s+IN\s+DAT
                                  r"(?!ALL$)[A-Za-z_][A-Za-z0-9_]{0,62}(?:\.[A-Za-z_][A-Za-z0-9_]{0,62})?$"
                                  % (_SQL_NAME, _SQL_NAME))
 
+
 def _service_in_scope(chk: Check, names: set[str]) -> bool:
     """Without an incident any service counts; with one, the tool's service must be in it."""
     scope = chk.scope
