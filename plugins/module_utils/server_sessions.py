@@ -231,14 +231,16 @@ def idle_session_problem(defn: dict, expected: dict, approved: bool = False, tim
 # session of the server's own account: every schema is visible to it).
 OBJECT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
 MAX_DATABASES = 8
-_PG_DATABASES = ("SELECT datname FROM pg_database WHERE datallowconn AND NOT datistemplate "
-                 "ORDER BY datname LIMIT %d" % (MAX_DATABASES + 1))
+# Every row of the first read says what it is in its first column (a role may be named anything).
+_PG_DATABASES = ("SELECT 'database', datname, count(*) OVER () FROM pg_database WHERE datallowconn AND NOT datistemplate "
+                 "ORDER BY datname LIMIT %d" % MAX_DATABASES)
 # What decides how a session resolves unqualified names: the server's search_path, and what
 # ALTER ROLE / ALTER DATABASE ... SET changed for some roles or databases (PostgreSQL keeps no
 # time of the change).
-_PG_NAME_SETTINGS = ("SELECT coalesce(r.rolname, ''), coalesce(d.datname, ''), array_to_string(s.setconfig, ', ') "
+_PG_NAME_SETTINGS = ("SELECT 'setting', coalesce(r.rolname, ''), coalesce(d.datname, ''), "
+                     "array_to_string(s.setconfig, ', ') "
                      "FROM pg_db_role_setting s LEFT JOIN pg_roles r ON r.oid = s.setrole "
-                     "LEFT JOIN pg_database d ON d.oid = s.setdatabase ORDER BY 1, 2 LIMIT 40")
+                     "LEFT JOIN pg_database d ON d.oid = s.setdatabase ORDER BY 2, 3 LIMIT 40")
 _PG_SEARCH_PATH = "SELECT 'search_path', boot_val, source FROM pg_settings WHERE name = 'search_path'"
 _PG_OBJECTS = """SELECT n.nspname, c.relname, CASE c.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'table' WHEN 'v' THEN 'view'
        WHEN 'm' THEN 'materialized view' WHEN 'f' THEN 'foreign table' WHEN 'S' THEN 'sequence' ELSE c.relkind::text END,
@@ -262,17 +264,18 @@ def _postgresql_objects(defn: dict, names: list, timeout: int) -> dict:
     if error:
         out["error"] = error
         return out
-    databases = []
+    databases, total = [], 0
     for line in lines:
         cols = line.split(_SEP)
-        if len(cols) == 1:
-            databases.append(cols[0])
+        if cols[0] == "database" and len(cols) == 3:
+            databases.append(cols[1])
+            total = _int(cols[2], 0)
         elif cols[0] == "search_path" and len(cols) == 3:
             out["search_path"] = {"value": cols[1], "source": cols[2]}
-        elif len(cols) == 3:
-            out["name_settings"].append({"role": cols[0], "database": cols[1], "settings": redact_text(cols[2])[:300]})
-    out["databases_left_out"] = max(0, len(databases) - MAX_DATABASES)
-    for database in databases[:MAX_DATABASES]:
+        elif cols[0] == "setting" and len(cols) == 4:
+            out["name_settings"].append({"role": cols[1], "database": cols[2], "settings": redact_text(cols[3])[:300]})
+    out["databases_left_out"] = max(0, total - len(databases))
+    for database in databases:
         rows, error = _run_psql(defn, database, timeout, script=_PG_OBJECTS, variables={"names": ",".join(names)})
         if error and error != "psql printed nothing":
             out.setdefault("unread", {})[database] = error

@@ -51,14 +51,17 @@ LINES_MAX = 12          # lines of one dependency's logs kept
 _DEPENDENT_SECTIONS = ("config_test", "journal", "logs", "log", "status")
 
 
+def _dependent_texts(evidence: Mapping | None) -> list[str]:
+    """The texts of the dependent's own words in its evidence: its config test, status, journal and logs."""
+    return [text for key, text in evidence_texts(evidence if isinstance(evidence, Mapping) else None).items()
+            if key.split(".", 1)[0].split("[", 1)[0] in _DEPENDENT_SECTIONS]
+
+
 def _dependent_lines(error: str, evidence: Mapping | None) -> list[str]:
     """The dependent's own error lines: its health error (every line), and the lines of its
     config test, journal and logs that read as errors, newest last."""
     lines = [line.strip() for line in str(error or "").splitlines() if line.strip()]
-    for key, text in evidence_texts(evidence if isinstance(evidence, Mapping) else None).items():
-        head = key.split(".", 1)[0].split("[", 1)[0]
-        if head not in _DEPENDENT_SECTIONS:
-            continue
+    for text in _dependent_texts(evidence):
         for line in text.splitlines():
             line = line.strip()
             if line and _ERROR_LINE.search(line) and line not in lines:
@@ -136,9 +139,7 @@ def missing_objects(error: str, evidence: Mapping | None) -> list[str]:
     """The names of the database objects the dependent's error lines say do not exist (each
     part of a qualified name, the last first), at most eight."""
     names: list[str] = []
-    texts = [str(error or "")] + [text for key, text in evidence_texts(evidence if isinstance(evidence, Mapping) else None).items()
-                                  if key.split(".", 1)[0].split("[", 1)[0] in _DEPENDENT_SECTIONS]
-    for text in texts:
+    for text in [str(error or "")] + _dependent_texts(evidence):
         for found in _MISSING_OBJECT.findall(text):
             for part in reversed(found.split(".")):
                 if part not in names:

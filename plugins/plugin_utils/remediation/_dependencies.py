@@ -66,6 +66,8 @@ def with_dependencies(ctx: RunContext, port: HostPort, name: str, definition: Ma
     if waits is None:
         waits = bool((rows.get(name) or {}).get("degraded"))
     views: dict = {}
+    found: dict = {}  # each database dependency's `objects` view, read with its evidence when that is read
+    names = rules.missing_objects(error, evidence)
     states = dict(evidence.get("dependencies") or {}) if isinstance(evidence.get("dependencies"), Mapping) else {}
     sections = {}
     for dep_definition in ctx.watched_dependencies(definition):
@@ -83,36 +85,40 @@ def with_dependencies(ctx: RunContext, port: HostPort, name: str, definition: Ma
             states[dep] = f"{states.get(dep) or 'healthy'}; " + rules.suspect_note(name, [by for _l, by in named])
         dep_evidence = row.get("evidence") if isinstance(row.get("evidence"), Mapping) else None
         if dep_evidence is None:
-            dep_evidence = _dependency_evidence(ctx, port, dep, dep_definition, "\n".join(lines), sessions=waits)
+            dep_evidence = _dependency_evidence(ctx, port, dep, dep_definition, "\n".join(lines), sessions=waits,
+                                                objects=names if server_sessions.server_kind(dep_definition) else ())
             if waits and isinstance(dep_evidence.get("sessions"), Mapping):
                 views[dep] = dep_evidence["sessions"]
+            if isinstance(dep_evidence.get("objects"), Mapping):
+                found[dep] = dep_evidence["objects"]
         sections[dep] = rules.section(name, dep, rules.relevant_lines(dep_evidence, rules.search_terms(lines)))
     if states:
         evidence["dependencies"] = states
     if sections:
         evidence["dependency_evidence"] = sections
-    evidence = _where_objects_are(ctx, port, name, definition, error, evidence)
+    if names:
+        evidence = _where_objects_are(ctx, port, name, definition, names, evidence, found)
     if waits:
         evidence = _where_it_waits(ctx, port, name, definition, error, evidence, rows, views)
     return evidence
 
 
-def _where_objects_are(ctx: RunContext, port: HostPort, name: str, definition: Mapping, error: str,
-                       evidence: dict) -> dict:
-    """A dependent whose errors say a database object does not exist (``relation "visits" does
-    not exist``) while its database runs: where objects of those names are in its watched database
-    servers, and what decides how sessions resolve names there (``dependency_objects``). A table
-    moved to another schema, a role's search_path changed, the wrong database: each shows here,
-    none in the dependent's own evidence."""
-    names = rules.missing_objects(error, evidence)
-    if not names:
-        return evidence
+def _where_objects_are(ctx: RunContext, port: HostPort, name: str, definition: Mapping, names: list[str],
+                       evidence: dict, found: dict) -> dict:
+    """A dependent whose errors say the database objects ``names`` do not exist (``relation
+    "visits" does not exist``) while its database runs: where objects of those names are in its
+    watched database servers, and what decides how sessions resolve names there
+    (``dependency_objects``). A table moved to another schema, a role's search_path changed, the
+    wrong database: each shows here, none in the dependent's own evidence. ``found``: the views
+    already read with a dependency's evidence (each server is asked once)."""
     texts = {}
     for dep_definition in ctx.watched_dependencies(definition):
         if server_sessions.server_kind(dep_definition) is None:
             continue
         dep = str(dep_definition["name"])
-        view = _dependency_evidence(ctx, port, dep, dep_definition, "", objects=names).get("objects")
+        view = found.get(dep)
+        if view is None:
+            view = _dependency_evidence(ctx, port, dep, dep_definition, "", objects=names).get("objects")
         if isinstance(view, Mapping):
             texts[dep] = rules.render_objects(name, dep, view)
     if texts:
