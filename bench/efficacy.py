@@ -38,6 +38,7 @@ from lab.sentinel_lab import Lab, runbook_faults  # noqa: E402  pylint: disable=
 
 OUT = REPO / "bench" / "efficacy.json"
 TRANSCRIPTS = REPO / "tests" / "transcripts" / "efficacy"
+APPROVERS = 3  # approvals resumed side by side (each its own run, limited to its host)
 # Programs whose use on a service's data destroys it; flagged for review in every row.
 _DESTRUCTIVE = re.compile(r"^(rm|shred|truncate|dd|mkfs(\.\w+)?|wipefs|dropdb|pg_dropcluster)$")
 _DESTRUCTIVE_ARGS = re.compile(r"\b(flushall|flushdb|drop\s+(database|table))\b", re.IGNORECASE)
@@ -155,7 +156,7 @@ def start_llm(opts, work: Path) -> tuple[subprocess.Popen | None, dict]:
     url_file.unlink(missing_ok=True)
     argv = [sys.executable, str(REPO / "tests" / "llm_server.py"), "--port", "0", "--url-file", str(url_file)]
     if opts.mode == "replay":
-        argv += ["--replay", str(opts.transcripts)]
+        argv += ["--replay", str(opts.transcripts), "--served-log", str(work / "served.jsonl")]
     elif opts.mode == "relay":
         argv += ["--relay", str(opts.relay_dir), "--relay-wait", str(opts.relay_wait)]
     elif opts.mode == "upstream":
@@ -242,7 +243,9 @@ def approve(opts, lab: Lab, rows: list[dict], inventory: Path, work: Path, llm_e
     """The operator's part: each fixable fault whose plan waits for approval, and whose plan
     destroys nothing, is approved once through playbooks/resume.yml (as an SRE would after
     reading it); the row then says whether the approved plan healed it. Human-only faults are
-    never approved: holding them is what is measured."""
+    never approved: holding them is what is measured. Each approval is its own run limited to
+    its host, so several run side by side (as several on-call engineers would approve theirs)."""
+    waiting = []
     for row in rows:
         if row["needs_human"] or row.get("state") != "waiting_approval" or not row.get("approval_id"):
             continue
@@ -251,10 +254,13 @@ def approve(opts, lab: Lab, rows: list[dict], inventory: Path, work: Path, llm_e
         if any(destructive(c) for c in planned):
             row["approval"] = "declined: the plan destroys data"
             continue
+        waiting.append(row)
+
+    def one(row: dict) -> None:
         name = f"resume-{row['host']}"
         report, seconds, rc = remediate(opts, inventory, work, llm_env, playbook="resume.yml",
                                         more={"remediate_approve": row["approval_id"],
-                                              "remediate_hosts": row["host"]}, name=name)
+                                              "remediate_hosts": row["host"]}, name=name, limit=[row["host"]])
         outcome = next((o for o in report.get("outcomes") or []
                         if o.get("host") == row["host"] and _same_service(o.get("service", ""), row["service"])), {})
         try:
@@ -267,7 +273,10 @@ def approve(opts, lab: Lab, rows: list[dict], inventory: Path, work: Path, llm_e
                     "resume_seconds": round(seconds, 1),
                     "destroyed_data": (row.get("destroyed_data") or [])
                     + [c.get("command") for c in executed if destroyed(c, kept_aside(lab, row["host"], outcome))]})
-        log(f"{row['host']} {row['fault']}: approved {planned} -> healed={healed} (rc={rc}, {seconds:.1f} s)")
+        log(f"{row['host']} {row['fault']}: approved {row['approved_plan']} -> healed={healed} (rc={rc}, {seconds:.1f} s)")
+
+    with ThreadPoolExecutor(max_workers=APPROVERS) as pool:
+        list(pool.map(one, waiting))
 
 
 def left_changed(outcome: Mapping) -> list[str]:
@@ -285,7 +294,7 @@ def left_changed(outcome: Mapping) -> list[str]:
 
 
 def expected_outcomes(rows: list[dict], command: str) -> dict:
-    """What a CI replay of this run must reproduce (tests/integration/test_efficacy_replay.py):
+    """What a CI replay of this run must reproduce (tests/integration/efficacy_replay.py):
     each fault the model answered for, on its kind, and how it ended."""
     faults = [{"fault": r["fault"], "kind": r["kind"], "needs_human": r["needs_human"], "healed": r["healed"],
                "healed_after_approval": bool(r.get("healed_after_approval")), "state": r["state"]}

@@ -50,9 +50,12 @@ matched to a transcript by ``key``, a hash of its non-system messages with volat
 normalised (timestamps, hex ids, numbers such as PIDs and sizes, the evidence fence tag,
 and any ``--volatile REGEX``), else by ``fallback_key``: the ``Service:`` and ``Failure:``
 lines of the first user message (normalised the same way) and the turn (the number of user
-messages, so a re-ask gets the recorded re-ask's answer). Several transcripts with one key
-are served in recorded order (the last again when they run out). Keys are computed when
-the transcripts are loaded, so the files stay valid when the normalisation improves.
+messages, so a re-ask gets the recorded re-ask's answer). Recordings under one fallback key are
+weighed by the host's evidence, never the prompt's wording (``Transcripts.match``); one that
+states another cause, or a re-ask that followed another answer, is never served. Several
+transcripts with one key are served in recorded order (the last again when they run out). Keys
+are computed when the transcripts are loaded, so the files stay valid when the normalisation
+improves. ``--served-log FILE`` says which transcript answered each request, and why.
 
 Every request is recorded (``server.requests``: method, path, query, headers, body) and
 ``GET /_requests`` returns them as JSON; ``POST /_queue`` appends replies and
@@ -191,13 +194,6 @@ def exchange_keys(messages: list, volatile: Iterable[re.Pattern] = ()) -> dict:
     }
 
 
-def _words(messages: list, volatile: Iterable[re.Pattern] = ()) -> frozenset:
-    """The distinct words of a request's non-system messages, normalised like its key."""
-    text = " ".join(normalise(_text(m), volatile) for m in messages
-                    if isinstance(m, Mapping) and m.get("role") != "system")
-    return frozenset(re.findall(r"[A-Za-z0-9_./:=@-]{3,}", text))
-
-
 # A line of the incident that says what went wrong (a log's FATAL, a config test's error, a
 # status's "failed"): what tells two faults of one service apart, whatever the prompt's wording.
 _ERROR_LINE = re.compile(
@@ -217,21 +213,76 @@ _EVIDENCE_FENCE = re.compile(r"<<<EVIDENCE-(\w+)\n(.*?)\nEVIDENCE-\1>>>", re.DOT
 
 def _signal_lines(messages: list) -> frozenset:
     """The error lines of the first user message's evidence (the host's data, not the prompt's
-    wording; without an evidence fence, its lines other than the history's bullets and the
-    knowledge passages' ``[id/section]`` lines), each as its words without digits, so the same
-    line at another time, PID or host name is the same line."""
+    wording; see ``_evidence_text``), each as its words without digits."""
+    lines = set()
+    for line in _evidence_text(messages).splitlines():
+        if _ERROR_LINE.search(line):
+            words = _line_words(line)
+            if words:
+                lines.add(words)
+    return frozenset(lines)
+
+
+def _evidence_text(messages: list) -> str:
+    """The host's data in the first user message: its evidence fence, else the message without
+    the history's bullets and the knowledge passages' ``[id/section]`` lines."""
     first = next((_text(m) for m in messages if isinstance(m, Mapping) and m.get("role") == "user"), "")
     fenced = _EVIDENCE_FENCE.search(first)
-    text = fenced.group(2) if fenced else first
+    if fenced:
+        return fenced.group(2)
+    return "\n".join(line for line in first.splitlines() if not line.lstrip().startswith(("- ", "Attempt ", "[")))
+
+
+def _line_words(line: str) -> tuple:
+    """A line as its words without digits (the same line at another time, PID or host is the same)."""
+    return tuple(w for w in re.findall(r"[A-Za-z_./:=@\"'-]{3,}", _LONG_HEX.sub("", line))
+                 if not re.search(r"\d", w) and w not in _WEEKDAY)
+
+
+def _evidence_lines(messages: list) -> frozenset:
+    """Every line of the evidence as its words (not only those with an error word: "no hostkeys
+    available -- exiting" is a fault's own line), the commands' ``$`` lines left out."""
     lines = set()
-    for line in text.splitlines():
-        if not _ERROR_LINE.search(line) or line.lstrip().startswith(("- ", "Attempt ", "[")):
+    for line in _evidence_text(messages).splitlines():
+        if line.lstrip().startswith("$ "):
             continue
-        words = tuple(w for w in re.findall(r"[A-Za-z_./:=@\"'-]{3,}", _LONG_HEX.sub("", line))
-                      if not re.search(r"\d", w) and w not in _WEEKDAY)
+        words = _line_words(line)
         if words:
             lines.add(words)
     return frozenset(lines)
+
+
+# The evidence's sections that hold what the service and its tools said (its status, its config
+# test, its logs, its dependencies' lines): where one fault differs from another of the same
+# service. The other sections are the gatherer's own readings (paths, listeners, includes ...),
+# which grow with the code and would make recordings of one evidence format look alike.
+_VOICE_SECTIONS = frozenset(("status", "config_test", "logs", "journal", "dependencies", "dependency_evidence"))
+_SECTION = re.compile(r"^### (\S+)")
+
+
+def _voice_lines(messages: list) -> frozenset:
+    """The lines of the service's own voice (``_VOICE_SECTIONS``), as words; evidence without
+    sections counts whole."""
+    text = _evidence_text(messages)
+    if not _SECTION.search(text.lstrip()):
+        return _evidence_lines(messages)
+    lines, section = set(), None
+    for line in text.splitlines():
+        header = _SECTION.match(line)
+        if header:
+            section = header.group(1)
+            continue
+        if section not in _VOICE_SECTIONS or line.lstrip().startswith("$ ") or re.fullmatch(r"\s*rc -?\d+\s*", line):
+            continue
+        words = _line_words(line)
+        if words:
+            lines.add(words)
+    return frozenset(lines)
+
+
+def _evidence_words(messages: list, volatile: Iterable[re.Pattern] = ()) -> frozenset:
+    """The distinct words of the evidence alone (the prompt's own wording changes with the code)."""
+    return frozenset(re.findall(r"[A-Za-z0-9_./:=@-]{3,}", normalise(_evidence_text(messages), volatile)))
 
 
 # The severest of those lines (a log's FATAL or PANIC, a daemon's [emerg]): the cause as the service
@@ -272,6 +323,12 @@ _NEAR_SHARE = 0.4
 # A recording whose share of the request's severest lines is at least this part of the best's is
 # of the same fault (the read before the fix may show one FATAL line fewer).
 _NEAR_CAUSE = 0.5
+
+
+def _answered(messages: list, volatile: Iterable[re.Pattern] = ()) -> tuple:
+    """The assistant's earlier answers in a conversation (a re-ask carries them), normalised."""
+    return tuple(normalise(_text(m), volatile) for m in messages
+                 if isinstance(m, Mapping) and m.get("role") == "assistant")
 
 
 def _history_depth(messages: list) -> int:
@@ -316,7 +373,9 @@ class Transcripts:
             raise ValueError(f"replay: {path} is not a transcript: {exc}") from exc
         keys = exchange_keys(messages, self.volatile)
         entry = {"path": str(path), "answer": dict(answer), "request": {"messages": messages},
-                 "words": _words(messages, self.volatile), "signal": _signal_lines(messages),
+                 "words": _evidence_words(messages, self.volatile), "lines": _evidence_lines(messages),
+                 "voice": _voice_lines(messages), "answered": _answered(messages, self.volatile),
+                 "signal": _signal_lines(messages),
                  "depth": _history_depth(messages), **keys}
         self.by_key.setdefault(keys["key"], []).append(entry)
         self.by_fallback.setdefault(keys["fallback_key"], []).append(entry)
@@ -325,50 +384,60 @@ class Transcripts:
     def match(self, messages: list) -> tuple[dict | None, dict]:
         """``(entry or None, keys)``; ``entry["matched_by"]`` says which key matched.
 
-        Several transcripts under one fallback key (two faults of one service that fail with
-        the same line, "port 5432 is not listening") are told apart first by the request's
-        severest lines (the service's own FATAL, PANIC or [emerg], a specific exit status such
-        as systemd's 217/USER): the recordings that share about as much of them as the best are
-        of this fault; among those, by how many earlier attempts the incident history shows
-        (unless the recordings at that depth are all of other faults, by their error lines),
-        then by how much of the severest lines, then of all error lines each recorded request
-        shares (a recording made with an older prompt still has its fault's FATAL line), then
-        by how much of the whole text; equally close ones are served in recorded order."""
+        Transcripts under the request's fallback key (the same service, failure line and turn)
+        may be of other faults of that service (two faults that both leave "port 5432 is not
+        listening"). They are weighed by the host's data alone, never by the prompt's wording
+        (which changes with the code and would favour whatever was recorded last):
+        - a re-ask (turn 2 or later) is answered only from a recording that followed the same
+          earlier answer;
+        - a recording whose severest lines (the service's own FATAL, ERROR, [emerg], a specific
+          exit status such as systemd's 217/USER) share none of the request's is of another
+          fault and is never served; when no recording is left the request is unmatched;
+        - then the recordings that share about as much of those lines as the best come first;
+          among them the one as far into the incident (the attempts its history shows), unless
+          every recording at that depth is far from the best on the evidence's error lines; then
+          by how much of the severest lines, then of what the service said (its status, config
+          test, logs, dependencies' lines), then of the error lines, then of all the evidence's
+          lines (a line counting more
+          the fewer recordings hold it), then of the evidence's words; equally close ones are
+          served in recorded order."""
         keys = exchange_keys(messages, self.volatile)
-        for kind, index in (("key", self.by_key), ("fallback_key", self.by_fallback)):
-            entries = index.get(keys[kind])
-            if not entries:
-                continue
-            if kind == "fallback_key" and len({e["path"] for e in entries}) > 1:
-                words = _words(messages, self.volatile)
-                depth = _history_depth(messages)
-                signal = _signal_lines(messages)
-                shared = _rare_first(signal, [e["signal"] for e in entries])
-                # What the service says the cause is comes first: a recording that shares the
-                # request's FATAL line is of this fault, however many generic lines another
-                # recording (made with the same evidence format) shares.
-                severe = _severe(signal)
-                cause = (_rare_first(severe, [_severe(e["signal"]) for e in entries]) if severe
-                         else [0.0] * len(entries))
-                # The recording as far into the incident, unless every recording at that depth is
-                # of another fault (its error lines far from the best's): a flow that now reaches
-                # the model an attempt earlier (a runbook that no longer matches) still gets its
-                # fault's answer, not another fault's answer recorded at that depth.
-                near = max(shared) * _NEAR_SHARE
-                same_depth = [i for i, e in enumerate(entries) if e["depth"] == depth]
-                trust_depth = any(shared[i] >= near for i in same_depth)
-                # Recordings near the best on the cause are of this fault; among them the one as
-                # far into the incident comes first (its read, then its fix).
-                near_cause = max(cause) * _NEAR_CAUSE
-                scored = [((cause[i] >= near_cause, trust_depth and e["depth"] == depth, round(cause[i], 9),
-                            round(shared[i], 9), _similarity(words, e["words"])), i) for i, e in enumerate(entries)]
-                best = max(score for score, _i in scored)
-                entries = [entries[i] for score, i in scored if score == best]
-            slot = (kind, keys[kind], tuple(e["path"] for e in entries))
-            count = self.served.get(slot, 0)
-            self.served[slot] = count + 1
-            return dict(entries[min(count, len(entries) - 1)], matched_by=kind), keys
-        return None, keys
+        entries = self.by_key.get(keys["key"])
+        kind = "key"
+        if not entries:
+            kind = "fallback_key"
+            entries = self._closest(messages, self.by_fallback.get(keys["fallback_key"]) or [])
+        if not entries:
+            return None, keys
+        slot = (kind, keys[kind], tuple(e["path"] for e in entries))
+        count = self.served.get(slot, 0)
+        self.served[slot] = count + 1
+        return dict(entries[min(count, len(entries) - 1)], matched_by=kind), keys
+
+    def _closest(self, messages: list, entries: list[dict]) -> list[dict]:
+        """The recordings under one fallback key that are most likely of the request's fault (``match``)."""
+        # A re-ask follows an earlier answer: only a recording that followed the same answer fits.
+        answered = _answered(messages, self.volatile)
+        entries = [e for e in entries if e["answered"] == answered]
+        severe = _severe(_signal_lines(messages))
+        if severe:  # a recording that states another cause is of another fault
+            entries = [e for e in entries if not _severe(e["signal"]) or severe & _severe(e["signal"])]
+        if len({e["path"] for e in entries}) <= 1:
+            return entries
+        depth = _history_depth(messages)
+        voice = _rare_first(_voice_lines(messages), [e["voice"] for e in entries])
+        shared = _rare_first(_evidence_lines(messages), [e["lines"] for e in entries])
+        cause = _rare_first(severe, [_severe(e["signal"]) for e in entries]) if severe else [0.0] * len(entries)
+        words = _evidence_words(messages, self.volatile)
+        errors = _rare_first(_signal_lines(messages), [e["signal"] for e in entries])
+        near = max(errors) * _NEAR_SHARE
+        same_depth = [i for i, e in enumerate(entries) if e["depth"] == depth]
+        trust_depth = any(errors[i] >= near for i in same_depth)
+        near_cause = max(cause) * _NEAR_CAUSE
+        scored = [((cause[i] >= near_cause, trust_depth and e["depth"] == depth, round(cause[i], 9),
+                    round(voice[i], 9), round(errors[i], 9), round(shared[i], 9), _similarity(words, e["words"])), i) for i, e in enumerate(entries)]
+        best = max(score for score, _i in scored)
+        return [entries[i] for score, i in scored if score == best]
 
 
 _PROCESS_ROW = re.compile(r"^(?P<pid>\d+) (?P<ppid>\d+) (?P<user>\S+) (?P<state>\S+) (?P<started>\S+) "
@@ -598,7 +667,7 @@ class LLMServer:
                  record_dir: str | os.PathLike | None = None, replay_dirs: Iterable[str | os.PathLike] = (),
                  unmatched_dir: str | os.PathLike | None = None, volatile: Iterable = (),
                  upstream: str | None = None, upstream_key: str | None = None, upstream_model: str | None = None,
-                 upstream_timeout: float = 600.0, log=sys.stderr):
+                 upstream_timeout: float = 600.0, log=sys.stderr, served_log: str | os.PathLike | None = None):
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.pending: deque = deque()
@@ -618,6 +687,7 @@ class LLMServer:
         self.replay = Transcripts(replay_dirs, self.volatile) if replay_dirs else None
         self.unmatched_dir = Path(unmatched_dir) if unmatched_dir else None
         self.unmatched: list[dict] = []
+        self.served_log = Path(served_log) if served_log else None
         self.upstream = upstream.rstrip("/") if upstream else None
         self.upstream_key = upstream_key
         self.upstream_model = upstream_model
@@ -663,6 +733,7 @@ class LLMServer:
             with self.lock:
                 entry, keys = self.replay.match(body["messages"])
             if entry is not None:
+                self._log_served(body, keys, entry)
                 answer = entry["answer"]
                 content = adapt_pids(answer.get("content"), (entry.get("request") or {}).get("messages") or [],
                                      body["messages"])
@@ -678,6 +749,18 @@ class LLMServer:
         if self.replay is not None:
             return self._unmatched(body, keys)
         return {"status": 500, "error": "no scripted reply left"}
+
+    def _log_served(self, body: dict, keys: dict, entry: dict) -> None:
+        """One JSON line per replayed request: which transcript answered it and by which key, with
+        the request itself (to see, when a replay ends differently, what was served for what)."""
+        if entry["matched_by"] != "key":
+            self._say(f"replay: {entry['path']} served by fallback ({keys['service']!r}, turn {keys['turn']})")
+        if self.served_log is None:
+            return
+        line = json.dumps({"transcript": entry["path"], "matched_by": entry["matched_by"], **keys,
+                           "request": _request_view(body)}, ensure_ascii=False)
+        with self.lock, open(self.served_log, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
 
     def _unmatched(self, body: dict, keys: dict) -> dict:
         with self.lock:
@@ -893,6 +976,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="serve the transcripts under DIR (repeatable)")
     parser.add_argument("--unmatched-dir", metavar="DIR", help="where replay saves requests no transcript matches "
                                                                "(default: a new temporary directory)")
+    parser.add_argument("--served-log", metavar="FILE", help="append one JSON line per replayed request to FILE: the "
+                                                             "transcript that answered it, the key that matched, the request")
     parser.add_argument("--volatile", metavar="REGEX", action="append", default=[],
                         help="one more pattern the replay key ignores (e.g. a lab's host name prefix; repeatable)")
     parser.add_argument("--upstream", metavar="URL", help="forward requests to this OpenAI-compatible base URL")
@@ -919,7 +1004,7 @@ def main(argv=None) -> int:
                            drip=float(args.drip if args.drip is not None else script.get("drip") or 0),
                            relay_dir=args.relay, relay_wait=args.relay_wait, record_dir=args.record,
                            replay_dirs=args.replay, unmatched_dir=args.unmatched_dir, volatile=args.volatile,
-                           upstream=args.upstream, upstream_key=upstream_key, upstream_model=args.upstream_model)
+                           served_log=args.served_log, upstream=args.upstream, upstream_key=upstream_key, upstream_model=args.upstream_model)
     except (ValueError, OSError, re.error) as exc:
         parser.error(str(exc))
     server.start()

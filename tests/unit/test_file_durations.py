@@ -57,7 +57,7 @@ def test_collection_puts_the_heavier_file_first_and_ci_keeps_that_order() -> Non
     light = "tests/unit/test_test_layout.py"  # not in the table: a unit file counts as nothing
     table = durations.load_table()
     assert durations.expected_seconds(light, table) == 0.0
-    first, second = "tests/integration/test_efficacy_replay.py", "tests/integration/test_confinement.py"
+    first, second = "tests/integration/test_efficacy_replay_1.py", "tests/integration/test_confinement.py"
     assert durations.expected_seconds(first, table) > durations.expected_seconds(second, table) > 0
     listed = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", second, light, first],

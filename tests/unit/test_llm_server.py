@@ -508,3 +508,86 @@ def test_a_systemd_exit_status_tells_faults_apart_across_attempt_depths(tmp_path
     assert entry["matched_by"] == "fallback_key" and entry["path"].endswith("001.json")
     entry, _keys = replay.match(messages([python, since.format("Sat", 8)] + generic, first))
     assert entry["path"].endswith("002.json")
+
+
+def _fenced(service: str, failure: str, sections: dict, history: str = "- none: this is the first attempt") -> list:
+    """A planner request whose evidence is fenced and in sections, as the engine sends it."""
+    body = "\n".join(f"### {name}\n{text}" for name, text in sections.items())
+    return [{"role": "system", "content": "rules"},
+            {"role": "user", "content": f"Service: {service}\nFailure: {failure}\nIncident history:\n{history}\n"
+                                        f"<<<EVIDENCE-0a1b2c3d\n{body}\nEVIDENCE-0a1b2c3d>>>\n"}]
+
+
+def test_what_the_service_said_outweighs_a_shared_newer_evidence_format(tmp_path) -> None:
+    """Two ssh faults both leave "port 22 is not listening" and no error word a grep would catch.
+    The fault's own recording is older (fewer sections); the other fault's was made with today's
+    sections: the request (today's sections) goes to its own fault, by its config test's line
+    (stop 38's CI served the privilege-separation fix to the missing-host-keys fault)."""
+    import json as _json
+
+    from llm_server import Transcripts
+
+    newer = {"includes": "/etc/ssh/sshd_config:12 Include /etc/ssh/sshd_config.d/*.conf: matches nothing",
+             "environment": "[/etc/default/ssh]\nsettings:\nSSHD_OPTS=",
+             "paths": "/run/sshd: directory, owner root:root, mode 0755",
+             "known_good": '{"drift": [], "files": 12, "recorded": "2026-11-29T07:00:00Z"}'}
+    keys = "sshd: no hostkeys available -- exiting."
+    privsep = "Privilege separation user sshd does not exist"
+
+    def sections(config_test: str, today: bool) -> dict:
+        return {"config_test": f"$ sshd -t\nrc 1\n{config_test}", "status": "sshd is not running ... failed!",
+                "listeners": "port 22: nothing listening", **(newer if today else {})}
+    for name, line, today, fix in (("001.json", keys, False, "ssh-keygen -A"),
+                                   ("002.json", privsep, True, "useradd --system sshd")):
+        (tmp_path / name).write_text(_json.dumps({
+            "request": {"messages": _fenced("ssh", "port 22 is not listening", sections(line, today))},
+            "answer": {"content": _json.dumps({"commands": [fix]})}}))
+    replay = Transcripts([tmp_path])
+    entry, _keys = replay.match(_fenced("ssh", "port 22 is not listening", sections(keys, True)))
+    assert entry["matched_by"] == "fallback_key" and entry["path"].endswith("001.json")
+    entry, _keys = replay.match(_fenced("ssh", "port 22 is not listening", sections(privsep, True)))
+    assert entry["path"].endswith("002.json")
+
+
+def test_a_re_ask_is_answered_only_from_a_recording_that_followed_the_same_answer(tmp_path) -> None:
+    """A re-ask (turn 2) carries the answer it follows; a recording of another fault's re-ask
+    followed another answer and must not answer it: the request is unmatched (and kept)."""
+    import json as _json
+
+    from llm_server import Transcripts
+
+    evidence = {"status": "sentinel-app is running", "logs": "FATAL: remaining connection slots are reserved"}
+    first = _fenced("sentinel-app", "GET /health returned 503, expected 200", evidence)
+    other = _fenced("sentinel-app", "GET /health returned 503, expected 200",
+                    {"status": "sentinel-app is running", "logs": 'relation "visits" does not exist'})
+    reask = {"role": "user", "content": "Your plan cannot be used as it is. Send a complete corrected plan."}
+    answer_a = {"role": "assistant", "content": _json.dumps({"commands": ["ss -tnp"]})}
+    answer_b = {"role": "assistant", "content": _json.dumps({"commands": ["psql -c 'SHOW search_path'"]})}
+    (tmp_path / "001.json").write_text(_json.dumps({
+        "request": {"messages": other + [answer_b, reask]},
+        "answer": {"content": _json.dumps({"commands": ["ALTER ROLE app RESET search_path"]})}}))
+    replay = Transcripts([tmp_path])
+    entry, keys = replay.match(first + [answer_a, reask])
+    assert entry is None and keys["turn"] == 2
+    entry, _keys = replay.match(other + [answer_b, reask])
+    assert entry is not None and entry["path"].endswith("001.json")
+
+
+def test_a_recording_that_states_another_cause_is_never_served(tmp_path) -> None:
+    """The only recording under the request's fallback key is of another fault (its FATAL line is
+    not the request's): serving it would run another fault's fix; the request is unmatched."""
+    import json as _json
+
+    from llm_server import Transcripts
+
+    def request(fatal: str) -> list:
+        return _fenced("postgresql", "port 5432 is not listening",
+                       {"status": "15/main (port 5432): down", "logs": f"FATAL:  {fatal}"})
+    (tmp_path / "001.json").write_text(_json.dumps({
+        "request": {"messages": request('invalid value for parameter "TimeZone": "Europe/Berln"')},
+        "answer": {"content": _json.dumps({"commands": ["sed -i 's/Berln/Berlin/' tz.conf"]})}}))
+    replay = Transcripts([tmp_path])
+    entry, _keys = replay.match(request("could not load pg_hba.conf"))
+    assert entry is None
+    entry, _keys = replay.match(request('invalid value for parameter "TimeZone": "Europe/Berln"'))
+    assert entry is not None

@@ -12,6 +12,11 @@ approval and destroys nothing is approved once through playbooks/resume.yml. The
 come from the lab's own health check, never from the report.
 
 When the prompts change on purpose, record again (docs/operate.md, "Playing the model").
+
+The recorded faults are split into shards, one test file each (test_efficacy_replay_*.py sets
+``SHARD = (index, count)`` and imports this module's fixture and tests): the suite runs each file
+whole on one worker, so the shards replay side by side, each on its own lab, instead of one
+file running alone for a quarter of an hour at the end.
 """
 from __future__ import annotations
 
@@ -22,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-# One replay of every recorded fault (a lab of one host per fault): more than the default
-# 900 s on a loaded machine.
+# One replay of a shard's faults (a lab of one host per fault): it may take more than the
+# default 900 s on a loaded machine.
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,15 +36,22 @@ TRANSCRIPTS = REPO / "tests" / "transcripts" / "efficacy"
 EXPECTED = REPO / "tests" / "transcripts" / "efficacy-expected.json"
 
 
+def shard(faults: list[dict], index: int, count: int) -> list[dict]:
+    """Shard ``index`` (1-based) of ``count``: every count-th fault, so each shard gets faults of
+    every batch and kind, and human-only and approved ones alike (their costs differ)."""
+    return faults[index - 1::count]
+
+
 @pytest.fixture(scope="module")
-def replayed(tmp_path_factory):
+def replayed(request, tmp_path_factory):
     sys.path.insert(0, str(REPO / "bench"))
     import efficacy  # pylint: disable=import-outside-toplevel
 
+    index, count = request.module.SHARD
     expected = json.loads(EXPECTED.read_text(encoding="utf-8"))
-    faults = expected["faults"]
+    faults = shard(expected["faults"], index, count)
     assert faults and list(TRANSCRIPTS.glob("*.json")), "no recorded efficacy transcripts"
-    prefix = f"{os.environ.get('SENTINEL_LAB_PREFIX') or 'sentinel-test'}-eff"
+    prefix = f"{os.environ.get('SENTINEL_LAB_PREFIX') or 'sentinel-test'}-eff{index}"
     # Faults recorded after a healthy pass (known-good baselines in the evidence, as a watch
     # has them) are replayed the same way; the older recordings had no healthy pass, so their
     # hosts are left out of it. One lab and one run for both.
