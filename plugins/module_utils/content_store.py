@@ -184,9 +184,9 @@ def _own_private(fd, where):
 
 def hold_private_dir(path, create=True, private=True):
     """The directory ``path`` held by a descriptor (``StoreDirectory``), made (0700, parents too)
-    when missing and ``create``, this user's and (with ``private``) made 0700; refused when it is a link or not a
-    directory, or when another account owns, or may write to, it or a directory above it
-    (``state_directory``). The descriptor is taken first, reached from ``/`` one component at a
+    when missing and ``create``, this user's (or, without ``private``, root's too) and (with
+    ``private``) made 0700; refused when it is a link or not a directory, or when another account
+    owns, or may write to, it or a directory above it (``state_directory``). The descriptor is taken first, reached from ``/`` one component at a
     time (``held_path``), and the path checked afterwards must still name it: whatever is swapped
     later, the store's writes go where the check looked. FileNotFoundError when it is missing and
     not to be made."""
@@ -205,7 +205,7 @@ def hold_private_dir(path, create=True, private=True):
     try:
         _between_hold_and_check(path)
         info = os.fstat(fd)
-        if info.st_uid != os.geteuid():
+        if info.st_uid != os.geteuid() and (private or info.st_uid != 0):
             raise ContentStoreError("content store %s belongs to uid %d, not to this user (uid %d)"
                                     % (path, info.st_uid, os.geteuid()))
         # Another account that may write to it or to a directory above it could plant what root
