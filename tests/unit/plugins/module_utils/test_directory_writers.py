@@ -97,8 +97,8 @@ GROUP_CASES = {
     "a named group whose only member is root": (f"sentx:x:{GROUP}:root", [], [0], False),
     # another account with uid 0 is root by another name (state_directory refused it before: only the
     # name "root" was excepted)
-    "a named group whose member is another name of uid 0": (f"sentx:x:{GROUP}:toor", ["toor:x:0:0::/root:/bin/sh"],
-                                                             [0], False),
+    "a named group whose member is another name of uid 0": (
+        f"sentx:x:{GROUP}:toor", ["toor:x:0:0::/root:/bin/sh"], [0], False),
     "a named group with another account as a member": (f"sentx:x:{GROUP}:svc", [SVC], [0], True),
     "a named group that is another account's primary group": (
         f"sentx:x:{GROUP}:", [f"svc:x:{SERVICE}:{GROUP}::/nonexistent:/usr/sbin/nologin"], [0], True),
