@@ -11,7 +11,8 @@ and root's write lands there. Here the path is walked from ``/`` with ``openat``
 held by a file descriptor opened with ``O_NOFOLLOW``, and the next component is looked up in that
 descriptor, never by name from the top again. A symbolic link on the way is followed only when no
 other account could have planted or swapped it (``planted_links``: its owner and its directory's are
-root's or this process's user's); any other is refused. The last component is opened with
+root's or this process's user's, and no other account may add or swap names in its directory:
+``directory_writers``); any other is refused. The last component is opened with
 ``O_NOFOLLOW`` in its held directory, and a regular file there with more than one name is refused
 when another account may add names to that directory (a hard link has no owner of its own).
 Whatever is swapped afterwards, the descriptor still names what was checked.
@@ -127,7 +128,7 @@ def hold(path: str, follow_last: bool = True) -> Held:
                     raise UnsafePath("%s: too many symbolic links" % path)
                 where = _shown(names + [name])
                 why = ("%s is a symbolic link owned by uid %d" % (where, info.st_uid) if not _trusted(info.st_uid)
-                       else untrusted_directory(os.fstat(here), where, "a symbolic link", _shown(names)))
+                       else untrusted_directory(os.fstat(here), where, "a symbolic link", _shown(names), info))
                 if why:
                     raise UnsafePath(why)
                 target = os.readlink(name, dir_fd=here)

@@ -42,15 +42,13 @@ import os
 import pwd
 import re
 import stat
-import tempfile
 import time
 
 from ansible_collections.sentinel.remediation.plugins.module_utils.content_store import (
     ContentMissing,
     ContentStore,
     ContentStoreError,
-    private_dir,
-    write_private,
+    hold_private_dir,
 )
 from ansible_collections.sentinel.remediation.plugins.module_utils import held_path
 from ansible_collections.sentinel.remediation.plugins.module_utils.planted_links import planted_link
@@ -419,14 +417,16 @@ def _name(service):
     return _SAFE_NAME.sub("_", service)[:100] or "_"
 
 
-def _write_json(path, value):
-    write_private(path, json.dumps(value, sort_keys=True).encode("utf-8"), prefix=".kg-")
+def _write_json(directory, name, value):
+    """Write ``value`` as JSON to ``name`` in the held store directory ``directory``."""
+    directory.write(name, json.dumps(value, sort_keys=True).encode("utf-8"), prefix=".kg-")
 
 
-def _read_json(path, empty):
+def _read_json(directory, name, empty):
+    """The JSON value of ``name`` in the held store directory ``directory``, or ``empty`` when it
+    is missing, unreadable or not of ``empty``'s type."""
     try:
-        with open(path, "r") as handle:
-            value = json.load(handle)
+        value = json.loads(directory.read(name).decode("utf-8"))
     except (IOError, OSError, ValueError):
         return empty
     return value if isinstance(value, type(empty)) else empty
@@ -463,21 +463,31 @@ class Baselines:
         root = root or default_root()
         if not os.path.isabs(root):
             raise KnownGoodError("known-good directory must be an absolute path, got %r" % (root,))
+        self.root = os.path.join(root, SUBDIR)
+        held = []
         try:
             self.store = ContentStore(os.path.join(root, "content"))
-            for sub in (SUBDIR, os.path.join(SUBDIR, "baselines"), os.path.join(SUBDIR, "restore")):
-                # as the content store's: a link, or a directory of another user, is refused (its
-                # manifests say what is good, and a restore copies what it stages there as root)
-                private_dir(os.path.join(root, sub))
+            held.append(self.store)
+            # As the content store's, and held from this check on: a link, or a directory of another
+            # user, is refused (its manifests say what is good, and a restore copies what it stages
+            # there as root), and every manifest and staged copy is written by name in them.
+            self._held = hold_private_dir(self.root)
+            held.append(self._held)
+            self._baselines = self._held.sub("baselines")
+            held.append(self._baselines)
+            self._restore = self._held.sub("restore")
         except (OSError, ContentStoreError) as exc:
-            raise KnownGoodError("known-good directory %s is unusable: %s" % (os.path.join(root, SUBDIR), exc))
-        self.root = os.path.join(root, SUBDIR)
+            for each in held:
+                each.close()
+            raise KnownGoodError("known-good directory %s is unusable: %s" % (self.root, exc))
 
-    def _manifest_path(self, service):
-        return os.path.join(self.root, "baselines", _name(service) + ".json")
+    def close(self):
+        """Let the held directories go."""
+        for each in (self._restore, self._baselines, self._held, self.store):
+            each.close()
 
     def manifest(self, service):
-        return _read_json(self._manifest_path(service), {})
+        return _read_json(self._baselines, _name(service) + ".json", {})
 
     def record(self, service, current, now=None, running=None):
         """Make ``current`` (``fingerprint``) and ``running`` (``runs_as``) the service's known-good
@@ -504,7 +514,7 @@ class Baselines:
                 continue
             if hashlib.sha256(data).hexdigest() == entry["sha256"]:
                 self.store.put(data)
-        _write_json(self._manifest_path(service),
+        _write_json(self._baselines, _name(service) + ".json",
                     dict(service=service, recorded=int(now if now is not None else time.time()), files=current,
                          runs_as=running))
         out = dict(files=len(current), changed=changed)
@@ -515,13 +525,12 @@ class Baselines:
     def keep_aside(self, service, path, data, now=None):
         """Keep the bad version of ``path`` in the store and log where it went; its digest."""
         digest = self.store.put(data)
-        log_path = os.path.join(self.root, "aside.json")
-        log = _read_json(log_path, [])
+        log = _read_json(self._held, "aside.json", [])
         entry = dict(service=service, path=path, sha256=digest, time=int(now if now is not None else time.time()))
         if not log or {k: v for k, v in log[-1].items() if k != "time"} != {k: v for k, v in entry.items()
                                                                             if k != "time"}:
             log.append(entry)
-            _write_json(log_path, log[-ASIDE_KEPT:])
+            _write_json(self._held, "aside.json", log[-ASIDE_KEPT:])
         return digest
 
     def stage(self, entry):
@@ -531,19 +540,8 @@ class Baselines:
             data = self.store.get(entry["sha256"])
         except (ContentMissing, ContentStoreError, ValueError):
             return ""
-        target = os.path.join(self.root, "restore", entry["sha256"])
-        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".stage-")
-        try:
-            with os.fdopen(handle, "wb") as out:
-                out.write(data)
-            os.chown(temporary, int(entry["uid"]), int(entry["gid"]))
-            os.chmod(temporary, int(entry["mode"], 8))
-            os.rename(temporary, target)
-        except BaseException:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-            raise
-        return target
+        return self._restore.write(entry["sha256"], data, prefix=".stage-", mode=int(entry["mode"], 8),
+                                   owner=(int(entry["uid"]), int(entry["gid"])))
 
     def drift(self, service, current, conffiles=None, links=None):
         """What differs from the known-good baseline, for the evidence: ``{"recorded", "files",

@@ -8,25 +8,29 @@ The known-good baseline reads a service's configuration as root, and a restore w
 as root. A service's own account often may write in its configuration or data directories
 (Debian's ``/etc/redis`` belongs to ``redis``); a link it plants there (``redis.conf ->
 /etc/shadow``) would make root read a file only root may read into the evidence, or write the
-known-good bytes over it. A link is trusted only when neither its owner nor the owner of, or a
-non-root group that may write, the directory holding it is another account: only root (or this
-process's own user) could have put it there or could swap it. A hard link has no owner of its
-own (it is the file it names), so a regular file with more than one name is trusted only in such a
-directory too: ``fs.protected_hardlinks`` is a sysctl, not a promise. Standard library only, Python 3.9.
+known-good bytes over it. A link is trusted only when it is root's (or this process's user's) and
+no other account may add or swap names in the directory holding it (``directory_writers``: the
+directory's owner, its group's other members, every user; in a sticky directory our own link is
+safe): only root (or this process's own user) could have put it there or could swap it. A hard link
+has no owner of its own (it is the file it names), so a regular file with more than one name is
+trusted only where no other account may add names at all, sticky or not: ``fs.protected_hardlinks``
+is a sysctl, not a promise. Standard library only, Python 3.9.
 """
 from __future__ import annotations
 
 import os
 import stat
 
+from ansible_collections.sentinel.remediation.plugins.module_utils.directory_writers import other_writers, ours
+
 _MAX_LINKS = 40  # as the kernel's own limit on links followed in one lookup
 
 
 def _trusted(uid: int) -> bool:
-    return uid in (0, os.geteuid())
+    return ours(uid)
 
 
-def _untrusted_name(name: str, what: str) -> str:
+def _untrusted_name(name: str, what: str, entry: os.stat_result | None = None) -> str:
     """Why the entry ``name`` (a ``what``) sits in a directory another account may add names to
     or swap them in; "" when only root (or this process's user) may."""
     parent = os.path.dirname(name) or "/"
@@ -34,27 +38,27 @@ def _untrusted_name(name: str, what: str) -> str:
         held = os.lstat(parent)
     except OSError:
         return "%s is %s in a directory that cannot be examined" % (name, what)
-    return untrusted_directory(held, name, what, parent)
+    return untrusted_directory(held, name, what, parent, entry)
 
 
-def untrusted_directory(held: os.stat_result, name: str, what: str, parent: str) -> str:
+def untrusted_directory(held: os.stat_result, name: str, what: str, parent: str,
+                        entry: os.stat_result | None = None) -> str:
     """Why the directory ``parent`` (its stat ``held``) lets another account add or swap names,
-    said of its entry ``name`` (a ``what``); "" when only root (or this process's user) may."""
-    if not _trusted(held.st_uid):
-        return "%s is %s in %s, a directory uid %d owns" % (name, what, parent, held.st_uid)
-    mode = held.st_mode
-    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
-        return "%s is %s in %s, a directory anyone may write" % (name, what, parent)
-    if mode & stat.S_IWGRP and held.st_gid != 0 and not mode & stat.S_ISVTX:
-        return "%s is %s in %s, a directory group %d may write" % (name, what, parent, held.st_gid)
-    return ""
+    said of its entry ``name`` (a ``what``); "" when only root (or this process's user) may
+    (``directory_writers``). ``entry``: the entry's lstat when its owner is who made it (a symbolic
+    link); None for a file with several names, whose owner says nothing of who added the name."""
+    why = other_writers(held, entry)
+    if not why:
+        return ""
+    joined = ", which %s" if why.startswith("belongs to") else ": %s"
+    return ("%s is %s in %s" + joined) % (name, what, parent, why)
 
 
 def _untrusted_link(link: str, info: os.stat_result) -> str:
     """Why the link ``link`` (its ``lstat``) may be another account's doing; "" when it is not."""
     if not _trusted(info.st_uid):
         return "%s is a symbolic link owned by uid %d" % (link, info.st_uid)
-    return _untrusted_name(link, "a symbolic link")
+    return _untrusted_name(link, "a symbolic link", info)
 
 
 def _shared_inode(path: str) -> str:

@@ -41,7 +41,7 @@ import tempfile
 import time
 
 from ansible_collections.sentinel.remediation.plugins.module_utils.content_store import (
-    ContentStore, ContentStoreError, write_private as _write_private)
+    ContentStore, ContentStoreError, hold_private_dir)
 from ansible_collections.sentinel.remediation.plugins.module_utils import held_path
 from ansible_collections.sentinel.remediation.plugins.module_utils.planted_links import planted_link
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
@@ -524,10 +524,15 @@ class Session:
     ``save`` records the attempt in its incident's manifest (for a later undo)."""
 
     def __init__(self, root, incident, attempt, max_bytes, max_age_s):
-        if not INCIDENT.match(str(incident or "")):
-            raise SnapshotError("incident id %r: letters, digits and _ . @ - only (at most 160)" % (incident,))
+        _check_incident(incident)
         self.root = root or default_root()
         self.store = ContentStore(os.path.join(self.root, "content"))
+        # The undo manifests go in <root>/undo, by name in the root held since this check.
+        try:
+            self._held = hold_private_dir(self.root, create=False, private=False)
+        except BaseException:
+            self.store.close()
+            raise
         self.incident = str(incident)
         self.attempt = int(attempt)
         self.max_bytes, self.max_age_s = int(max_bytes), int(max_age_s)
@@ -586,31 +591,39 @@ class Session:
                 for c in changed]
 
     def save(self, changed, rolled_back):
-        """Add this attempt to the incident's manifest (0600, beside the store) and prune the
-        store and old manifests to their bounds."""
-        directory = os.path.join(self.root, "undo")
-        if not os.path.isdir(directory):
-            os.makedirs(directory, 0o700)
-        path = os.path.join(directory, self.incident + ".json")
-        manifest = load_manifest(self.root, self.incident) or {"incident": self.incident, "attempts": []}
-        manifest["attempts"] = [a for a in manifest["attempts"] if a.get("attempt") != self.attempt]
-        manifest["attempts"].append({
-            "attempt": self.attempt, "at": time.time(), "rolled_back": bool(rolled_back),
-            "entries": [{"path": c["path"], "before": c["before"], "after": fingerprint(c["after"])} for c in changed]})
-        write_private(path, json.dumps(manifest, sort_keys=True).encode("utf-8"))
+        """Add this attempt to the incident's manifest (0600, in ``undo`` beside the store) and prune
+        the store and old manifests to their bounds. The manifest is read and written by name in the
+        root directory held since the session was opened, never by a path looked up again."""
+        with self._held.sub(UNDO) as undo:
+            manifest = _read_manifest(undo, self.incident) or {"incident": self.incident, "attempts": []}
+            manifest["attempts"] = [a for a in manifest["attempts"] if a.get("attempt") != self.attempt]
+            manifest["attempts"].append({
+                "attempt": self.attempt, "at": time.time(), "rolled_back": bool(rolled_back),
+                "entries": [{"path": c["path"], "before": c["before"], "after": fingerprint(c["after"])}
+                            for c in changed]})
+            _write_manifest(undo, self.incident, manifest)
         self.prune()
 
     def prune(self):
         now = time.time()
-        directory = os.path.join(self.root, "undo")
-        for name in os.listdir(directory) if os.path.isdir(directory) else []:
-            full = os.path.join(directory, name)
-            try:
-                if now - os.lstat(full).st_mtime > self.max_age_s:
-                    os.unlink(full)
-            except OSError:
-                continue
+        try:
+            undo = self._held.sub(UNDO, create=False)
+        except FileNotFoundError:
+            undo = None
+        if undo is not None:
+            with undo:
+                for name in undo.names():
+                    try:
+                        if now - undo.lstat(name).st_mtime > self.max_age_s:
+                            undo.remove(name)
+                    except OSError:
+                        continue
         return self.store.prune(self.max_bytes, self.max_age_s)
+
+    def close(self):
+        """Let the held store and root go."""
+        self.store.close()
+        self._held.close()
 
 
 class Unavailable:
@@ -663,22 +676,49 @@ def settle(session, error, healthy, undo):
     return found
 
 
-def write_private(path, data):
-    _write_private(path, data, prefix=".manifest-")
+UNDO = "undo"
+
+
+def _check_incident(incident):
+    if not INCIDENT.match(str(incident or "")):
+        raise SnapshotError("incident id %r: letters, digits and _ . @ - only (at most 160)" % (incident,))
+    return str(incident)
+
+
+def _read_manifest(undo, incident):
+    """The manifest of ``incident`` in the held ``undo`` directory, or None when there is none."""
+    try:
+        data = undo.read(incident + ".json")
+    except FileNotFoundError:
+        return None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except ValueError as exc:
+        raise SnapshotError("the undo manifest %s is damaged: %s" % (posixpath.join(undo.path, incident + ".json"), exc))
+
+
+def _write_manifest(undo, incident, manifest):
+    undo.write(incident + ".json", json.dumps(manifest, sort_keys=True).encode("utf-8"), prefix=".manifest-")
 
 
 def load_manifest(root, incident):
-    """The incident's manifest, or None when none was kept (or it was pruned)."""
-    if not INCIDENT.match(str(incident or "")):
-        raise SnapshotError("incident id %r: letters, digits and _ . @ - only (at most 160)" % (incident,))
-    path = os.path.join(root or default_root(), "undo", str(incident) + ".json")
+    """The incident's manifest, or None when none was kept (or it was pruned). It is read by name
+    in the store's root and ``undo`` directories, held once checked as the store's are."""
+    incident = _check_incident(incident)
     try:
-        with open(path, "rb") as handle:
-            return json.loads(handle.read().decode("utf-8"))
+        with hold_private_dir(root or default_root(), create=False, private=False) as held:
+            with held.sub(UNDO, create=False) as undo:
+                return _read_manifest(undo, incident)
     except FileNotFoundError:
         return None
-    except ValueError as exc:
-        raise SnapshotError("the undo manifest %s is damaged: %s" % (path, exc))
+
+
+def save_manifest(root, incident, manifest):
+    """Replace the incident's manifest with ``manifest``, written as :meth:`Session.save` writes it."""
+    incident = _check_incident(incident)
+    with hold_private_dir(root or default_root(), create=False, private=False) as held:
+        with held.sub(UNDO) as undo:
+            _write_manifest(undo, incident, manifest)
 
 
 def undo_plan(manifest):

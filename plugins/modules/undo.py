@@ -103,7 +103,6 @@ failed:
   elements: dict
 """
 
-import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
@@ -150,8 +149,7 @@ def mark_undone(root, incident, manifest):
     """Record that the incident's changes were put back: a second undo has nothing to do."""
     for attempt in manifest.get("attempts") or []:
         attempt["rolled_back"] = True
-    path = os.path.join(root or snapshot.default_root(), "undo", incident + ".json")
-    snapshot.write_private(path, json.dumps(manifest, sort_keys=True).encode("utf-8"))
+    snapshot.save_manifest(root, incident, manifest)
 
 
 def main() -> None:

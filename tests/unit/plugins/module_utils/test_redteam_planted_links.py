@@ -133,8 +133,9 @@ def test_confinement_off_still_never_writes_through_a_planted_link(host, tmp_pat
 
 @needs_root
 @pytest.mark.parametrize("mode,owner,why", [
-    (0o775, (0, 4242), "group 4242 may write"), (0o777, (0, 0), "anyone may write"),
-    (0o755, (4242, 0), "a directory uid 4242 owns"), (0o1777, (0, 0), ""), (0o755, (0, 0), ""),
+    (0o775, (0, 4242), "gid 4242 may write to it (mode 0775) and has members other than this user"),
+    (0o777, (0, 0), "every user may write to it (mode 0777)"),
+    (0o755, (4242, 0), "which belongs to uid 4242"), (0o1777, (0, 0), ""), (0o755, (0, 0), ""),
 ])
 def test_a_root_link_is_trusted_only_in_a_directory_no_other_account_may_change(tmp_path, mode, owner, why):
     from ansible_collections.sentinel.remediation.plugins.module_utils.planted_links import planted_link

@@ -68,7 +68,7 @@ def test_a_link_the_service_account_planted_is_refused_at_any_component(host):
     with pytest.raises(held_path.UnsafePath, match="symbolic link owned by uid 4242"):
         held_path.open_file(str(service / "conf" / "app.conf"))
     os.symlink(str(vault / "shadow"), str(service / "last"))  # root's own link, in the account's directory
-    with pytest.raises(held_path.UnsafePath, match="a directory uid 4242 owns"):
+    with pytest.raises(held_path.UnsafePath, match="which belongs to uid 4242"):
         held_path.open_file(str(service / "last"))
 
 

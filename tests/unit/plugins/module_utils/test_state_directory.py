@@ -96,8 +96,8 @@ def test_a_group_whose_only_member_is_this_user_may_write():
     others += [p.pw_name for p in pwd.getpwall() if p.pw_gid == group.gr_gid and p.pw_uid != os.geteuid()]
     if others:
         pytest.skip(f"group {group.gr_name} has other members here: {others}")
-    from ansible_collections.sentinel.remediation.plugins.module_utils import state_directory
-    assert not state_directory._group_has_others(group.gr_gid, os.geteuid())
+    from ansible_collections.sentinel.remediation.plugins.module_utils import directory_writers
+    assert not directory_writers.group_has_others(group.gr_gid, os.geteuid())
 
 
 def _exposure_as(uid: int, groups: list[int], path: Path) -> str:
@@ -149,13 +149,13 @@ def _volume_checks(volume: Path, tree: Path) -> None:
 
 def test_root_in_a_group_is_not_another_writer():
     """Root may write anywhere already: root as the only other member of a writable group adds nothing."""
-    from ansible_collections.sentinel.remediation.plugins.module_utils import state_directory
+    from ansible_collections.sentinel.remediation.plugins.module_utils import directory_writers
     others = [p.pw_name for p in pwd.getpwall() if p.pw_gid == 0 and p.pw_uid != 0]
     others += [m for m in grp.getgrgid(0).gr_mem if m != "root"]
     if others:
         pytest.skip(f"group 0 has other members here: {others}")
-    assert not state_directory._group_has_others(0, OTHER)
-    assert state_directory._group_has_others(NO_GROUP, OTHER)   # unnamed and not held: unknown
+    assert not directory_writers.group_has_others(0, OTHER)
+    assert directory_writers.group_has_others(NO_GROUP, OTHER)   # unnamed and not held: unknown
 
 
 # ---------------------------------------------------------------- the host: content store, snapshots
