@@ -171,6 +171,27 @@ def kinds(dependency: str, causes: Sequence[str]) -> str:
     return "; ".join(found)
 
 
+# Checks that ask the service something and read its answer (a process or a listening socket
+# says nothing of whether it serves).
+_ASKING_CHECKS = ("command", "http")
+
+
+def waits_inside(name: str, checks: Sequence | None) -> list[str]:
+    """A cause inside the degraded service itself: a check that asks it something is answered
+    while another gets no answer in time. The service serves; one kind of request waits in it
+    (writes paused, a table locked, a queue full), which a targeted command may lift without
+    ending what it is busy with. [] when every asking check waits (then it is just slow) or
+    none failed by timing out."""
+    rows = [c for c in checks or () if isinstance(c, Mapping)]
+    answered = [c for c in rows if c.get("ok") and c.get("type") in _ASKING_CHECKS]
+    waiting = [c for c in rows if not c.get("ok") and c.get("timed_out")]
+    if not answered or not waiting:
+        return []
+    return [f"{CAUSE_PREFIX}{name}: it answers ({str(answered[0].get('detail') or answered[0].get('type'))[:160]}) "
+            f"while another request gets no answer ({str(waiting[0].get('detail') or waiting[0].get('type'))[:160]}): "
+            "one kind of request waits inside the service (paused, locked or queued); it is not down"]
+
+
 def degraded_note(name: str, causes: Sequence[str]) -> str:
     """The evidence's ``degraded`` entry: what the state is, and the causes found (one a line)."""
     head = (f"{name} is degraded, not down: its checks time out while its processes run (slow, alive); "

@@ -223,3 +223,35 @@ def test_a_fault_on_many_hosts_is_healed_canary_first_then_the_rest(lab, tmp_pat
             started = next(r["ts"] for r in journal_records(work, host) if r.get("kind") == "intent")
             assert started > verified, (host, started, verified)  # sent only after the canary was verified
     assert all(lab.health(h, ["nginx"])["nginx"].healthy for h in FLEET)
+
+
+def test_a_service_that_answers_while_its_writes_wait_is_healed_by_a_targeted_command_and_not_restarted(lab, tmp_path):
+    """Redis answers PING while every write waits (writes paused, as a backup script does before
+    its copy and did not undo): degraded, not down. The cause is inside the service (one asking
+    check answered, another timed out), so it is planned under do no harm: the model's targeted
+    command runs without a human, its restart is refused, and the same server serves writes."""
+    require_docker()
+    pid = lab.exec(HOST, "pgrep -o -x redis-server").stdout.strip()
+    assert pid
+    lab.exec(HOST, "redis-cli CLIENT PAUSE 600000 WRITE")
+    try:
+        assert not lab.health(HOST, ["redis"])["redis"].healthy
+        rules = [{"match": r"Service: redis-server\b",
+                  "reply": {"plan": {"diagnosis": "writes are paused inside redis", "rationale": "test",
+                                     "commands": ["redis-cli CLIENT UNPAUSE", "service redis-server restart"]}}}]
+        with LLMServer(rules=rules) as server:
+            work = Workspace(tmp_path, lab.write_inventory(tmp_path / "hosts.json"), llm_url=server.url)
+            result = work.run(extravars={"remediate_hosts": HOST, "remediate_backend": "llm",
+                                         "remediate_services": [definition("redis-server", confirm_attempts=1,
+                                                                           confirm_interval=1)]})
+            prompt = server.prompt_text(0) if server.chat_requests else ""
+        outcome = result.outcomes()[(HOST, "redis-server")]
+        assert outcome["state"] == "healed", outcome
+        assert "degraded" in outcome["safeguards"], outcome
+        assert "it answers (" in prompt and "one kind of request waits inside the service" in prompt
+        sent = [c["command"] for i in intents(work, "redis-server") for c in i["commands"]]
+        assert sent == ["redis-cli CLIENT UNPAUSE"], sent  # the restart never reached the host
+        assert lab.exec(HOST, "pgrep -o -x redis-server").stdout.strip() == pid  # the same server
+        assert lab.health(HOST, ["redis"])["redis"].healthy
+    finally:
+        lab.exec(HOST, "redis-cli CLIENT UNPAUSE")

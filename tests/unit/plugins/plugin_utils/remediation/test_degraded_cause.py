@@ -45,9 +45,10 @@ class Host:
     """db healthy, app degraded (its check times out while it runs); ``views``: what each read
     of db's sessions says (the last repeats); ``verify``: what execute_plan's check says."""
 
-    def __init__(self, views, verify=True):
+    def __init__(self, views, verify=True, checks=()):
         self.views = list(views)
         self.verify = verify
+        self.checks = list(checks)  # the app's check results in its health row
         self.calls: list = []
 
     def run_module(self, name, args):
@@ -58,7 +59,7 @@ class Host:
                 if d["name"] == "db":
                     rows.append({"name": "db", "healthy": True, "error": "", "checks": []})
                     continue
-                rows.append({"name": d["name"], "healthy": False, "error": TIMEOUT, "checks": [], "timed_out": True,
+                rows.append({"name": d["name"], "healthy": False, "error": TIMEOUT, "checks": self.checks, "timed_out": True,
                              "degraded": True, "confirmation": {"checks": 3, "seconds": 25.0},
                              "evidence": {"init": "systemd", "processes": [{"pid": 300, "comm": "app", "state": "sleeping"}],
                                           "service_pids": [300]}})
@@ -138,6 +139,48 @@ def test_a_degraded_service_without_dependencies_reads_nothing_more(make_run):
     done = make_run(host, loop=EndsSessionAndRestarts, services=[app, DB]).run()
     assert {o["service"]: o["state"] for o in done.outcomes}["app"] == "degraded"
     assert not [n for n, _a in host.calls if n == "sentinel.remediation.evidence"]
+
+
+class LiftsAndRestarts(AttemptLoop):
+    """What a model could send for a service that serves reads while its writes wait: a targeted
+    command, and a restart for good measure."""
+    seen: list = []
+
+    def plan_from_elsewhere(self, incident, attempt, definition, evidence, tools):
+        type(self).seen.append(evidence)
+        return {"source": "llm", "diagnosis": "writes wait inside the service",
+                "commands": [{"command": "ss -ltnp"}, {"command": "systemctl restart app"}]}
+
+
+ANSWERED = {"type": "http", "ok": True, "detail": "GET http://127.0.0.1:8080/ping answered 200"}
+WAITING = {"type": "command", "ok": False, "timed_out": True, "detail": "app-cli write probe: timed out after 10s"}
+
+
+def test_a_degraded_service_that_answers_while_one_request_waits_is_planned_and_its_restart_refused(make_run):
+    LiftsAndRestarts.seen = []
+    host = Host([view(blocker=False)], checks=[ANSWERED, WAITING])
+    app = dict(APP, depends_on=[])
+    done = make_run(host, loop=LiftsAndRestarts, services=[app, DB]).run()
+
+    outcome = {o["service"]: o for o in done.outcomes}["app"]
+    assert outcome["state"] != "degraded" and "degraded" in outcome["safeguards"], outcome
+    causes = dependency_cause.causes_in(LiftsAndRestarts.seen[0])
+    assert causes and causes[0].startswith("cause in app: it answers (GET http://127.0.0.1:8080/ping answered 200)")
+    attempt = done.incidents[0].attempts[0]
+    assert [c.command for c in attempt.commands] == ["ss -ltnp"]
+    refused = {r["command"]: r["reasons"][0] for r in attempt.refused}
+    assert refused["systemctl restart app"].startswith("do no harm: app is degraded (slow, alive), not down")
+    assert "systemctl restart app" not in host.ran()
+
+
+def test_a_service_whose_asking_checks_all_wait_or_that_only_shows_a_process_is_not_planned_for(make_run):
+    process_only = {"type": "process", "ok": True, "detail": "a process named app runs"}
+    for checks in ([WAITING], [process_only, WAITING], [ANSWERED, dict(WAITING, timed_out=False)]):
+        LiftsAndRestarts.seen = []
+        host = Host([view(blocker=False)], checks=checks)
+        done = make_run(host, loop=LiftsAndRestarts, services=[dict(APP, depends_on=[]), DB]).run()
+        assert {o["service"]: o["state"] for o in done.outcomes}["app"] == "degraded", checks
+        assert LiftsAndRestarts.seen == [] and host.ran() == []
 
 
 def _degraded_evidence() -> dict:
