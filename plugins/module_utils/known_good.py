@@ -52,7 +52,7 @@ from ansible_collections.sentinel.remediation.plugins.module_utils.content_store
     private_dir,
     write_private,
 )
-from ansible_collections.sentinel.remediation.plugins.module_utils import held_path
+from ansible_collections.sentinel.remediation.plugins.module_utils import held_path, start_files
 from ansible_collections.sentinel.remediation.plugins.module_utils.planted_links import planted_link
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
 from ansible_collections.sentinel.remediation.plugins.module_utils.snapshot import default_root
@@ -122,11 +122,16 @@ def _systemd_files(units, run):
 
 
 def _sysv_files(defn):
-    names = [defn["name"]] + [u[:-len(".service")] if u.endswith(".service") else u for u in defn.get("units") or []]
+    """The init script and the environment files it sources (``start_files``); Debian's
+    ``/etc/default/NAME`` only where there is no init script to read."""
     out = []
-    for name in dict.fromkeys(names):
-        out.extend([os.path.join(INIT_SCRIPTS, name), os.path.join("/etc/default", name)])
-    return out
+    for name in start_files.init_script_names(defn):
+        script = os.path.join(INIT_SCRIPTS, name)
+        out.append(script)
+        if not os.path.isfile(script):
+            out.append(os.path.join("/etc/default", name))
+    out.extend(start_files.sysv_environment_files(defn, INIT_SCRIPTS))
+    return list(dict.fromkeys(out))
 
 
 def watched_files(defn, init, run):
