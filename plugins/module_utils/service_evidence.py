@@ -1117,8 +1117,10 @@ def data_markers(defn: dict, units: dict = None) -> dict:
     """The small regular files (at most MARKER_MAX_BYTES) at the top level of the service's data
     directories, with owner, mode, time and content (redacted): ``{path: text}``, at most
     MARKER_FILES, each directory's in name order. Links are not followed; subdirectories and
-    larger files are left out (a last entry counts the small files left out, if any)."""
+    larger files are left out (a last entry counts the small files left out, if any), and so are
+    the files other sections show (the declared PID files and logs)."""
     out, left = {}, 0
+    shown = set(os.path.realpath(p) for key in ("pid_files", "logs") for p in defn.get(key) or [])
     for directory in _data_directories(defn, units):
         try:
             names = sorted(os.listdir(directory))[:MARKER_SCAN]
@@ -1130,7 +1132,7 @@ def data_markers(defn: dict, units: dict = None) -> dict:
                 st = os.lstat(path)
             except OSError:
                 continue
-            if not stat.S_ISREG(st.st_mode) or st.st_size > MARKER_MAX_BYTES:
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MARKER_MAX_BYTES or os.path.realpath(path) in shown:
                 continue
             if len(out) >= MARKER_FILES:
                 left += 1
@@ -1325,10 +1327,6 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
         # environment section above is what the planner reads of them.
         evidence["environment_files"] = environment_files[:ENV_FILES]
         budget.remaining -= json_len(evidence["environment_files"])
-    # What the data directories say of themselves: version stamps, PID files, markers.
-    markers = data_markers(defn, units)
-    if markers:
-        evidence["data_markers"] = budget.take_keyed(markers, cap, keep="head")
     # The walk above, its config_paths part (they come first; the units' local files follow).
     includes = include_matches(defn, files=_scan_candidates(
         defn, [path for path in config_files if _under(path, defn["config_paths"])]))
@@ -1387,6 +1385,10 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     declared = described_paths(defn)
     if declared:
         evidence["paths"] = budget.take_all(declared, cap, keep="head")
+    # What the data directories say of themselves: version stamps, PID files, markers.
+    markers = data_markers(defn, units)
+    if markers:
+        evidence["data_markers"] = budget.take_keyed(markers, cap * 3 // 4, keep="head")
     if defn["depends_on"]:
         states, up = dependency_states(defn, init, timeout, checked)
         evidence["dependencies"] = budget.take_all(states, cap, keep="head")

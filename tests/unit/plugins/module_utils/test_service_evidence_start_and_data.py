@@ -104,6 +104,10 @@ def test_the_data_markers_are_bounded_and_absent_when_there_are_none(sysv: Path)
     markers = service_evidence.data_markers({"data_paths": [str(data)]})
     assert len([k for k in markers if k.startswith("/")]) == service_evidence.MARKER_FILES
     assert markers["(left out)"] == "5 more small file(s) in the data directories"
+    # a declared PID file or log is shown by its own section, not again here
+    declared = service_evidence.data_markers({"data_paths": [str(data)], "pid_files": [str(data / "m00")],
+                                              "logs": [str(data / "m01")]})
+    assert f"{data}/m00" not in declared and f"{data}/m01" not in declared and f"{data}/m02" in declared
     empty = sysv / "empty"
     empty.mkdir()
     (empty / "dump.rdb").write_bytes(b"R" * 1000)
