@@ -1024,7 +1024,7 @@ def _sysv_environment(defn: dict) -> dict:
     """The environment files the service's init script reads: those it sources (``. F``,
     ``source F``, its variables put in) and the ``/etc/default`` files it names."""
     out = {}
-    sourced = start_files.sysv_environment_files(defn, INIT_SCRIPTS)
+    sourced = start_files.sysv_environment_files(defn, INIT_SCRIPTS) or []
     for name in start_files.init_script_names(defn):
         script = os.path.join(INIT_SCRIPTS, name)
         try:
@@ -1056,7 +1056,8 @@ def start_environment(defn: dict, init: str, timeout: int) -> dict:
 def start_environment_and_files(defn: dict, init: str, timeout: int) -> tuple:
     """``(start_environment, files)``: ``files`` are the environment files the host says the
     start reads - the units' ``EnvironmentFile=`` paths, or what the init script sources from
-    under ``/etc`` - for the policy's scope; None when systemd answered for no unit."""
+    under ``/etc`` - for the policy's scope; None when nothing on the host says (systemd answered
+    for no unit, there is no init script)."""
     if init == "systemd":
         found = {}
         out = _systemd_environment(defn, timeout, found)

@@ -91,21 +91,22 @@ def init_script_names(defn):
 
 def sysv_environment_files(defn, scripts=None):
     """The files the service's init script sources from under SOURCED_ROOT (its environment:
-    ``/etc/default/x``, ``/etc/sysconfig/x``), at most MAX_FILES; ``[]`` when it has no
-    readable init script."""
+    ``/etc/default/x``, ``/etc/sysconfig/x``), at most MAX_FILES; None when it has no
+    readable init script (nothing on the host says what its start reads)."""
     scripts = scripts or INIT_SCRIPTS
-    found = []
+    found, read = [], False
     for name in init_script_names(defn):
         try:
             with open(os.path.join(scripts, name), "rb") as handle:
                 text = handle.read(SCRIPT_READ_MAX).decode("utf-8", "replace")
         except (IOError, OSError):
             continue
+        read = True
         for path in sourced_files(text):
             if path.startswith(SOURCED_ROOT) and not path.startswith(scripts.rstrip("/") + "/") \
                     and path not in found:
                 found.append(path)
-    return found[:MAX_FILES]
+    return found[:MAX_FILES] if read else None
 
 
 def systemd_environment_file(value):

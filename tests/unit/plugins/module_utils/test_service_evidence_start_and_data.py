@@ -54,6 +54,8 @@ def test_the_environment_files_an_init_script_sources_are_listed_for_the_engine(
     # a service whose script sources nothing: the host read it, and says none
     (sysv / "init.d" / "plain").write_text("#!/bin/sh\nexec /usr/bin/plain\n")
     assert _collect({"name": "plain"})["evidence"]["environment_files"] == []
+    # no init script at all: nothing on the host says, and the evidence says nothing
+    assert "environment_files" not in _collect({"name": "absent"})["evidence"]
 
 
 def _data_dir(root: Path) -> Path:

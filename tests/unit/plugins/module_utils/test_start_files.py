@@ -44,7 +44,7 @@ def test_only_the_environment_under_etc_counts_not_the_shell_libraries(tmp_path:
     # an init script found by a unit's name too; none at all says none
     assert start_files.sysv_environment_files({"name": "x", "units": ["other.service"]}, str(scripts)) == \
         ["/etc/sysconfig/other"]
-    assert start_files.sysv_environment_files({"name": "absent", "units": []}, str(scripts)) == []
+    assert start_files.sysv_environment_files({"name": "absent", "units": []}, str(scripts)) is None
 
 
 @pytest.mark.parametrize("value, parsed", [
