@@ -44,6 +44,10 @@ _APT_START = re.compile(r"^Start-Date: (\d{4}-\d\d-\d\d)\s+(\d\d:\d\d:\d\d)\s*$"
 _APT_FIELD = re.compile(r"^(Commandline|Requested-By|Install|Reinstall|Upgrade|Downgrade|Remove|Purge): (.*)$")
 # sudo and su as syslog writes them: "sudo:", "sudo[123]:", "su:", "su[4]:", "(su)" lines of su's PAM.
 _PRIVILEGED = re.compile(r"\s(sudo|su)(?:\[\d+\])?:\s")
+# Lines that say nothing of who ran what: PAM's session open/close around each command (the
+# command's own line says it), and the collection's own become (Ansible's wrapper marks its
+# command with BECOME-SUCCESS-): every health pass would fill the window with them.
+_NOISE = re.compile(r"pam_\w+\((?:sudo|su)[\w-]*:session\)|BECOME-SUCCESS-")
 _RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:?\d\d)?\s")
 _SYSLOG_TIME = re.compile(r"^([A-Z][a-z]{2})\s+(\d{1,2}) (\d\d:\d\d:\d\d)\s")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -189,7 +193,7 @@ def privileged_commands(since, until, words, logs=AUTH_LOGS, run=None, now=None)
         text = _tail(path)
         read_any = read_any or bool(text)
         for line in text.splitlines():
-            if not _PRIVILEGED.search(line):
+            if not _PRIVILEGED.search(line) or _NOISE.search(line):
                 continue
             moment = _syslog_moment(line, now)
             if moment is not None and since - SLACK <= moment <= until + SLACK:
@@ -199,7 +203,7 @@ def privileged_commands(since, until, words, logs=AUTH_LOGS, run=None, now=None)
                        "--until", "@%d" % int(until + SLACK), "SYSLOG_IDENTIFIER=sudo", "SYSLOG_IDENTIFIER=su"])
         for line in (out or "").splitlines() if rc == 0 else ():
             moment = _syslog_moment(line, now)
-            if moment is not None and _PRIVILEGED.search(line):
+            if moment is not None and _PRIVILEGED.search(line) and not _NOISE.search(line):
                 found.append((moment, "%s %s [journal]" % (iso(moment), _cut(_message(line)))))
     return _ranked(found, words)
 

@@ -50,7 +50,12 @@ def _logs(tmp_path: Path) -> dict:
         f"{_local(inside + 62, '%Y-%m-%dT%H:%M:%S')}.123456{time.strftime('%z', time.localtime(inside))[:3]}:"
         f"{time.strftime('%z', time.localtime(inside))[3:]} web1 sudo[90]:  alice : TTY=pts/1 ; PWD=/ ; USER=root ; "
         "COMMAND=/usr/bin/redis-cli -a s3cretpass CONFIG SET requirepass s3cretpass\n"
-        f"{_local(inside + 63, '%b %e %H:%M:%S')} web1 su[91]: (to root) alice on pts/1\n")
+        f"{_local(inside + 63, '%b %e %H:%M:%S')} web1 su[91]: (to root) alice on pts/1\n"
+        # the noise: PAM's sessions around each command, and the collection's own become
+        f"{_local(inside + 64, '%b %e %H:%M:%S')} web1 sudo: pam_unix(sudo:session): session opened for user root\n"
+        f"{_local(inside + 65, '%b %e %H:%M:%S')} web1 su[92]: pam_unix(su-l:session): session closed for user root\n"
+        f"{_local(inside + 66, '%b %e %H:%M:%S')} web1 sudo: sentinel : TTY=pts/2 ; PWD=/home/sentinel ; USER=root ; "
+        "COMMAND=/bin/sh -c echo BECOME-SUCCESS-abcdef ; /usr/bin/python3 /tmp/AnsiballZ_service_health.py\n")
     return {"dpkg": [str(dpkg)], "apt": [str(apt)], "auth": [str(auth)]}
 
 
@@ -76,6 +81,7 @@ def test_the_windows_package_operations_and_privileged_commands_those_naming_the
     assert any(line.startswith(f"{_iso(inside + 62)} sudo[90]: alice") for line in lines), lines
     assert f"{_iso(inside + 63)} su[91]: (to root) alice on pts/1 [auth.log]" in lines
     assert "s3cretpass" not in text and "sshd" not in text and "bob" not in text
+    assert "session" not in text and "BECOME-SUCCESS" not in text
     assert len(text.encode()) <= change_records.TOTAL_BYTES + 60
 
 
