@@ -144,3 +144,11 @@ def test_a_drifted_file_says_when_it_changed_and_the_window_since_the_last_healt
     # a baseline with no window records keeps the section small: no empty key
     quiet = baselines.drift("app", now, conffiles={}, at=NOW, record_sources={"dpkg": [], "apt": [], "auth": []})
     assert "window_records" not in quiet and quiet["last_healthy_pass"] == _iso(SINCE)
+
+
+def test_every_log_read_is_one_the_policy_lets_a_plan_read():
+    """The host reads only what a planner's read-only command may read too: no secret store."""
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils import policy
+    loaded = policy.load_policy(None)
+    for path in change_records.DPKG_LOGS + change_records.APT_HISTORY + change_records.AUTH_LOGS:
+        assert policy.classify(f"tail -n 20 {path}", loaded)["verdict"] == "allow", path
