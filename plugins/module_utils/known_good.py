@@ -566,7 +566,7 @@ class Baselines:
     def drift(self, service, current, conffiles=None, links=None, run=None, at=None, record_sources=None):
         """What differs from the known-good baseline, for the evidence: ``{"recorded", "files",
         "drift": [{path, change, known_good, now, mode, diff, restore, aside, package, mtime, ctime,
-        package_of}], "more", "last_healthy_pass", "window_records"}``, or ``{}`` without a baseline.
+        package_of}], "more", "last_seen_good", "window_records"}``, or ``{}`` without a baseline.
         The bad versions are kept aside, the good ones staged. ``run(argv) -> (rc, stdout)`` asks
         dpkg whose a path is and reads the journal (``change_records``)."""
         manifest = self.manifest(service)
@@ -631,7 +631,7 @@ class Baselines:
                 item["package_of"] = packages[item["path"]]
         if not since:
             return
-        out["last_healthy_pass"] = change_records.iso(since)
+        out["last_seen_good"] = change_records.iso(since)
         records = change_records.window_records(since, until, [i["path"] for i in files],
                                                 sorted(set(packages.values())), run=run, now=until, sources=sources)
         if records:

@@ -98,8 +98,8 @@ def test_a_drifted_file_says_when_it_changed_and_what_the_hosts_records_say_of_t
     assert item["mtime"] == iso(mtime) and item["ctime"] == iso(ctime)
     assert item["package_of"] == sh(host, f"dpkg -S {conf}").split(":", 1)[0]
     # the last healthy pass, which still saw the good version: the one run above
-    passed = calendar.timegm(time.strptime(known["last_healthy_pass"], "%Y-%m-%dT%H:%M:%SZ"))
-    assert int(before) - 1 <= passed <= after + 1, known["last_healthy_pass"]
+    passed = calendar.timegm(time.strptime(known["last_seen_good"], "%Y-%m-%dT%H:%M:%SZ"))
+    assert int(before) - 1 <= passed <= after + 1, known["last_seen_good"]
     records = known["window_records"]
     text = "\n".join(records)
     assert any("dpkg upgrade redis-server:amd64 5:7.0.15-1 5:7.0.15-2" in line for line in records), records

@@ -117,7 +117,7 @@ def test_a_files_owner_from_dpkg(tmp_path):
     assert owners == {"/etc/redis/redis.conf": "redis-tools", "/etc/default/redis-server": "redis-server"}
 
 
-def test_a_drifted_file_says_when_it_changed_and_the_window_since_the_last_healthy_pass(tmp_path):
+def test_a_drifted_file_says_when_it_changed_and_the_window_since_the_last_seen_good(tmp_path):
     conf = tmp_path / "etc" / "app"
     conf.mkdir(parents=True)
     (conf / "app.conf").write_text("port 6379\n")
@@ -138,12 +138,12 @@ def test_a_drifted_file_says_when_it_changed_and_the_window_since_the_last_healt
     [item] = drift["drift"]
     st = os.lstat(conf / "app.conf")
     assert item["mtime"] == _iso(changed) and item["ctime"] == _iso(st.st_ctime)
-    assert drift["last_healthy_pass"] == _iso(SINCE)
+    assert drift["last_seen_good"] == _iso(SINCE)
     assert any(str(conf / "app.conf") in line and "sudo: alice" in line for line in drift["window_records"])
     assert "s3cretpass" not in json.dumps(drift)
     # a baseline with no window records keeps the section small: no empty key
     quiet = baselines.drift("app", now, conffiles={}, at=NOW, record_sources={"dpkg": [], "apt": [], "auth": []})
-    assert "window_records" not in quiet and quiet["last_healthy_pass"] == _iso(SINCE)
+    assert "window_records" not in quiet and quiet["last_seen_good"] == _iso(SINCE)
 
 
 def test_every_log_read_is_one_the_policy_lets_a_plan_read():
