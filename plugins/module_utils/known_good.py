@@ -17,6 +17,11 @@ whether the file still is the package's default (dpkg's conffile MD5), and the b
 is kept in the store (never deleted) while the known-good one is staged, with its mode and
 owner, under ``restore/`` for a ``cp -p`` the policy judges like any other command.
 
+Each drifted file also says when it changed: its modification and change times, the package
+dpkg says owns it, and the last healthy pass that still saw the good version (every healthy pass
+records its time in ``passes.json``); what the host's own records say of the time between
+(package operations, privileged commands) comes with it (``change_records``).
+
 The content lives in the host's one content store, the snapshots' (``<root>/content``, see
 ``snapshot.py``); the manifests, the aside log and the staged restores under ``<root>/known-good``.
 A healthy pass refreshes the time of its baseline's objects, so the snapshots' pruning by age
