@@ -234,7 +234,7 @@ def window_records(since, until, paths, packages, run=None, now=None, sources=No
     operations, apt runs, privileged commands), each kind bounded; ``sources`` overrides the
     log paths (``{"dpkg", "apt", "auth"}``), for tests."""
     sources = sources or {}
-    words = [p for p in paths] + [os.path.basename(p) for p in paths if len(os.path.basename(p)) > 3] + \
+    words = list(paths) + [os.path.basename(p) for p in paths if len(os.path.basename(p)) > 3] + \
         ["%s:" % p for p in packages] + [" %s " % p for p in packages]
     lines = dpkg_operations(since, until, words, sources.get("dpkg", DPKG_LOGS))
     lines += apt_runs(since, until, words, sources.get("apt", APT_HISTORY))

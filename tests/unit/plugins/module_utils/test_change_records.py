@@ -131,8 +131,8 @@ def test_a_drifted_file_says_when_it_changed_and_the_window_since_the_last_seen_
     changed = NOW - HOUR + 60
     os.utime(conf / "app.conf", (changed, changed))
     logs = _logs(tmp_path)
-    (tmp_path / "auth.log").write_text((tmp_path / "auth.log").read_text().replace("/etc/redis/redis.conf",
-                                                                                  str(conf / "app.conf")))
+    auth = tmp_path / "auth.log"
+    auth.write_text(auth.read_text().replace("/etc/redis/redis.conf", str(conf / "app.conf")))
     now = known_good.fingerprint(known_good.watched_files(defn, "sysv", lambda argv: (1, "")))
     drift = baselines.drift("app", now, conffiles={}, at=NOW, record_sources=logs)
     [item] = drift["drift"]
