@@ -269,7 +269,7 @@ def _sections(error: str | None, evidence) -> list[_Section]:
     structured = {"listeners", "paths", "pid_files", "processes", "named_paths", "unit", "other_units", "init",
                   "service_pids", "tools", "config_context", "user", "disk", "dependencies", "dependency_up",
                   "client_connections", "blocking_sessions", "recent_changes", "certificates", "environment",
-                  "includes", "conditions"}
+                  "includes", "conditions", "environment_files", "data_markers"}
     for key in sorted(evidence, key=str):
         value = evidence[key]
         if key in structured or value is None:

@@ -17,6 +17,11 @@ whether the file still is the package's default (dpkg's conffile MD5), and the b
 is kept in the store (never deleted) while the known-good one is staged, with its mode and
 owner, under ``restore/`` for a ``cp -p`` the policy judges like any other command.
 
+Each drifted file also says when it changed: its modification and change times, the package
+dpkg says owns it, and the last healthy pass that still saw the good version (every healthy pass
+records its time in ``passes.json``); what the host's own records say of the time between
+(package operations, privileged commands) comes with it (``change_records``).
+
 The content lives in the host's one content store, the snapshots' (``<root>/content``, see
 ``snapshot.py``); the manifests, the aside log and the staged restores under ``<root>/known-good``.
 A healthy pass refreshes the time of its baseline's objects, so the snapshots' pruning by age
@@ -50,7 +55,7 @@ from ansible_collections.sentinel.remediation.plugins.module_utils.content_store
     ContentStoreError,
     hold_private_dir,
 )
-from ansible_collections.sentinel.remediation.plugins.module_utils import held_path
+from ansible_collections.sentinel.remediation.plugins.module_utils import change_records, held_path, start_files
 from ansible_collections.sentinel.remediation.plugins.module_utils.planted_links import planted_link
 from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
 from ansible_collections.sentinel.remediation.plugins.module_utils.snapshot import default_root
@@ -120,11 +125,16 @@ def _systemd_files(units, run):
 
 
 def _sysv_files(defn):
-    names = [defn["name"]] + [u[:-len(".service")] if u.endswith(".service") else u for u in defn.get("units") or []]
+    """The init script and the environment files it sources (``start_files``); Debian's
+    ``/etc/default/NAME`` only where there is no init script to read."""
     out = []
-    for name in dict.fromkeys(names):
-        out.extend([os.path.join(INIT_SCRIPTS, name), os.path.join("/etc/default", name)])
-    return out
+    for name in start_files.init_script_names(defn):
+        script = os.path.join(INIT_SCRIPTS, name)
+        out.append(script)
+        if not os.path.isfile(script):
+            out.append(os.path.join("/etc/default", name))
+    out.extend(start_files.sysv_environment_files(defn, INIT_SCRIPTS) or [])
+    return list(dict.fromkeys(out))
 
 
 def watched_files(defn, init, run):
@@ -495,6 +505,7 @@ class Baselines:
         ``{"files", "changed"}`` (changed: paths added, changed or gone since the last baseline;
         ``runs_as: True`` when what it runs as or runs changed)."""
         manifest = self.manifest(service)
+        self._note_pass(service, now)
         old = manifest.get("files") or {}
         changed = sorted(p for p in set(old) | set(current) if (old.get(p) or {}) != (current.get(p) or {}))
         running = running if running is not None else manifest.get("runs_as") or {}
@@ -522,6 +533,18 @@ class Baselines:
             out["runs_as"] = True
         return out
 
+    def _note_pass(self, service, now=None):
+        """Remember when the service's last healthy pass was (each one saw its known-good files)."""
+        path = os.path.join(self.root, "passes.json")
+        passes = _read_json(path, {})
+        passes[_name(service)] = int(now if now is not None else time.time())
+        _write_json(path, passes)
+
+    def last_pass(self, service):
+        """The time of the service's last healthy pass, or None (a baseline older than this record)."""
+        value = _read_json(os.path.join(self.root, "passes.json"), {}).get(_name(service))
+        return value if isinstance(value, int) else None
+
     def keep_aside(self, service, path, data, now=None):
         """Keep the bad version of ``path`` in the store and log where it went; its digest."""
         digest = self.store.put(data)
@@ -543,10 +566,12 @@ class Baselines:
         return self._restore.write(entry["sha256"], data, prefix=".stage-", mode=int(entry["mode"], 8),
                                    owner=(int(entry["uid"]), int(entry["gid"])))
 
-    def drift(self, service, current, conffiles=None, links=None):
+    def drift(self, service, current, conffiles=None, links=None, run=None, at=None, record_sources=None):
         """What differs from the known-good baseline, for the evidence: ``{"recorded", "files",
-        "drift": [{path, change, known_good, now, mode, diff, restore, aside, package}], "more"}``,
-        or ``{}`` without a baseline. The bad versions are kept aside, the good ones staged."""
+        "drift": [{path, change, known_good, now, mode, diff, restore, aside, package, mtime, ctime,
+        package_of}], "more", "last_seen_good", "window_records"}``, or ``{}`` without a baseline.
+        The bad versions are kept aside, the good ones staged. ``run(argv) -> (rc, stdout)`` asks
+        dpkg whose a path is and reads the journal (``change_records``)."""
         manifest = self.manifest(service)
         good = manifest.get("files") or {}
         running = manifest.get("runs_as") or {}
@@ -586,11 +611,34 @@ class Baselines:
             out["drift"].append(item)
         if len(drifted) > DRIFT_FILES:
             out["more"] = len(drifted) - DRIFT_FILES
+        self._when(service, manifest, out, conffiles, run, at, record_sources)
         moved = runs_as_drift(running)
         if moved:
             # Before the model and the human: what the service runs as and runs, put back exactly.
             out["runs_as"] = moved[:DRIFT_FILES * 2]
         return out
+
+    def _when(self, service, manifest, out, conffiles, run, at, sources):
+        """When each drifted file changed (its times), the last healthy pass that still saw the
+        known-good versions, and what the host's records say of the time between (``change_records``)."""
+        files = [i for i in out["drift"] if i["change"] != "planted_link"]
+        if not files:
+            return
+        until = time.time() if at is None else at
+        since = max(self.last_pass(service) or 0, int(manifest.get("recorded") or 0))
+        for item in files:
+            item.update(change_records.file_times(item["path"]))
+        packages = change_records.owning_packages([i["path"] for i in files], conffiles, run)
+        for item in files:
+            if item["path"] in packages:
+                item["package_of"] = packages[item["path"]]
+        if not since:
+            return
+        out["last_seen_good"] = change_records.iso(since)
+        records = change_records.window_records(since, until, [i["path"] for i in files],
+                                                sorted(set(packages.values())), run=run, now=until, sources=sources)
+        if records:
+            out["window_records"] = records
 
     def _explain(self, service, item, was, conffiles):
         path = item["path"]
@@ -629,6 +677,6 @@ def record_or_compare(defn, healthy, root, init, run, now=None):
         current = fingerprint(watched_files(defn, init, run), links)
         if healthy:
             return baselines.record(defn["name"], current, now=now, running=runs_as(defn, init, run))
-        return baselines.drift(defn["name"], current, links=links)
+        return baselines.drift(defn["name"], current, links=links, run=run)
     except (KnownGoodError, ContentStoreError, OSError) as exc:
         return dict(error="known-good baseline unusable: %s" % exc)

@@ -16,6 +16,7 @@ import glob
 import json
 import os
 import re
+import stat
 import time
 
 from ansible_collections.sentinel.remediation.plugins.module_utils import client_connections
@@ -24,6 +25,7 @@ from ansible_collections.sentinel.remediation.plugins.module_utils import (
     host_probe,
     path_ownership,
     unit_conditions,
+    start_files,
     writer_records,
 )
 from ansible_collections.sentinel.remediation.plugins.module_utils.health_checks import (
@@ -972,16 +974,24 @@ def env_file_text(path: str, optional: bool, reader: str) -> tuple:
     return "settings:\n" + "\n".join(shown) + ("\n(%d more lines)" % more if more else ""), names
 
 
-def _systemd_environment(defn: dict, timeout: int) -> dict:
+def _systemd_environment(defn: dict, timeout: int, found=None) -> dict:
+    """``found``: a dict given here gets ``files``, the paths the units name in ``EnvironmentFile=``,
+    and ``answered``, whether systemd described one of the units at all."""
     out, assigned, referenced = {}, set(), []
+    found = {} if found is None else found
+    files = found.setdefault("files", [])
+    found.setdefault("answered", False)
     for unit in defn["units"]:
-        for key, value in _show_lines(unit, timeout):
+        pairs = _show_lines(unit, timeout)
+        found["answered"] = found["answered"] or bool(pairs)
+        for key, value in pairs:
             if key == "EnvironmentFiles":
                 # "/etc/default/cron (ignore_errors=yes)"; a "-" prefix in the unit file is ignore_errors=yes
-                path, _sep, flags = value.partition(" (")
-                optional = "ignore_errors=yes" in flags
+                path, optional = start_files.systemd_environment_file(value)
                 matches = glob.glob(path) if any(c in path for c in "*?[") else [path]
                 for item in matches[:ENV_FILES] or [path]:
+                    if item not in files and not any(c in item for c in "*?["):
+                        files.append(item)
                     if len(out) < ENV_FILES and item not in out:
                         text, names = env_file_text(item, optional, "the start of %s" % unit)
                         out[item] = text
@@ -1011,10 +1021,11 @@ def _systemd_environment(defn: dict, timeout: int) -> dict:
 
 
 def _sysv_environment(defn: dict) -> dict:
-    """The defaults files (``/etc/default/<name>``) the service's init script reads."""
+    """The environment files the service's init script reads: those it sources (``. F``,
+    ``source F``, its variables put in) and the ``/etc/default`` files it names."""
     out = {}
-    names = [defn["name"]] + [u[:-len(".service")] if u.endswith(".service") else u for u in defn["units"]]
-    for name in dict.fromkeys(names):
+    sourced = start_files.sysv_environment_files(defn, INIT_SCRIPTS) or []
+    for name in start_files.init_script_names(defn):
         script = os.path.join(INIT_SCRIPTS, name)
         try:
             with open(script, "rb") as handle:
@@ -1027,7 +1038,7 @@ def _sysv_environment(defn: dict) -> dict:
         own = os.path.join(DEFAULTS_DIR, name)
         if own not in wanted and (os.path.lexists(own) or DEFAULTS_DIR.rstrip("/") + "/$" in said):
             wanted.append(own)
-        for path in wanted:
+        for path in [p for p in sourced if p not in wanted] + wanted:
             if len(out) < ENV_FILES and path not in out:
                 out[path] = env_file_text(path, True, "the init script")[0]
     return out
@@ -1037,11 +1048,100 @@ def start_environment(defn: dict, init: str, timeout: int) -> dict:
     """What the service's start reads from the environment: on systemd, each
     ``EnvironmentFile=`` of its units (settings, or missing and whether that stops the start),
     their ``Environment=``, and the variables its ``ExecStartPre``/``ExecStart``/``ExecStartPost``
-    use that nothing sets; under SysV, the ``/etc/default`` files its init script reads.
-    ``{path or what: text}``."""
+    use that nothing sets; under SysV, the files its init script sources or names in
+    ``/etc/default``. ``{path or what: text}``."""
+    return start_environment_and_files(defn, init, timeout)[0]
+
+
+def start_environment_and_files(defn: dict, init: str, timeout: int) -> tuple:
+    """``(start_environment, files)``: ``files`` are the environment files the host says the
+    start reads - the units' ``EnvironmentFile=`` paths, or what the init script sources from
+    under ``/etc`` - for the policy's scope; None when nothing on the host says (systemd answered
+    for no unit, there is no init script)."""
     if init == "systemd":
-        return _systemd_environment(defn, timeout)
-    return _sysv_environment(defn)
+        found = {}
+        out = _systemd_environment(defn, timeout, found)
+        return out, (found["files"] if found["answered"] else None)
+    return _sysv_environment(defn), start_files.sysv_environment_files(defn, INIT_SCRIPTS)
+
+
+# ---------------------------------------------------------------------------------------
+# Small files at the top of the service's data directories
+
+# What a data directory says of itself is in its small files (a version stamp, a PID file, a
+# signal or lock a tool left): a version of another major, a stale marker. The data files
+# themselves are larger; only small regular files are read, and never one whose name suggests
+# a secret (its attributes are still listed).
+MARKER_MAX_BYTES = 256
+MARKER_FILES = 20
+MARKER_SCAN = 400
+
+
+def _data_directories(defn: dict, units: dict) -> list:
+    """The service's data directories: its definition's ``data_paths`` and the
+    ``StateDirectory=`` its units declare (under /var/lib)."""
+    dirs = list(defn.get("data_paths") or [])
+    for props in (units or {}).values():
+        if isinstance(props, dict):
+            dirs.extend("/var/lib/" + name for name in str(props.get("StateDirectory") or "").split()
+                        if ".." not in name.split("/"))
+    return [d for d in dict.fromkeys(dirs) if d.startswith("/")]
+
+
+def _marker_text(path: str, st) -> str:
+    """One small file: owner, mode, size, modification time and its content (redacted)."""
+    head = "owner %s:%s, mode %04o, %d bytes, modified %s" % (
+        host_probe.user_name(st.st_uid), host_probe.group_name(st.st_gid), stat.S_IMODE(st.st_mode), st.st_size,
+        _iso(st.st_mtime))
+    if _SECRETISH_NAME.search(os.path.basename(path)):
+        return head + " (content not shown: the name suggests a key or secret)"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        return head + " (unreadable: %s)" % (exc.strerror or exc)
+    try:
+        now = os.fstat(fd)
+        if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            return head + " (replaced while read)"
+        raw = os.read(fd, MARKER_MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if b"\0" in raw:
+        return head + " (binary)"
+    text = redact_text(raw.decode("utf-8", "replace")).rstrip("\n")
+    if not text.strip():
+        return head + " (empty)" if not raw else head + " (blank)"
+    return head + (":\n" if "\n" in text else ": ") + text
+
+
+def data_markers(defn: dict, units: dict = None) -> dict:
+    """The small regular files (at most MARKER_MAX_BYTES) at the top level of the service's data
+    directories, with owner, mode, time and content (redacted): ``{path: text}``, at most
+    MARKER_FILES, each directory's in name order. Links are not followed; subdirectories and
+    larger files are left out (a last entry counts the small files left out, if any), and so are
+    the files other sections show (the declared PID files and logs)."""
+    out, left = {}, 0
+    shown = set(os.path.realpath(p) for key in ("pid_files", "logs") for p in defn.get(key) or [])
+    for directory in _data_directories(defn, units):
+        try:
+            names = sorted(os.listdir(directory))[:MARKER_SCAN]
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(directory, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MARKER_MAX_BYTES or os.path.realpath(path) in shown:
+                continue
+            if len(out) >= MARKER_FILES:
+                left += 1
+                continue
+            out[path] = _marker_text(path, st)
+    if left:
+        out["(left out)"] = "%d more small file(s) in the data directories" % left
+    return out
 
 
 INCLUDE_DIRECTIVES = 8
@@ -1220,9 +1320,14 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     if certs:
         evidence["certificates"] = budget.take_all(certs, cap // 2, keep="head")
     # What the start reads besides the configuration: each is small and said in a few lines.
-    environment = start_environment(defn, init, timeout)
+    environment, environment_files = start_environment_and_files(defn, init, timeout)
     if environment:
         evidence["environment"] = budget.take_keyed(environment, cap)
+    if environment_files is not None:
+        # For the engine (the policy's scope): which files the host says the start reads; the
+        # environment section above is what the planner reads of them.
+        evidence["environment_files"] = environment_files[:ENV_FILES]
+        budget.remaining -= json_len(evidence["environment_files"])
     # The walk above, its config_paths part (they come first; the units' local files follow).
     includes = include_matches(defn, files=_scan_candidates(
         defn, [path for path in config_files if _under(path, defn["config_paths"])]))
@@ -1281,6 +1386,10 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     declared = described_paths(defn)
     if declared:
         evidence["paths"] = budget.take_all(declared, cap, keep="head")
+    # What the data directories say of themselves: version stamps, PID files, markers.
+    markers = data_markers(defn, units)
+    if markers:
+        evidence["data_markers"] = budget.take_keyed(markers, cap * 3 // 4, keep="head")
     if defn["depends_on"]:
         states, up = dependency_states(defn, init, timeout, checked)
         evidence["dependencies"] = budget.take_all(states, cap, keep="head")

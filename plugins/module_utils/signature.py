@@ -103,8 +103,9 @@ def _ports_of_interest(service: str, error: str) -> set[int]:
 
 # Evidence sections that show settings on disk (environment files, what includes match), not
 # what failed: a setting that breaks the start is named by the message it causes (the journal,
-# the config test), which the signature already reads.
-_SETTINGS_SECTIONS = frozenset(("environment", "includes", "known_good"))
+# the config test), which the signature already reads. The same holds for the small files of
+# the data directories (their times and PIDs differ on every host) and the list of environment files.
+_SETTINGS_SECTIONS = frozenset(("environment", "includes", "known_good", "data_markers", "environment_files"))
 
 
 def key_facts(service: str, error: str | None, evidence: Mapping | str | None,

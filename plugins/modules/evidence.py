@@ -318,6 +318,24 @@ evidence:
       returned: when any of those is not empty
       sample:
         /var/lib/redis: "directory, owner root:root, mode 0700; filesystem at /var/lib/redis: 3% used, 15.2 MiB free; user redis may ---"
+    data_markers:
+      description:
+        - The small regular files (at most 256 bytes) at the top level of the service's data directories
+          (O(data_paths) and its units' C(StateDirectory=)), at most twenty, path to owner, mode, size, time and
+          content (redacted; a name that suggests a secret is listed unread) - a version stamp, a PID file, a
+          signal or lock a tool left. Links are not followed; larger files and subdirectories are left out.
+      type: dict
+      returned: when a data directory holds such a file
+      sample:
+        /var/lib/postgresql/15/main/PG_VERSION: "owner postgres:postgres, mode 0600, 3 bytes, modified 2026-11-29T03:04:00Z: 14"
+    environment_files:
+      description:
+        - The environment files the host says the service's start reads - the paths its units name in
+          C(EnvironmentFile=), or the files its init script sources under C(/etc) - for the policy's scope.
+      type: list
+      elements: str
+      returned: when systemd describes one of its units, or it has an init script
+      sample: [/etc/sysconfig/redis-server]
     dependencies:
       description: For each of O(depends_on), what the init system says of it.
       type: dict

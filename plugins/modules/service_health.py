@@ -243,6 +243,11 @@ options:
         is staged for a restore. The file contents never leave the host; only the redacted diff does.
       - Its C(runs_as) list names a group membership an account lost or gained, and a program or directory whose
         mode or owner changed (with the recorded C(mode) and C(owner) to put back) since the last healthy pass.
+      - Each drifted file also has its C(mtime) and C(ctime) (UTC) and, when dpkg knows it, C(package_of);
+        C(last_seen_good) is the last healthy pass that still saw the known-good versions (each healthy pass records
+        its time), and C(window_records) what the host's own records say of the time since - dpkg's log, apt's
+        history, and the C(sudo)/C(su) lines of the authentication log or the journal - redacted, at most five lines
+        of each and 1500 bytes in all, those naming a drifted file or its package first.
       - Nothing is recorded in check mode (the comparison still runs).
     type: bool
     default: true

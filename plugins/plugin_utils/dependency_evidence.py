@@ -127,24 +127,63 @@ def naming(error: str, evidence: Mapping | None, definition: Mapping) -> list[tu
     return found
 
 
-# A database's words for an object it cannot find (PostgreSQL: `relation "visits" does not
-# exist`, `schema "app" does not exist`, `function f(integer) does not exist`); the name may be
-# qualified (`"public.visits"`) or quoted in the message's own quotes.
+# A database's words for an object it cannot find, by the server that words it so. PostgreSQL:
+# `relation "visits" does not exist`, `schema "app" does not exist`, `function f(integer) does not
+# exist`, the name maybe qualified (`"public.visits"`) or in the message's own quotes. MySQL and
+# MariaDB: `Table 'app.visits' doesn't exist`, `Unknown database 'app'`. SQLite: `no such table:
+# visits` (a view, an index, a function, a trigger alike).
+_NAME = r"[A-Za-z_][\w$]*(?:\.[A-Za-z_][\w$]*)?"
 _MISSING_OBJECT = re.compile(
-    r"\b(?:relation|table|view|schema|function|sequence)\s+[\"']?([A-Za-z_][\w$]*(?:\.[A-Za-z_][\w$]*)?)"
+    r"\b(?P<kind>relation|table|view|schema|function|sequence)\s+[\"']?(?P<name>" + _NAME + r")"
     r"(?:\([^)]*\))?[\"']?\s+does not exist", re.IGNORECASE)
+_MISSING_BY_SERVER = (
+    ("postgresql", _MISSING_OBJECT),
+    ("mysql", re.compile(r"\b(?P<kind>table)\s+[`'\"](?P<name>" + _NAME + r")[`'\"]\s+doesn'?t exist", re.IGNORECASE)),
+    ("mysql", re.compile(r"\bunknown\s+(?P<kind>database)\s+[`'\"](?P<name>" + _NAME + r")[`'\"]", re.IGNORECASE)),
+    ("sqlite", re.compile(r"\bno such (?P<kind>table|view|index|function|trigger):\s*(?P<name>" + _NAME + r")",
+                          re.IGNORECASE)),
+)
+SERVER_WORDING = {"postgresql": "PostgreSQL", "mysql": "MySQL/MariaDB", "sqlite": "SQLite"}
+_MAX_NAMES = 8
+
+
+def missing_object_mentions(error: str, evidence: Mapping | None) -> list[dict[str, str]]:
+    """Each database object the dependent's error lines say does not exist, once, with the kind
+    of object and the server whose wording said it (``postgresql``, ``mysql`` for MySQL and
+    MariaDB, ``sqlite``): ``[{"name", "kind", "server"}]``, at most eight."""
+    found: list[dict[str, str]] = []
+    for text in [str(error or "")] + _dependent_texts(evidence):
+        hits = sorted(((m.start(), server, m) for server, pattern in _MISSING_BY_SERVER
+                       for m in pattern.finditer(text)), key=lambda h: h[0])
+        for _start, server, match in hits:
+            item = {"name": match.group("name"), "kind": match.group("kind").lower(), "server": server}
+            if item not in found:
+                found.append(item)
+    return found[:_MAX_NAMES]
 
 
 def missing_objects(error: str, evidence: Mapping | None) -> list[str]:
-    """The names of the database objects the dependent's error lines say do not exist (each
-    part of a qualified name, the last first), at most eight."""
+    """The names of the database objects the dependent's error lines say do not exist in
+    PostgreSQL's wording (the server whose objects view the evidence module reads): each part
+    of a qualified name, the last first, at most eight."""
     names: list[str] = []
-    for text in [str(error or "")] + _dependent_texts(evidence):
-        for found in _MISSING_OBJECT.findall(text):
-            for part in reversed(found.split(".")):
-                if part not in names:
-                    names.append(part)
-    return names[:8]
+    for item in missing_object_mentions(error, evidence):
+        if item["server"] != "postgresql":
+            continue
+        for part in reversed(item["name"].split(".")):
+            if part not in names:
+                names.append(part)
+    return names[:_MAX_NAMES]
+
+
+def render_missing(dependent: str, mentions: list[dict[str, str]]) -> str:
+    """One line per server wording recognised: which objects the dependent's errors say do not exist."""
+    lines = []
+    for server in dict.fromkeys(m["server"] for m in mentions):
+        said = ", ".join(f"{m['kind']} {m['name']}" for m in mentions if m["server"] == server)
+        lines.append(f"{dependent}'s errors say, in {SERVER_WORDING.get(server, server)}'s wording, that these do "
+                     f"not exist: {said}")
+    return "\n".join(lines)
 
 
 def render_objects(dependent: str, dependency: str, view: Mapping) -> str:

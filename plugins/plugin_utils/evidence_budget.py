@@ -123,7 +123,7 @@ def ask_for(key: str, service: str, init: str = "") -> str:
         return f"`systemctl show {service}`"
     if key == "listeners":
         return "`ss -ltnp`"
-    if key in ("named_paths", "paths", "pid_files", "ownership"):
+    if key in ("named_paths", "paths", "pid_files", "ownership", "data_markers"):
         return "`stat PATH` or `ls -la DIR`"
     if key == "writer_records":
         return "`tail -n 20 LOGFILE` or `journalctl -t NAME -n 20 --no-pager`"

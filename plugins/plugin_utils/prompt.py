@@ -30,15 +30,16 @@ PASSAGE_BUDGET = 450        # characters of one runbook passage
 # The diff from the last known-good configuration leads when the host has a baseline.
 _KEY_ORDER = ("known_good", "degraded", "config_test", "config_context", "status", "conditions", "writer_records",
               "dependency_evidence",
-              "dependency_sessions", "dependency_objects", "recent_changes",
-              "environment", "certificates", "processes", "listeners", "journal", "includes", "logs", "named_paths",
+              "dependency_sessions", "missing_objects", "dependency_objects", "recent_changes",
+              "environment", "data_markers", "certificates", "processes", "listeners", "journal", "includes", "logs", "named_paths",
               "unit", "pid_files", "paths", "dependencies", "ports", "disk", "oom")
 HISTORY_BUDGET = 4500       # characters of incident history in one prompt
 READ_OUTPUT = 3000          # characters of one read-only diagnostic's output, whole lines kept (both ends)
 DIAGNOSIS_BUDGET = 600      # characters of the model's own earlier diagnosis, cut at a sentence end
 RECALL_BUDGET = 1800        # characters of similar incidents in one prompt
 # Evidence only the engine reads (the request says what matters of it elsewhere, in words).
-_ENGINE_KEYS = ("service_pids", "init", "dependency_up", "client_connections", "blocking_sessions")
+_ENGINE_KEYS = ("service_pids", "init", "dependency_up", "client_connections", "blocking_sessions",
+                "environment_files")
 _PROCESS_COLUMNS = ("pid", "ppid", "user", "state", "started", "ports", "cmdline")
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 

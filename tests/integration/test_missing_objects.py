@@ -63,6 +63,9 @@ def test_the_request_shows_where_the_table_is_and_the_roles_search_path(lab, tmp
     assert requests, run.stdout[-3000:]
     request = requests[0]
     assert "### dependency_objects" in request, request[:4000]
+    # which server's wording the app's errors used, said in the request
+    assert "### missing_objects" in request
+    assert "sentinel-app's errors say, in PostgreSQL's wording, that these do not exist: relation visits" in request
     assert "visits: table sentinelapp.public.visits (owner sentinelapp)" in request
     assert "role sentinelapp, every database: search_path=reporting" in request
     assert intents(work, "postgresql") == []

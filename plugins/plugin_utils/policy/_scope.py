@@ -147,14 +147,17 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
         for guess in (f"/run/{variant}.pid", f"/run/{variant}.sock"):
             if service_def.get("pid_files") is None and guess not in pid_files:
                 pid_files.append(guess)
-    # The environment its own start reads: Debian's /etc/default/UNIT, sourced by the unit's
-    # init script and named by its systemd unit (EnvironmentFile=-/etc/default/ssh). The
-    # host's known-good baseline watches the same file as this service's.
-    for unit in units:
-        base = unit.rsplit(".", 1)[0].split("@", 1)[0]
-        guess = f"/etc/default/{base}"
-        if base and _NAME.match(base) and guess not in kinds["config"]:
-            kinds["config"].append(guess)
+    # The environment its own start reads, as the host says it (evidence ``environment_files``:
+    # the units' EnvironmentFile= paths, the files its init script sources). Evidence from before
+    # that reading falls back on Debian's convention, /etc/default/UNIT. The host's known-good
+    # baseline watches the same files as this service's.
+    named = _environment_files(evidence)
+    if named is None:
+        named = [f"/etc/default/{base}" for base in (unit.rsplit(".", 1)[0].split("@", 1)[0] for unit in units)
+                 if base and _NAME.match(base)]
+    for path in named:
+        if path not in kinds["config"]:
+            kinds["config"].append(path)
     all_pids = _ints(pids or (), "pids")
     known: dict[str, str] = {}
     table: list[list[Any]] = []
@@ -222,6 +225,25 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
         # ({user: [group]}, the host's known-good baseline): what putting them back restores.
         "known_good_groups": known_good_groups,
     }
+
+
+_MAX_ENV_FILES = 12
+
+
+def _environment_files(evidence: Mapping[str, Any] | None) -> list[str] | None:
+    """The environment files the host says the service's start reads (evidence
+    ``environment_files``), normalised; None when the evidence holds no such reading. A path
+    that is not a plain absolute file path (a glob, ``..``) is left out."""
+    if not isinstance(evidence, Mapping) or not isinstance(evidence.get("environment_files"), (list, tuple)):
+        return None
+    out: list[str] = []
+    for value in list(evidence["environment_files"])[:_MAX_ENV_FILES]:
+        if not isinstance(value, str) or any(c in value for c in "*?[") or ".." in value.split("/"):
+            continue
+        path, _reason = normalise(value)
+        if path is not None and path != "/" and path not in out:
+            out.append(path)
+    return out
 
 
 def _known_good_groups(evidence: Mapping[str, Any]) -> dict[str, list[str]]:

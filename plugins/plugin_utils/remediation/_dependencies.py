@@ -68,6 +68,7 @@ def with_dependencies(ctx: RunContext, port: HostPort, name: str, definition: Ma
     views: dict = {}
     found: dict = {}  # each database dependency's `objects` view, read with its evidence when that is read
     names = rules.missing_objects(error, evidence)
+    mentions = rules.missing_object_mentions(error, evidence)
     states = dict(evidence.get("dependencies") or {}) if isinstance(evidence.get("dependencies"), Mapping) else {}
     sections = {}
     for dep_definition in ctx.watched_dependencies(definition):
@@ -96,6 +97,9 @@ def with_dependencies(ctx: RunContext, port: HostPort, name: str, definition: Ma
         evidence["dependencies"] = states
     if sections:
         evidence["dependency_evidence"] = sections
+    if mentions:
+        # which server's wording the dependent's errors use (only PostgreSQL's has an objects view)
+        evidence["missing_objects"] = rules.render_missing(name, mentions)
     if names:
         evidence = _where_objects_are(ctx, port, name, definition, names, evidence, found)
     if waits:

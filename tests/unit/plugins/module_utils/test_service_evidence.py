@@ -538,6 +538,8 @@ def test_systemd_environment_files_settings_missing_ones_and_unset_variables(sys
     assert "unset in ExecStart of app.service" not in env
     collected = service_evidence.collect(defn, max_bytes=6000, log_lines=5, timeout=10)
     assert collected["evidence"]["environment"] == env
+    # the files the unit names, for the policy's scope, whether they exist or not
+    assert collected["evidence"]["environment_files"] == [f"{systemd_env}/app.env", f"{systemd_env}/absent.env"]
 
 
 def test_a_required_environment_file_that_is_missing_says_the_start_stops(tmp_path: Path) -> None:

@@ -74,3 +74,7 @@ def test_the_prompt_keeps_the_named_config_line_of_a_large_changed_file():
     user = build_messages(service="postgresql", error=error, evidence=evidence, max_commands=3,
                           now="2026-11-28T06:30:00Z")[1]["content"]
     assert "Now (UTC): 2026-11-28T06:30:00Z" in user and CAUSE in user
+
+
+def test_data_markers_left_out_say_how_to_list_the_directory():
+    assert evidence_budget.ask_for("data_markers", "postgresql") == "`stat PATH` or `ls -la DIR`"

@@ -130,7 +130,7 @@ def test_only_the_recorded_mode_of_the_units_program_runs_without_a_human(comman
         assert snapshot_paths.keep(out) == [{"path": HOOK, "tree": False, "meta": True}]  # the old mode is kept (not its bytes), to undo
 
 
-def test_the_scope_carries_the_memberships_lost_since_the_last_healthy_pass():
+def test_the_scope_carries_the_memberships_lost_since_the_last_seen_good():
     scope = policy.scope_from_service(POSTGRES, [], PG_EVIDENCE)
     assert scope["known_good_groups"] == {"postgres": ["docker", "ssl-cert"]}
     assert policy.scope_from_service(POSTGRES, [], {})["known_good_groups"] == {}
