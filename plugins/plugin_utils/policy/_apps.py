@@ -27,6 +27,12 @@ _ROLE_SETTING_RESET = re.compile(r"(?i)^ALTER\s+(?:ROLE|USER)\s+%s(?:\s+IN\s+DAT
                                  r"(?!ALL$)[A-Za-z_][A-Za-z0-9_]{0,62}(?:\.[A-Za-z_][A-Za-z0-9_]{0,62})?$"
                                  % (_SQL_NAME, _SQL_NAME))
 
+# A role's validity window moved (its password expired, an app cut off at midnight): no password,
+# privilege, membership or login attribute changes, one time literal (read with literals removed),
+# alone in its statement.
+_ROLE_VALIDITY = re.compile(r"(?i)^ALTER\s+(?:ROLE|USER)\s+%s\s+(?:WITH\s+)?VALID\s+UNTIL\s+''$"
+                            % _SQL_NAME)
+
 
 def _service_in_scope(chk: Check, names: set[str]) -> bool:
     """Without an incident any service counts; with one, the tool's service must be in it."""
@@ -522,6 +528,13 @@ def sql(chk: Check, text: str, dialect: str) -> None:
             chk.effect("changes a database role's setting")
             chk.approve("`ALTER ROLE ... RESET` takes a role's own default for a setting back to the server's; a "
                         "human should confirm")
+            continue
+        if dialect == "postgres" and _ROLE_VALIDITY.match(statement.rstrip()):
+            # When the role's password stops being accepted: its expiry moved, nothing else. Whether the
+            # expiry was meant (a rotation) is a person's call: approval, never alone.
+            chk.effect("changes a database role's validity")
+            chk.approve("`ALTER ROLE ... VALID UNTIL` moves when a role's password stops being accepted; a human "
+                        "who knows whether the expiry was meant should confirm")
             continue
         if head in ("GRANT", "REVOKE") or re.search(r"\b(?:USER|ROLE)\b", " ".join(words[:3])) and head in (
                 "CREATE", "ALTER", "RENAME", "SET") or "PASSWORD" in words:
