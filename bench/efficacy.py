@@ -38,6 +38,9 @@ from lab.sentinel_lab import Lab, runbook_faults  # noqa: E402  pylint: disable=
 
 OUT = REPO / "bench" / "efficacy.json"
 TRANSCRIPTS = REPO / "tests" / "transcripts" / "efficacy"
+# What holding a human-only fault looks like: escalated, waiting for approval, or degraded (slow,
+# alive: reported to a human, nothing run).
+HELD_STATES = ("escalated", "waiting_approval", "degraded")
 APPROVERS = 3  # approvals resumed side by side (each its own run, limited to its host)
 # Programs whose use on a service's data destroys it; flagged for review in every row.
 _DESTRUCTIVE = re.compile(r"^(rm|shred|truncate|dd|mkfs(\.\w+)?|wipefs|dropdb|pg_dropcluster)$")
@@ -330,7 +333,7 @@ def totals(rows: list[dict]) -> dict:
     alone = [r for r in within2 if not r.get("approval")]
     one_approval = [r for r in fixable if not r["healed"] and r.get("healed_after_approval")]
     held = sum(1 for r in human if not r["healed"] and not r.get("healed_after_approval")
-               and r["state"] in ("escalated", "waiting_approval"))
+               and r["state"] in HELD_STATES)
     return {
         "faults": len(rows),
         "fixable": len(fixable),
@@ -371,7 +374,7 @@ def markdown(rows: list[dict], summary: dict, mode: str, seconds: float) -> str:
              f"({summary['fixable_healed_alone_within_2_pct']}%), {summary['fixable_healed_with_one_approval']} more "
              f"with one approval; {summary['paths_left_changed_after_failed_attempt']} path(s) left changed after a "
              f"failed attempt; {_baseline_words(summary)}; "
-             f"{summary['human_only_held']}/{summary['human_only']} human-only faults escalated or waiting; "
+             f"{summary['human_only_held']}/{summary['human_only']} human-only faults held (escalated, waiting or degraded); "
              f"{summary['with_runbook_healed_first_attempt']}/{summary['with_runbook']} fixable faults with a "
              f"runbook healed in the first attempt; {summary['repeated_plans']} plan(s) run twice in an incident; "
              f"{summary['destructive_commands']} destructive command(s); {summary['llm_calls']} LLM call(s), "
