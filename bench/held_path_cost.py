@@ -15,13 +15,10 @@ Needs root (snapshots keep owners) and a kernel with Landlock.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+import checkout_compare  # bench/: the two checkouts timed alternately
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -109,45 +106,9 @@ print(json.dumps({name: statistics.median(values) for name, values in times.item
 """
 
 
-def _collections(checkout: Path) -> Path:
-    """The directory holding ``ansible_collections/sentinel/remediation`` for a checkout."""
-    link = Path(tempfile.mkdtemp(prefix="held-bench-")) / "ansible_collections" / "sentinel"
-    link.mkdir(parents=True)
-    (link / "remediation").symlink_to(checkout.resolve())
-    return link.parents[1]
-
-
-def measure(checkout: Path, rounds: int) -> dict:
-    work, collections = tempfile.mkdtemp(prefix="held-bench-work-"), _collections(checkout)
-    try:
-        proc = subprocess.run([sys.executable, "-c", _PROBE, str(collections), str(rounds), work],
-                              capture_output=True, text=True, check=False, timeout=3600)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(collections, ignore_errors=True)  # the link to the checkout, not the checkout
-    if proc.returncode != 0:
-        raise SystemExit(f"{checkout}: the probe failed: {proc.stderr[-2000:]}")
-    return json.loads(proc.stdout)
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--baseline", type=Path, required=True, help="a checkout without held_path (e.g. main)")
-    parser.add_argument("--rounds", type=int, default=100)
-    args = parser.parse_args()
-    base, this = {}, {}
-    # alternate in slices, so the load of a shared machine falls on both alike
-    slices = max(1, args.rounds // 25)
-    for _slice in range(slices):
-        for figures, checkout in ((base, args.baseline), (this, REPO)):
-            for name, value in measure(checkout, args.rounds // slices).items():
-                figures.setdefault(name, []).append(value)
-    print("| command | baseline median (ms) | held_path median (ms) | added per command (ms) |")
-    print("|---|---|---|---|")
-    for name in this:
-        old, new = sorted(base[name])[len(base[name]) // 2], sorted(this[name])[len(this[name]) // 2]
-        print(f"| {name} | {old:.2f} | {new:.2f} | {new - old:+.2f} |")
-    return 0
+    return checkout_compare.compare(__doc__.split("\n", 1)[0], _PROBE, REPO, 'a checkout without held_path (e.g. main)',
+                                    ('command', 'baseline median (ms)', 'held_path median (ms)', 'added per command (ms)'))
 
 
 if __name__ == "__main__":

@@ -535,14 +535,13 @@ class Baselines:
 
     def _note_pass(self, service, now=None):
         """Remember when the service's last healthy pass was (each one saw its known-good files)."""
-        path = os.path.join(self.root, "passes.json")
-        passes = _read_json(path, {})
+        passes = _read_json(self._held, "passes.json", {})
         passes[_name(service)] = int(now if now is not None else time.time())
-        _write_json(path, passes)
+        _write_json(self._held, "passes.json", passes)
 
     def last_pass(self, service):
         """The time of the service's last healthy pass, or None (a baseline older than this record)."""
-        value = _read_json(os.path.join(self.root, "passes.json"), {}).get(_name(service))
+        value = _read_json(self._held, "passes.json", {}).get(_name(service))
         return value if isinstance(value, int) else None
 
     def keep_aside(self, service, path, data, now=None):
