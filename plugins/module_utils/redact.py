@@ -24,13 +24,17 @@ MARK = "[REDACTED:%s]"
 
 # Names whose value is a secret, inside a longer key too (MYSQL_PASSWORD, client_secret).
 _SECRET_WORDS = (
-    r"password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|accountkey"
-    r"|sharedaccesskey|auth[_-]?key|private[_-]?key|key[_-]?data|credentials?|_pass|psk(?![a-z])"
+    r"passw|passphrase|passcode|kennwort|mot[_.-]?de[_.-]?passe|contrase(?:n|\u00f1)a|wachtwoord|senha"
+    r"|pwd|secret|token|authtok|api[_.-]?key|apikey|access[_.-]?key|accountkey"
+    r"|shared[_.-]?(?:access[_.-]?)?key|pre[_.-]?shared|(?<!\.)community(?![a-z.])"
+    r"|auth[_.-]?key|private[_.-]?key|key[_.-]?data|credentials?|_pass|psk(?![a-z])"
     r"|(?<![a-z])auth(?![a-z])|(?<![a-z])sig(?![a-z])"
-    r"|identitytoken|webhook[_-]?url|client[_-]?key|signing[_-]?key|encryption[_-]?key|session[_-]?key"
-    r"|pw(?![a-z])|(?<![a-z])pass(?![a-z])|(?<![a-z])pin(?![a-z])|signature|sess(?:ion)?[_-]?id|(?<![a-z])sid(?![a-z])"
+    r"|identitytoken|webhook[_.-]?url|client[_.-]?key|signing[_.-]?key|encryption[_.-]?key|session[_.-]?key"
+    r"|pw(?![a-z])|(?<![a-z])pass(?![a-z])|(?<=(?-i:[a-z]))(?-i:P)ass(?![a-z])|(?<![a-z])pin(?![a-z])"
+    r"|signature|sess(?:ion)?[_.-]?id|(?<![a-z])sid(?![a-z])"
     r"|csrf|xsrf|cookie"
 )
+# A camelCase `Pass` (authPass, privPass) is a word of its own; `bypass` and `compass` are not.
 _SECRET_KEY = r"[A-Za-z0-9_.-]*?(?:" + _SECRET_WORDS + r")[A-Za-z0-9_.-]*"
 _SECRET_KEY_RE = re.compile(r"^" + _SECRET_KEY + r"$", re.IGNORECASE)
 # Keys that match the pattern above but never hold a secret themselves.
@@ -75,12 +79,49 @@ def _looks_random(value):
     return classes >= 2 and _entropy(value) >= 3.3
 
 
+def _harmless(value):
+    """A value that cannot be a secret. A path is one, unless it is base64 that happens to start
+    with `/` (a padded run, or a segment shaped like a token)."""
+    if not _HARMLESS_VALUE.match(value):
+        return False
+    if value.startswith("/") and (value.rstrip(";,").endswith("=")
+                                  or any(_looks_random(part) for part in value.split("/"))):
+        return False
+    return True
+
+
+def _credential_shaped(value):
+    """A value that reads as a credential when nothing but its place says so (the token after a
+    secret word in the middle of a directive): six characters or more mixing letters with digits,
+    capitals or symbols, and not an identifier (pam_unix.so, sha512), a path, a socket or URL
+    (anything with `:/`), an option list (`[a=1`) or a reference (`$x`, `%s`)."""
+    value = value.rstrip(";,")
+    if len(value) < 6 or value[:1] in "[({<$%\\" or ":/" in value or "=" in value.rstrip("="):
+        return False
+    if value.startswith("/") and not any(_looks_random(part) for part in value.split("/")):
+        return False
+    if re.match(r"^(?:[a-z]+[0-9]{0,4}|[.@]?[a-z][a-z0-9]*(?:[_.-][a-z0-9]+)+|[0-9]+)$", value):
+        return False
+    classes = sum(1 for pattern in ("[a-z]", "[A-Z]", "[0-9]", r"[^A-Za-z0-9]") if re.search(pattern, value))
+    return classes >= 2
+
+
 _RULES = (
     # PEM private keys (RSA, EC, OPENSSH, ENCRYPTED...), also when cut off before END.
     ("private_key", re.compile(
         r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?"
         r"(?:-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)", re.DOTALL),
      lambda m, kind: MARK % kind),
+    # Any other armored block whose label names a key (OpenVPN static keys, shared and symmetric
+    # keys), unless the label says the key is public.
+    ("private_key", re.compile(
+        r"(?i)-----BEGIN (?![A-Z0-9 _-]*PUBLIC)[A-Z0-9 _-]*?\bKEY\b[A-Z0-9 _-]*?-----.*?"
+        r"(?:-----END [A-Z0-9 _-]*?-----|\Z)", re.DOTALL),
+     lambda m, kind: MARK % kind),
+    # A multi-line element named like a secret (OpenVPN's inline <tls-auth>, <secret>): its body.
+    ("secret", re.compile(r"(?m)^(?P<open>[ \t]*<(?P<tag>[A-Za-z][A-Za-z0-9_.-]{0,60})>[ \t]*\n)"
+                          r"(?P<body>(?:(?![ \t]*</(?P=tag)>).*\n){1,200}?)(?P<close>[ \t]*</(?P=tag)>)"),
+     "block_element"),
     # Slack incoming webhooks: the path is the credential.
     ("webhook", re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]{8,}"),
      lambda m, kind: MARK % kind),
@@ -163,7 +204,7 @@ _RULES = (
     ("password", re.compile(
         r"(?i)((?<![\"'\w])(?:(?:UN)?ENCRYPTED[ \t]+)?(?:PASSWORD|IDENTIFIED[ \t]+(?:WITH[ \t]+[A-Za-z0-9_]+[ \t]+)?BY"
         r"(?:[ \t]+PASSWORD)?)(?:[ \t]+(?:=[ \t]*)?(?:PASSWORD[ \t]*)?\(?|\()[ \t]*)"
-        r"('(?:[^'\n]|'')*'|\"[^\"\n]*\"|\$[A-Za-z0-9_]*\$.*?\$[A-Za-z0-9_]*\$)"),
+        r"('(?:[^'\\\n]|''|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"|\$[A-Za-z0-9_]*\$.*?\$[A-Za-z0-9_]*\$)"),
      lambda m, kind: m.group(1) + "'" + MARK % kind + "'"),
     # An account's stored authentication string as the server prints it back (MariaDB's SHOW
     # GRANTS: IDENTIFIED VIA plugin USING '<hash>'; MySQL's SHOW CREATE USER: IDENTIFIED WITH
@@ -194,10 +235,28 @@ _RULES = (
     ("password", re.compile(r"(?im)^(?P<key>[ \t]*[A-Za-z0-9_.-]*(?:pass(?:word|wd|phrase)?|secret)[A-Za-z0-9_.-]*[ \t]+(?:\\\n[ \t]*)?)"
                             r"(?P<value>[^\s=:#][^\s]*)[ \t]*$"),
      "directive"),
+    # A secret word within the first words of a directive, its value after a space and more
+    # words after it (`rocommunity VALUE 10.0.0.0/8`, `user NAME insecure-password VALUE groups
+    # G`, `stats auth USER:VALUE`): the value must look like a credential, since log lines and
+    # PAM stacks put ordinary words there (`Failed password for`, `password requisite`).
+    ("password", re.compile(r"(?m)^(?P<lead>[ \t]*(?:[A-Za-z0-9_.-]+[ \t]+){0,3}?)(?P<name>" + _SECRET_KEY +
+                            r")(?P<sep>[ \t]+)(?P<value>[^\s=:#\"'][^\s\"']*)(?=[ \t]|$)", re.IGNORECASE),
+     "positional"),
+    # A credential after the name of the algorithm that uses it (SNMPv3 `createUser NAME SHA
+    # AUTHPASS AES PRIVPASS`): names are upper case and the value is not a hex digest.
+    ("password", re.compile(r"(?P<head>(?<![\w-])(?:MD5|SHA(?:-?(?:1|224|256|384|512))?|DES|3DES|AES(?:-?(?:128|192|256))?)"
+                            r"[ \t]+)(?P<value>[^\s\-\"'(][^\s]*)"),
+     "after_algorithm"),
+    # A two-column credentials map (Postfix sasl_passwd, relay maps): a destination, then
+    # `user:secret`. The destination names a host ([host]:port, host.domain, @domain).
+    ("password", re.compile(r"(?m)^(?P<head>[ \t]*(?:\[[^\]\s]+\](?::[0-9]{1,5})?|@?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"
+                            r"(?::[0-9]{1,5})?)[ \t]+[^\s:]+:)(?P<value>[^\s]+)[ \t]*$"),
+     "map_pair"),
     # key=value, key: value, "key": "value" (JSON), KEY="value" (env files), AccountKey=...;
     ("password", re.compile(
         r"(?P<key>[\"']?\b" + _SECRET_KEY + r"[\"']?[ \t]*[:=][ \t]*(?:\\\n[ \t]*)?)"
-        r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"'}\]]+(?P<tail>(?:[ \t]+[^\s=:,;&\"'{}\[\]()]+)+[ \t]*(?=\n|$))?)",
+        r"(?P<value>\"\"\"[\s\S]*?\"\"\"|'''[\s\S]*?'''|\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'"
+        r"|[^\s,;&\"'}\]]+(?P<tail>(?:[ \t]+[^\s=:,;&\"'{}\[\]()]+)+[ \t]*(?=\n|$))?)",
         re.IGNORECASE),
      None),
     # A token-shaped value right after a secret-like word (`secret_key abc...`, `token 7f3a...`).
@@ -365,7 +424,7 @@ def _capability_replace(match):
 def _element_replace(match):
     name = match.group("tag")
     value = match.group("value").strip()
-    if not is_secret_key(name) or not value or _HARMLESS_VALUE.match(value) or value.startswith("[REDACTED:"):
+    if not is_secret_key(name) or not value or _harmless(value) or value.startswith("[REDACTED:"):
         return match.group(0)
     return "<%s>%s</%s>" % (name, MARK % _kind_for_key(name), name)
 
@@ -374,7 +433,7 @@ def _named_replace(match):
     name = match.group("name")
     value = match.group("value")
     bare = value.strip("\"'")
-    if not is_secret_key(name) or not bare or _HARMLESS_VALUE.match(bare) or bare.startswith("[REDACTED:"):
+    if not is_secret_key(name) or not bare or _harmless(bare) or bare.startswith("[REDACTED:"):
         return match.group(0)
     quote = value[0] if value[0] in "\"'" else ""
     return match.group("head") + quote + MARK % _kind_for_key(name) + quote
@@ -383,16 +442,51 @@ def _named_replace(match):
 def _directive_replace(match):
     name = match.group("key").strip().lower()
     value = match.group("value")
-    if name in _NOT_SECRET_KEYS or _ABOUT_SECRET.search(name) or _HARMLESS_VALUE.match(value.rstrip(";")) \
-            or value.startswith("[REDACTED:") or "://" in value or "$" in value or value == "\\":
-        # URLs (proxy_pass http://...) have their own rule; `$var` is a reference, not a value;
+    if name in _NOT_SECRET_KEYS or _ABOUT_SECRET.search(name) or _harmless(value.rstrip(";")) \
+            or value.startswith("[REDACTED:") or ":/" in value or "$" in value or value == "\\":
+        # URLs (proxy_pass http://...) have their own rule, sockets (unix:/...) are places; `$var` is a reference, not a value;
         # a lone `\` continues the line (the value is on the next one, for the option rules).
         return match.group(0)
     return match.group("key") + MARK % _kind_for_key(name)
 
 
+def _block_element_replace(match):
+    if not is_secret_key(match.group("tag")) or match.group("body").strip().startswith("[REDACTED:"):
+        return match.group(0)
+    pad = re.match(r"[ \t]*", match.group("body")).group(0)
+    return match.group("open") + pad + MARK % _kind_for_key(match.group("tag")) + "\n" + match.group("close")
+
+
+def _positional_replace(match):
+    name = match.group("name")
+    value = match.group("value")
+    if not is_secret_key(name) or "[REDACTED:" in value or _harmless(value.rstrip(";,")):
+        return match.group(0)
+    user, colon, secret = value.partition(":")
+    if colon and re.match(r"^[A-Za-z0-9_.@+-]{1,64}$", user) and _credential_shaped(secret):
+        return match.group("lead") + name + match.group("sep") + user + ":" + MARK % _kind_for_key(name)
+    if not _credential_shaped(value):
+        return match.group(0)
+    return match.group("lead") + name + match.group("sep") + MARK % _kind_for_key(name)
+
+
+def _after_algorithm_replace(match):
+    value = match.group("value")
+    if re.match(r"^[0-9A-Fa-f:]{16,}$", value) or not _credential_shaped(value):
+        return match.group(0)
+    return match.group("head") + MARK % "password"
+
+
+def _map_pair_replace(match):
+    if match.group("value").startswith("[REDACTED:") or not _credential_shaped(match.group("value")):
+        return match.group(0)
+    return match.group("head") + MARK % "password"
+
+
 _REPLACERS = {"capability": _capability_replace, "element": _element_replace, "named": _named_replace,
-              "directive": _directive_replace}
+              "directive": _directive_replace, "block_element": _block_element_replace,
+              "positional": _positional_replace, "after_algorithm": _after_algorithm_replace,
+              "map_pair": _map_pair_replace}
 
 
 _COOKIE_ATTRIBUTES = frozenset(("path", "domain", "expires", "max-age", "samesite", "secure", "httponly",
@@ -441,7 +535,7 @@ def _kv_replace(match):
         return match.group(0)
     if bare.startswith("[REDACTED:"):
         return match.group(0)
-    if _HARMLESS_VALUE.match(bare.rstrip(").,]")) and not (
+    if _harmless(bare.rstrip(").,]")) and not (
             password_key and not _weak(name) and re.match(r"^[0-9]{4,12}$", bare)):
         return match.group(0)
     if _weak(name) and not (_looks_random(bare) or len(bare) >= 12 and " " not in bare
@@ -455,7 +549,7 @@ def _kv_replace(match):
 def _entropy_replace(match):
     name = match.group("key").strip().lower()
     value = match.group("value")
-    if name in _NOT_SECRET_KEYS or _ABOUT_SECRET.search(name) or not _looks_random(value):
+    if name in _NOT_SECRET_KEYS or _ABOUT_SECRET.search(name) or not _looks_random(value) or _harmless(value):
         return match.group(0)
     return match.group("key") + MARK % _kind_for_key(name)
 
@@ -512,7 +606,7 @@ def is_secret_key(name):
     lowered = name.lower()
     if lowered in _NOT_SECRET_KEYS or _ABOUT_SECRET.search(lowered):
         return False
-    return bool(_SECRET_KEY_RE.match(lowered))
+    return bool(_SECRET_KEY_RE.match(name))
 
 
 def redact_value(value):
@@ -528,7 +622,7 @@ def redact_value(value):
         result = {}
         for key, item in value.items():
             if is_secret_key(key) and isinstance(item, (str, bytes)) and item != "" \
-                    and not _HARMLESS_VALUE.match(item if isinstance(item, str) else item.decode("utf-8", "replace")):
+                    and not _harmless(item if isinstance(item, str) else item.decode("utf-8", "replace")):
                 result[key] = MARK % _kind_for_key(key)
             elif is_secret_key(key) and isinstance(item, (int, float)) and not isinstance(item, bool) \
                     and len(str(item)) > 12:
