@@ -177,9 +177,11 @@ def systemctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
                    "system state); never run by a command here")
         return
     for prop in parsed.values("-p", "-P"):
-        if re.search(r"(?i)environment|^env", prop):
-            chk.reject("printing a unit's Environment shows the secrets services get (passwords, tokens); "
-                       "read the property you need instead")
+        # Environment= and SetCredential= (SetCredentialEncrypted=) carry the secrets themselves;
+        # LoadCredential= and ImportCredential= only name where they come from.
+        if re.search(r"(?i)environment|^env|set[a-z]*credential", prop):
+            chk.reject("printing a unit's Environment or inline credentials (SetCredential=) shows the secrets "
+                       "services get (passwords, tokens); read the property you need instead")
             return
     if verb == "show-environment":
         chk.reject("`systemctl show-environment` prints the service manager's environment (secrets can live "
