@@ -252,10 +252,15 @@ _RULES = (
     ("password", re.compile(r"(?m)^(?P<head>[ \t]*(?:\[[^\]\s]+\](?::[0-9]{1,5})?|@?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"
                             r"(?::[0-9]{1,5})?)[ \t]+[^\s:]+:)(?P<value>[^\s]+)[ \t]*$"),
      "map_pair"),
+    # The same pair percent-encoded once (a form body or a query string inside another URL, a
+    # log that escapes it): `password%3DVALUE%26...`.
+    ("password", re.compile(r"(?i)(?P<key>\b" + _SECRET_KEY + r")(?P<sep>%3D)(?P<value>[^\s&%]+(?:%(?!26)[0-9A-F]{2}[^\s&%]*)*)"),
+     "encoded_pair"),
     # key=value, key: value, "key": "value" (JSON), KEY="value" (env files), AccountKey=...;
     ("password", re.compile(
         r"(?P<key>[\"']?\b" + _SECRET_KEY + r"[\"']?[ \t]*[:=][ \t]*(?:\\\n[ \t]*)?)"
-        r"(?P<value>\"\"\"[\s\S]*?\"\"\"|'''[\s\S]*?'''|\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'"
+        r"(?P<value>\"\"\"[\s\S]*?\"\"\"|'''[\s\S]*?'''|\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|''|\\.)*'"
+        r"|\$'(?:[^'\\\n]|\\.)*'"
         r"|[^\s,;&\"'}\]]+(?P<tail>(?:[ \t]+[^\s=:,;&\"'{}\[\]()]+)+[ \t]*(?=\n|$))?)",
         re.IGNORECASE),
      None),
@@ -477,6 +482,13 @@ def _after_algorithm_replace(match):
     return match.group("head") + MARK % "password"
 
 
+def _encoded_pair_replace(match):
+    name = match.group("key")
+    if not is_secret_key(name) or _weak(name.lower()) or match.group("value").startswith("[REDACTED"):
+        return match.group(0)
+    return name + match.group("sep") + MARK % _kind_for_key(name)
+
+
 def _map_pair_replace(match):
     if match.group("value").startswith("[REDACTED:") or not _credential_shaped(match.group("value")):
         return match.group(0)
@@ -486,7 +498,7 @@ def _map_pair_replace(match):
 _REPLACERS = {"capability": _capability_replace, "element": _element_replace, "named": _named_replace,
               "directive": _directive_replace, "block_element": _block_element_replace,
               "positional": _positional_replace, "after_algorithm": _after_algorithm_replace,
-              "map_pair": _map_pair_replace}
+              "map_pair": _map_pair_replace, "encoded_pair": _encoded_pair_replace}
 
 
 _COOKIE_ATTRIBUTES = frozenset(("path", "domain", "expires", "max-age", "samesite", "secure", "httponly",
