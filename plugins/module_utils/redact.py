@@ -31,10 +31,13 @@ _SECRET_WORDS = (
     r"|(?<![a-z])auth(?![a-z])|(?<![a-z])sig(?![a-z])"
     r"|identitytoken|webhook[_.-]?url|client[_.-]?key|signing[_.-]?key|encryption[_.-]?key|session[_.-]?key"
     r"|pw(?![a-z])|(?<![a-z])pass(?![a-z])|(?<=(?-i:[a-z]))(?-i:P)ass(?![a-z])|(?<![a-z])pin(?![a-z])"
+    r"|(?<=[a-z])(?<!by)(?<!com)(?<!sur)(?<!tres)(?<!over)(?<!under)(?<!no)pass(?![a-z])"
+    r"|(?<=[a-z])(?<!o)(?<!pre)(?<!non)(?<!no)auth(?![a-z])"
     r"|signature|sess(?:ion)?[_.-]?id|(?<![a-z])sid(?![a-z])"
     r"|csrf|xsrf|cookie"
 )
-# A camelCase `Pass` (authPass, privPass) is a word of its own; `bypass` and `compass` are not.
+# A camelCase `Pass` (authPass, privPass) is a word of its own, and so is a lowercase compound
+# that ends the name (requirepass, rootpass, masterauth, rpcauth); `bypass`, `compass`, `oauth` are not.
 _SECRET_KEY = r"[A-Za-z0-9_.-]*?(?:" + _SECRET_WORDS + r")[A-Za-z0-9_.-]*"
 _SECRET_KEY_RE = re.compile(r"^" + _SECRET_KEY + r"$", re.IGNORECASE)
 # Keys that match the pattern above but never hold a secret themselves.
@@ -160,6 +163,13 @@ _RULES = (
      lambda m, kind: MARK % kind),
     # crypt(3) and htpasswd hashes: $6$..., $apr1$..., bcrypt $2y$..., {SHA}/{SSHA}.
     ("password_hash", re.compile(r"\$(?:1|2[aby]?|5|6|7|y|gy|apr1|argon2(?:id|i|d))\$[./A-Za-z0-9$=,+]{8,}"),
+     lambda m, kind: MARK % kind),
+    # Database password hashes as the servers print them: PostgreSQL's SCRAM and md5 + hex, MySQL's
+    # native `*` + 40 hex and caching_sha2 `$A$005$...`.
+    ("password_hash", re.compile(r"SCRAM-SHA-(?:1|256|512)\$[0-9]+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+"
+                                 r"|(?<![A-Za-z0-9])md5[0-9a-f]{32}(?![A-Za-z0-9])"
+                                 r"|(?<![A-Za-z0-9*])\*[0-9A-F]{40}(?![A-Za-z0-9])"
+                                 r"|\$A\$[0-9]{3}\$[^\s|]{20,}"),
      lambda m, kind: MARK % kind),
     ("password_hash", re.compile(r"\{(?:SHA|SSHA|SHA256|SSHA256|SHA512|SSHA512|SMD5|MD5|CRYPT|PBKDF2[-A-Z0-9]*|"
                                  r"ARGON2)\}[A-Za-z0-9+/=$.]{8,}", re.IGNORECASE),
@@ -352,6 +362,51 @@ def _redact_announced_lines(text):
 _BLOCK_KEY = re.compile(r"^(?P<indent>[ \t]*)(?:- )?[\"']?(?P<name>[A-Za-z0-9_.-]+)[\"']?[ \t]*:"
                         r"(?P<indicator>[ \t]*(?:[|>][+-]?[0-9]?)?)[ \t]*(?:#.*)?$")
 _NESTED = re.compile(r"^[ \t]*(?:- |[\"']?[A-Za-z0-9_.-]+[\"']?[ \t]*:(?:[ \t]|$))")
+
+
+# A column's type in a table that describes columns (`| password | varchar(255) | YES |`).
+_COLUMN_TYPE = re.compile(r"^[a-z]+(?: [a-z]+)*(?:\([0-9, ]+\))?(?: unsigned)?$")
+
+
+def _redact_table_cells(text):
+    """Client tables (psql, mysql, psql's expanded records): a cell that names a secret, the cell
+    after it on the same row is its value."""
+    if "|" not in text:
+        return text
+    lines = text.split("\n")
+    changed = False
+    for index, line in enumerate(lines):
+        if line.count("|") < 1 or "[REDACTED:" in line and line.count("|") < 2:
+            continue
+        cells = line.split("|")
+        for at in range(len(cells) - 1):
+            name = cells[at].strip()
+            value = cells[at + 1].strip()
+            if not name or not value or not is_secret_key(name) or _harmless(value) or value.startswith("[REDACTED:") \
+                    or _COLUMN_TYPE.match(value):
+                continue
+            pad = cells[at + 1][:len(cells[at + 1]) - len(cells[at + 1].lstrip())]
+            tail = cells[at + 1][len(cells[at + 1].rstrip()):]
+            cells[at + 1] = pad + MARK % _kind_for_key(name) + tail
+            changed = True
+        lines[index] = "|".join(cells)
+    return "\n".join(lines) if changed else text
+
+
+# A key alone on its line and its value alone on the next: redis-cli's replies (`1) "requirepass"`
+# then `2) "..."`, or the raw form without numbers and quotes).
+_REPLY_PAIR = re.compile(r"(?m)^(?P<head>(?P<num>[0-9]{1,4}\) )?\"?(?P<name>[A-Za-z0-9_.-]{2,64})\"?[ \t]*\n"
+                         r"(?(num)[0-9]{1,4}\) ))(?P<quote>\"?)(?P<value>[^\s\"]+)(?P=quote)[ \t]*$")
+
+
+def _reply_pair_replace(match):
+    name = match.group("name")
+    value = match.group("value")
+    if not is_secret_key(name) or _harmless(value) or value.startswith("[REDACTED:"):
+        return match.group(0)
+    start = match.start("value") - match.start(0)
+    text = match.group(0)
+    return text[:start] + MARK % _kind_for_key(name) + text[start + len(value):]
 
 
 def _redact_block_values(text):
@@ -596,6 +651,8 @@ def redact_text(text):
     text = _redact_key_bodies(text)
     text = _redact_announced_lines(text)
     text = _redact_block_values(text)
+    text = _redact_table_cells(text)
+    text = _REPLY_PAIR.sub(_reply_pair_replace, text)
     for kind, pattern, replace in _RULES:
         if replace is None:
             text = pattern.sub(_kv_replace, text)
