@@ -1488,7 +1488,13 @@ def tar(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
                 return
         judge.path(chk, archive, "create")
     else:
-        judge.path(chk, archive, "read")
+        if judge.path(chk, archive, "read") is None:
+            return
+        for member in parsed.operands:
+            # A member is the file it was archived from (`etc/shadow` is /etc/shadow): one that is a
+            # secret by path or name stays one in a backup, and -O prints it.
+            if judge.path(chk, "/" + member.lstrip("/"), "read", what="extracts the member") is None:
+                return
         if directory is None and not parsed.has("-O"):
             chk.reject("`tar -x` needs `-C DIR` (the working directory is unknown)")
             return
