@@ -214,6 +214,12 @@ def path(chk: Check, raw: str, access: str, *, recursive: bool = False, what: st
         return None
     if access == "link":
         # A symlink's target is not touched; the link makes it reachable where the link is.
+        if depth(canon) <= 2 and c["secret_ancestors"].match(canon):
+            # `/etc`, `/etc/ssl`, `/var/lib`, `/root`: every secret beneath would get a second name, one
+            # no secret rule knows (`/etc/nginx/etc/credstore/db`).
+            chk.reject(f"a link to {q(value)} gives the secrets beneath it (keys, credentials, shadow files) "
+                       "another name; link the file or directory the service needs")
+            return None
         chk.effect(f"links to {value}")
         if chk.scope.locate(canon) is None:
             chk.approve(f"the link makes {q(value)} reachable from elsewhere; a human should confirm")
