@@ -198,6 +198,25 @@ _RULES = (
      lambda m, kind: m.group(1) + MARK % kind),
     ("password", re.compile(r"(\bsshpass\b[^\n]*?\s-p\s*)(\S+)"),
      lambda m, kind: m.group(1) + MARK % kind),
+    # Command lines that name a user and then give a password with a short option: `-u NAME ...
+    # -p SECRET` (mongo, docker login, az), `-U NAME ... -P SECRET` (sqlcmd), `-D DN ... -w SECRET`
+    # (ldapsearch). A number after -p/-P is a port, a plain word the next argument (`mysqladmin -u
+    # root -p status` prompts), so the value must look like a credential.
+    ("password", re.compile(r"(?P<head>\s(?:-[uUD]|--user(?:name)?)(?:[ \t]+|=)\S+(?:[ \t]+(?!-[pPwW](?:[ \t]|$))\S+)*?"
+                            r"[ \t]+-[pPwW][ \t]+)(?P<value>[^\s-][^\s]*)"),
+     "user_then_password"),
+    # Single-dash options named for a password (`-storepass`, `-keypass`, `-passphrase`, `-password`).
+    ("password", re.compile(r"(?i)(?P<head>(?<![\w-])-[a-z]*(?:pass(?:word|phrase|wd)?|pwd)(?:[ \t]+|=|:))"
+                            r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-]\S*)"),
+     "dash_password"),
+    # OpenSSL's pass phrase arguments: `pass:SECRET` (`env:`, `file:` and `fd:` only name where it is).
+    ("password", re.compile(r"(?<![\w:/])(pass:)(?!\[REDACTED)(\S+)"),
+     lambda m, kind: m.group(1) + MARK % kind),
+    # Samba's `-U user%password` and Windows-style `/p:` `/password:` options.
+    ("password", re.compile(r"(?i)((?:\s-U[ \t]*|--user=|/user:)[^\s%]+%)(\S+)"),
+     lambda m, kind: m.group(1) + MARK % kind),
+    ("password", re.compile(r"(?i)((?<=\s)/(?:p|pass|password|pwd):)(\S+)"),
+     lambda m, kind: m.group(1) + MARK % kind),
     # curl/wget -u user:password (the user stays readable).
     ("password", re.compile(r"(\b(?:curl|wget|lftp|http|https)\b[^\n]*?\s(?:-u|--user|--proxy-user|-U|"
                             r"--http-user)[\s=]*['\"]?[^\s:'\"]+:)([^\s'\"]+)"),
@@ -544,6 +563,20 @@ def _encoded_pair_replace(match):
     return name + match.group("sep") + MARK % _kind_for_key(name)
 
 
+def _user_then_password_replace(match):
+    value = match.group("value")
+    if value.startswith("[REDACTED:") or _harmless(value) or not _credential_shaped(value):
+        return match.group(0)
+    return match.group("head") + MARK % "password"
+
+
+def _dash_password_replace(match):
+    value = match.group("value").strip("\"'")
+    if value.startswith("[REDACTED:") or _harmless(value) or re.match(r"^(?:env|file|fd):", value):
+        return match.group(0)
+    return match.group("head") + MARK % "password"
+
+
 def _map_pair_replace(match):
     if match.group("value").startswith("[REDACTED:") or not _credential_shaped(match.group("value")):
         return match.group(0)
@@ -553,7 +586,8 @@ def _map_pair_replace(match):
 _REPLACERS = {"capability": _capability_replace, "element": _element_replace, "named": _named_replace,
               "directive": _directive_replace, "block_element": _block_element_replace,
               "positional": _positional_replace, "after_algorithm": _after_algorithm_replace,
-              "map_pair": _map_pair_replace, "encoded_pair": _encoded_pair_replace}
+              "map_pair": _map_pair_replace, "encoded_pair": _encoded_pair_replace,
+              "user_then_password": _user_then_password_replace, "dash_password": _dash_password_replace}
 
 
 _COOKIE_ATTRIBUTES = frozenset(("path", "domain", "expires", "max-age", "samesite", "secure", "httponly",
