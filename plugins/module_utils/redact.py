@@ -203,7 +203,7 @@ _RULES = (
     # (ldapsearch). A number after -p/-P is a port, a plain word the next argument (`mysqladmin -u
     # root -p status` prompts), so the value must look like a credential.
     ("password", re.compile(r"(?P<head>\s(?:-[uUD]|--user(?:name)?)(?:[ \t]+|=)\S+(?:[ \t]+(?!-[pPwW](?:[ \t]|$))\S+)*?"
-                            r"[ \t]+-[pPwW][ \t]+)(?P<value>[^\s-][^\s]*)"),
+                            r"[ \t]+-[pPwW][ \t]+)(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-][^\s]*)"),
      "user_then_password"),
     # Single-dash options named for a password (`-storepass`, `-keypass`, `-passphrase`, `-password`).
     ("password", re.compile(r"(?i)(?P<head>(?<![\w-])-[a-z]*(?:pass(?:word|phrase|wd)?|pwd)(?:[ \t]+|=|:))"
@@ -565,9 +565,11 @@ def _encoded_pair_replace(match):
 
 def _user_then_password_replace(match):
     value = match.group("value")
-    if value.startswith("[REDACTED:") or _harmless(value) or not _credential_shaped(value):
+    quote = value[0] if value[:1] in "\"'" else ""
+    bare = value.strip("\"'")
+    if bare.startswith("[REDACTED:") or _harmless(bare) or not (quote and bare or _credential_shaped(bare)):
         return match.group(0)
-    return match.group("head") + MARK % "password"
+    return match.group("head") + quote + MARK % "password" + quote
 
 
 def _dash_password_replace(match):
