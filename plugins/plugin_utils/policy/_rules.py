@@ -106,7 +106,7 @@ _CORE_FILE = re.compile(r"^(?:core|core(?:\.[A-Za-z0-9_@:+-]+)*?\.[0-9]+(?:\.(?:
 
 def backup_original(canon: str) -> str | None:
     """The path a backup or editor copy stands for (`/k/server.key.bak` -> `/k/server.key`), or None."""
-    head, _, name = canon.rpartition("/")
+    head, _sep, name = canon.rpartition("/")
     original = name
     while True:
         stripped = _BACKUP_SUFFIX.sub("", original)
