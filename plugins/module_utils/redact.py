@@ -24,13 +24,20 @@ MARK = "[REDACTED:%s]"
 
 # Names whose value is a secret, inside a longer key too (MYSQL_PASSWORD, client_secret).
 _SECRET_WORDS = (
-    r"password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|accountkey"
-    r"|sharedaccesskey|auth[_-]?key|private[_-]?key|key[_-]?data|credentials?|_pass|psk(?![a-z])"
+    r"passw|passphrase|passcode|kennwort|mot[_.-]?de[_.-]?passe|contrase(?:n|\u00f1)a|wachtwoord|senha"
+    r"|pwd|secret|token|authtok|api[_.-]?key|apikey|access[_.-]?key|accountkey"
+    r"|shared[_.-]?(?:access[_.-]?)?key|pre[_.-]?shared|(?<!\.)community(?![a-z.])"
+    r"|auth[_.-]?key|private[_.-]?key|key[_.-]?data|credentials?|_pass|psk(?![a-z])"
     r"|(?<![a-z])auth(?![a-z])|(?<![a-z])sig(?![a-z])"
-    r"|identitytoken|webhook[_-]?url|client[_-]?key|signing[_-]?key|encryption[_-]?key|session[_-]?key"
-    r"|pw(?![a-z])|(?<![a-z])pass(?![a-z])|(?<![a-z])pin(?![a-z])|signature|sess(?:ion)?[_-]?id|(?<![a-z])sid(?![a-z])"
+    r"|identitytoken|webhook[_.-]?url|client[_.-]?key|signing[_.-]?key|encryption[_.-]?key|session[_.-]?key"
+    r"|pw(?![a-z])|(?<![a-z])pass(?![a-z])|(?<=(?-i:[a-z]))(?-i:P)ass(?![a-z])|(?<![a-z])pin(?![a-z])"
+    r"|(?<=[a-z])(?<!by)(?<!com)(?<!sur)(?<!tres)(?<!over)(?<!under)(?<!no)pass(?![a-z])"
+    r"|(?<=[a-z])(?<!o)(?<!pre)(?<!non)(?<!no)auth(?![a-z])"
+    r"|signature|sess(?:ion)?[_.-]?id|(?<![a-z])sid(?![a-z])"
     r"|csrf|xsrf|cookie"
 )
+# A camelCase `Pass` (authPass, privPass) is a word of its own, and so is a lowercase compound
+# that ends the name (requirepass, rootpass, masterauth, rpcauth); `bypass`, `compass`, `oauth` are not.
 _SECRET_KEY = r"[A-Za-z0-9_.-]*?(?:" + _SECRET_WORDS + r")[A-Za-z0-9_.-]*"
 _SECRET_KEY_RE = re.compile(r"^" + _SECRET_KEY + r"$", re.IGNORECASE)
 # Keys that match the pattern above but never hold a secret themselves.
@@ -75,12 +82,49 @@ def _looks_random(value):
     return classes >= 2 and _entropy(value) >= 3.3
 
 
+def _harmless(value):
+    """A value that cannot be a secret. A path is one, unless it is base64 that happens to start
+    with `/` (a padded run, or a segment shaped like a token)."""
+    if not _HARMLESS_VALUE.match(value):
+        return False
+    if value.startswith("/") and (value.rstrip(";,").endswith("=")
+                                  or any(_looks_random(part) for part in value.split("/"))):
+        return False
+    return True
+
+
+def _credential_shaped(value):
+    """A value that reads as a credential when nothing but its place says so (the token after a
+    secret word in the middle of a directive): six characters or more mixing letters with digits,
+    capitals or symbols, and not an identifier (pam_unix.so, sha512), a path, a socket or URL
+    (anything with `:/`), an option list (`[a=1`) or a reference (`$x`, `%s`)."""
+    value = value.rstrip(";,")
+    if len(value) < 6 or value[:1] in "[({<$%\\" or ":/" in value or "=" in value.rstrip("="):
+        return False
+    if value.startswith("/") and not any(_looks_random(part) for part in value.split("/")):
+        return False
+    if re.match(r"^(?:[a-z]+[0-9]{0,4}|[.@]?[a-z][a-z0-9]*(?:[_.-][a-z0-9]+)+|[0-9]+)$", value):
+        return False
+    classes = sum(1 for pattern in ("[a-z]", "[A-Z]", "[0-9]", r"[^A-Za-z0-9]") if re.search(pattern, value))
+    return classes >= 2
+
+
 _RULES = (
     # PEM private keys (RSA, EC, OPENSSH, ENCRYPTED...), also when cut off before END.
     ("private_key", re.compile(
         r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?"
         r"(?:-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)", re.DOTALL),
      lambda m, kind: MARK % kind),
+    # Any other armored block whose label names a key (OpenVPN static keys, shared and symmetric
+    # keys), unless the label says the key is public.
+    ("private_key", re.compile(
+        r"(?i)-----BEGIN (?![A-Z0-9 _-]*PUBLIC)[A-Z0-9 _-]*?\bKEY\b[A-Z0-9 _-]*?-----.*?"
+        r"(?:-----END [A-Z0-9 _-]*?-----|\Z)", re.DOTALL),
+     lambda m, kind: MARK % kind),
+    # A multi-line element named like a secret (OpenVPN's inline <tls-auth>, <secret>): its body.
+    ("secret", re.compile(r"(?m)^(?P<open>[ \t]*<(?P<tag>[A-Za-z][A-Za-z0-9_.-]{0,60})>[ \t]*\n)"
+                          r"(?P<body>(?:(?![ \t]*</(?P=tag)>).*\n){1,200}?)(?P<close>[ \t]*</(?P=tag)>)"),
+     "block_element"),
     # Slack incoming webhooks: the path is the credential.
     ("webhook", re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]{8,}"),
      lambda m, kind: MARK % kind),
@@ -120,6 +164,13 @@ _RULES = (
     # crypt(3) and htpasswd hashes: $6$..., $apr1$..., bcrypt $2y$..., {SHA}/{SSHA}.
     ("password_hash", re.compile(r"\$(?:1|2[aby]?|5|6|7|y|gy|apr1|argon2(?:id|i|d))\$[./A-Za-z0-9$=,+]{8,}"),
      lambda m, kind: MARK % kind),
+    # Database password hashes as the servers print them: PostgreSQL's SCRAM and md5 + hex, MySQL's
+    # native `*` + 40 hex and caching_sha2 `$A$005$...`.
+    ("password_hash", re.compile(r"SCRAM-SHA-(?:1|256|512)\$[0-9]+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+"
+                                 r"|(?<![A-Za-z0-9])md5[0-9a-f]{32}(?![A-Za-z0-9])"
+                                 r"|(?<![A-Za-z0-9*])\*[0-9A-F]{40}(?![A-Za-z0-9])"
+                                 r"|\$A\$[0-9]{3}\$[^\s|]{20,}"),
+     lambda m, kind: MARK % kind),
     ("password_hash", re.compile(r"\{(?:SHA|SSHA|SHA256|SSHA256|SHA512|SSHA512|SMD5|MD5|CRYPT|PBKDF2[-A-Z0-9]*|"
                                  r"ARGON2)\}[A-Za-z0-9+/=$.]{8,}", re.IGNORECASE),
      lambda m, kind: MARK % kind),
@@ -147,6 +198,25 @@ _RULES = (
      lambda m, kind: m.group(1) + MARK % kind),
     ("password", re.compile(r"(\bsshpass\b[^\n]*?\s-p\s*)(\S+)"),
      lambda m, kind: m.group(1) + MARK % kind),
+    # Command lines that name a user and then give a password with a short option: `-u NAME ...
+    # -p SECRET` (mongo, docker login, az), `-U NAME ... -P SECRET` (sqlcmd), `-D DN ... -w SECRET`
+    # (ldapsearch). A number after -p/-P is a port, a plain word the next argument (`mysqladmin -u
+    # root -p status` prompts), so the value must look like a credential.
+    ("password", re.compile(r"(?P<head>\s(?:-[uUD]|--user(?:name)?)(?:[ \t]+|=)\S+(?:[ \t]+(?!-[pPwW](?:[ \t]|$))\S+)*?"
+                            r"[ \t]+-[pPwW][ \t]+)(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-][^\s]*)"),
+     "user_then_password"),
+    # Single-dash options named for a password (`-storepass`, `-keypass`, `-passphrase`, `-password`).
+    ("password", re.compile(r"(?i)(?P<head>(?<![\w-])-[a-z]*(?:pass(?:word|phrase|wd)?|pwd)(?:[ \t]+|=|:))"
+                            r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-]\S*)"),
+     "dash_password"),
+    # OpenSSL's pass phrase arguments: `pass:SECRET` (`env:`, `file:` and `fd:` only name where it is).
+    ("password", re.compile(r"(?<![\w:/])(pass:)(?!\[REDACTED)(\S+)"),
+     lambda m, kind: m.group(1) + MARK % kind),
+    # Samba's `-U user%password` and Windows-style `/p:` `/password:` options.
+    ("password", re.compile(r"(?i)((?:\s-U[ \t]*|--user=|/user:)[^\s%]+%)(\S+)"),
+     lambda m, kind: m.group(1) + MARK % kind),
+    ("password", re.compile(r"(?i)((?<=\s)/(?:p|pass|password|pwd):)(\S+)"),
+     lambda m, kind: m.group(1) + MARK % kind),
     # curl/wget -u user:password (the user stays readable).
     ("password", re.compile(r"(\b(?:curl|wget|lftp|http|https)\b[^\n]*?\s(?:-u|--user|--proxy-user|-U|"
                             r"--http-user)[\s=]*['\"]?[^\s:'\"]+:)([^\s'\"]+)"),
@@ -163,7 +233,7 @@ _RULES = (
     ("password", re.compile(
         r"(?i)((?<![\"'\w])(?:(?:UN)?ENCRYPTED[ \t]+)?(?:PASSWORD|IDENTIFIED[ \t]+(?:WITH[ \t]+[A-Za-z0-9_]+[ \t]+)?BY"
         r"(?:[ \t]+PASSWORD)?)(?:[ \t]+(?:=[ \t]*)?(?:PASSWORD[ \t]*)?\(?|\()[ \t]*)"
-        r"('(?:[^'\n]|'')*'|\"[^\"\n]*\"|\$[A-Za-z0-9_]*\$.*?\$[A-Za-z0-9_]*\$)"),
+        r"('(?:[^'\\\n]|''|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"|\$[A-Za-z0-9_]*\$.*?\$[A-Za-z0-9_]*\$)"),
      lambda m, kind: m.group(1) + "'" + MARK % kind + "'"),
     # An account's stored authentication string as the server prints it back (MariaDB's SHOW
     # GRANTS: IDENTIFIED VIA plugin USING '<hash>'; MySQL's SHOW CREATE USER: IDENTIFIED WITH
@@ -194,10 +264,33 @@ _RULES = (
     ("password", re.compile(r"(?im)^(?P<key>[ \t]*[A-Za-z0-9_.-]*(?:pass(?:word|wd|phrase)?|secret)[A-Za-z0-9_.-]*[ \t]+(?:\\\n[ \t]*)?)"
                             r"(?P<value>[^\s=:#][^\s]*)[ \t]*$"),
      "directive"),
+    # A secret word within the first words of a directive, its value after a space and more
+    # words after it (`rocommunity VALUE 10.0.0.0/8`, `user NAME insecure-password VALUE groups
+    # G`, `stats auth USER:VALUE`): the value must look like a credential, since log lines and
+    # PAM stacks put ordinary words there (`Failed password for`, `password requisite`).
+    ("password", re.compile(r"(?m)^(?P<lead>[ \t]*(?:[A-Za-z0-9_.-]+[ \t]+){0,3}?)(?P<name>" + _SECRET_KEY +
+                            r")(?P<sep>[ \t]+)(?P<value>[^\s=:#\"'][^\s\"']*)(?=[ \t]|$)", re.IGNORECASE),
+     "positional"),
+    # A credential after the name of the algorithm that uses it (SNMPv3 `createUser NAME SHA
+    # AUTHPASS AES PRIVPASS`): names are upper case and the value is not a hex digest.
+    ("password", re.compile(r"(?P<head>(?<![\w-])(?:MD5|SHA(?:-?(?:1|224|256|384|512))?|DES|3DES|AES(?:-?(?:128|192|256))?)"
+                            r"[ \t]+)(?P<value>[^\s\-\"'(][^\s]*)"),
+     "after_algorithm"),
+    # A two-column credentials map (Postfix sasl_passwd, relay maps): a destination, then
+    # `user:secret`. The destination names a host ([host]:port, host.domain, @domain).
+    ("password", re.compile(r"(?m)^(?P<head>[ \t]*(?:\[[^\]\s]+\](?::[0-9]{1,5})?|@?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"
+                            r"(?::[0-9]{1,5})?)[ \t]+[^\s:]+:)(?P<value>[^\s]+)[ \t]*$"),
+     "map_pair"),
+    # The same pair percent-encoded once (a form body or a query string inside another URL, a
+    # log that escapes it): `password%3DVALUE%26...`.
+    ("password", re.compile(r"(?i)(?P<key>\b" + _SECRET_KEY + r")(?P<sep>%3D)(?P<value>[^\s&%]+(?:%(?!26)[0-9A-F]{2}[^\s&%]*)*)"),
+     "encoded_pair"),
     # key=value, key: value, "key": "value" (JSON), KEY="value" (env files), AccountKey=...;
     ("password", re.compile(
         r"(?P<key>[\"']?\b" + _SECRET_KEY + r"[\"']?[ \t]*[:=][ \t]*(?:\\\n[ \t]*)?)"
-        r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"'}\]]+(?P<tail>(?:[ \t]+[^\s=:,;&\"'{}\[\]()]+)+[ \t]*(?=\n|$))?)",
+        r"(?P<value>\"\"\"[\s\S]*?\"\"\"|'''[\s\S]*?'''|\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|''|\\.)*'"
+        r"|\$'(?:[^'\\\n]|\\.)*'"
+        r"|[^\s,;&\"'}\]]+(?P<tail>(?:[ \t]+[^\s=:,;&\"'{}\[\]()]+)+[ \t]*(?=\n|$))?)",
         re.IGNORECASE),
      None),
     # A token-shaped value right after a secret-like word (`secret_key abc...`, `token 7f3a...`).
@@ -290,6 +383,51 @@ _BLOCK_KEY = re.compile(r"^(?P<indent>[ \t]*)(?:- )?[\"']?(?P<name>[A-Za-z0-9_.-
 _NESTED = re.compile(r"^[ \t]*(?:- |[\"']?[A-Za-z0-9_.-]+[\"']?[ \t]*:(?:[ \t]|$))")
 
 
+# A column's type in a table that describes columns (`| password | varchar(255) | YES |`).
+_COLUMN_TYPE = re.compile(r"^[a-z]+(?: [a-z]+)*(?:\([0-9, ]+\))?(?: unsigned)?$")
+
+
+def _redact_table_cells(text):
+    """Client tables (psql, mysql, psql's expanded records): a cell that names a secret, the cell
+    after it on the same row is its value."""
+    if "|" not in text:
+        return text
+    lines = text.split("\n")
+    changed = False
+    for index, line in enumerate(lines):
+        if line.count("|") < 1 or "[REDACTED:" in line and line.count("|") < 2:
+            continue
+        cells = line.split("|")
+        for at in range(len(cells) - 1):
+            name = cells[at].strip()
+            value = cells[at + 1].strip()
+            if not name or not value or not is_secret_key(name) or _harmless(value) or value.startswith("[REDACTED:") \
+                    or _COLUMN_TYPE.match(value):
+                continue
+            pad = cells[at + 1][:len(cells[at + 1]) - len(cells[at + 1].lstrip())]
+            tail = cells[at + 1][len(cells[at + 1].rstrip()):]
+            cells[at + 1] = pad + MARK % _kind_for_key(name) + tail
+            changed = True
+        lines[index] = "|".join(cells)
+    return "\n".join(lines) if changed else text
+
+
+# A key alone on its line and its value alone on the next: redis-cli's replies (`1) "requirepass"`
+# then `2) "..."`, or the raw form without numbers and quotes).
+_REPLY_PAIR = re.compile(r"(?m)^(?P<head>(?P<num>[0-9]{1,4}\) )?\"?(?P<name>[A-Za-z0-9_.-]{2,64})\"?[ \t]*\n"
+                         r"(?(num)[0-9]{1,4}\) ))(?P<quote>\"?)(?P<value>[^\s\"]+)(?P=quote)[ \t]*$")
+
+
+def _reply_pair_replace(match):
+    name = match.group("name")
+    value = match.group("value")
+    if not is_secret_key(name) or _harmless(value) or value.startswith("[REDACTED:"):
+        return match.group(0)
+    start = match.start("value") - match.start(0)
+    text = match.group(0)
+    return text[:start] + MARK % _kind_for_key(name) + text[start + len(value):]
+
+
 def _redact_block_values(text):
     """The value lines below a secret-named key that has none on its own line."""
     if ":" not in text:
@@ -365,7 +503,7 @@ def _capability_replace(match):
 def _element_replace(match):
     name = match.group("tag")
     value = match.group("value").strip()
-    if not is_secret_key(name) or not value or _HARMLESS_VALUE.match(value) or value.startswith("[REDACTED:"):
+    if not is_secret_key(name) or not value or _harmless(value) or value.startswith("[REDACTED:"):
         return match.group(0)
     return "<%s>%s</%s>" % (name, MARK % _kind_for_key(name), name)
 
@@ -374,7 +512,7 @@ def _named_replace(match):
     name = match.group("name")
     value = match.group("value")
     bare = value.strip("\"'")
-    if not is_secret_key(name) or not bare or _HARMLESS_VALUE.match(bare) or bare.startswith("[REDACTED:"):
+    if not is_secret_key(name) or not bare or _harmless(bare) or bare.startswith("[REDACTED:"):
         return match.group(0)
     quote = value[0] if value[0] in "\"'" else ""
     return match.group("head") + quote + MARK % _kind_for_key(name) + quote
@@ -383,16 +521,75 @@ def _named_replace(match):
 def _directive_replace(match):
     name = match.group("key").strip().lower()
     value = match.group("value")
-    if name in _NOT_SECRET_KEYS or _ABOUT_SECRET.search(name) or _HARMLESS_VALUE.match(value.rstrip(";")) \
-            or value.startswith("[REDACTED:") or "://" in value or "$" in value or value == "\\":
-        # URLs (proxy_pass http://...) have their own rule; `$var` is a reference, not a value;
+    if name in _NOT_SECRET_KEYS or _ABOUT_SECRET.search(name) or _harmless(value.rstrip(";")) \
+            or value.startswith("[REDACTED:") or ":/" in value or "$" in value or value == "\\":
+        # URLs (proxy_pass http://...) have their own rule, sockets (unix:/...) are places; `$var` is a reference, not a value;
         # a lone `\` continues the line (the value is on the next one, for the option rules).
         return match.group(0)
     return match.group("key") + MARK % _kind_for_key(name)
 
 
+def _block_element_replace(match):
+    if not is_secret_key(match.group("tag")) or match.group("body").strip().startswith("[REDACTED:"):
+        return match.group(0)
+    pad = re.match(r"[ \t]*", match.group("body")).group(0)
+    return match.group("open") + pad + MARK % _kind_for_key(match.group("tag")) + "\n" + match.group("close")
+
+
+def _positional_replace(match):
+    name = match.group("name")
+    value = match.group("value")
+    if not is_secret_key(name) or "[REDACTED:" in value or _harmless(value.rstrip(";,")):
+        return match.group(0)
+    user, colon, secret = value.partition(":")
+    if colon and re.match(r"^[A-Za-z0-9_.@+-]{1,64}$", user) and _credential_shaped(secret):
+        return match.group("lead") + name + match.group("sep") + user + ":" + MARK % _kind_for_key(name)
+    if not _credential_shaped(value):
+        return match.group(0)
+    return match.group("lead") + name + match.group("sep") + MARK % _kind_for_key(name)
+
+
+def _after_algorithm_replace(match):
+    value = match.group("value")
+    if re.match(r"^[0-9A-Fa-f:]{16,}$", value) or not _credential_shaped(value):
+        return match.group(0)
+    return match.group("head") + MARK % "password"
+
+
+def _encoded_pair_replace(match):
+    name = match.group("key")
+    if not is_secret_key(name) or _weak(name.lower()) or match.group("value").startswith("[REDACTED"):
+        return match.group(0)
+    return name + match.group("sep") + MARK % _kind_for_key(name)
+
+
+def _user_then_password_replace(match):
+    value = match.group("value")
+    quote = value[0] if value[:1] in "\"'" else ""
+    bare = value.strip("\"'")
+    if bare.startswith("[REDACTED:") or _harmless(bare) or not (quote and bare or _credential_shaped(bare)):
+        return match.group(0)
+    return match.group("head") + quote + MARK % "password" + quote
+
+
+def _dash_password_replace(match):
+    value = match.group("value").strip("\"'")
+    if value.startswith("[REDACTED:") or _harmless(value) or re.match(r"^(?:env|file|fd):", value):
+        return match.group(0)
+    return match.group("head") + MARK % "password"
+
+
+def _map_pair_replace(match):
+    if match.group("value").startswith("[REDACTED:") or not _credential_shaped(match.group("value")):
+        return match.group(0)
+    return match.group("head") + MARK % "password"
+
+
 _REPLACERS = {"capability": _capability_replace, "element": _element_replace, "named": _named_replace,
-              "directive": _directive_replace}
+              "directive": _directive_replace, "block_element": _block_element_replace,
+              "positional": _positional_replace, "after_algorithm": _after_algorithm_replace,
+              "map_pair": _map_pair_replace, "encoded_pair": _encoded_pair_replace,
+              "user_then_password": _user_then_password_replace, "dash_password": _dash_password_replace}
 
 
 _COOKIE_ATTRIBUTES = frozenset(("path", "domain", "expires", "max-age", "samesite", "secure", "httponly",
@@ -441,7 +638,7 @@ def _kv_replace(match):
         return match.group(0)
     if bare.startswith("[REDACTED:"):
         return match.group(0)
-    if _HARMLESS_VALUE.match(bare.rstrip(").,]")) and not (
+    if _harmless(bare.rstrip(").,]")) and not (
             password_key and not _weak(name) and re.match(r"^[0-9]{4,12}$", bare)):
         return match.group(0)
     if _weak(name) and not (_looks_random(bare) or len(bare) >= 12 and " " not in bare
@@ -455,7 +652,7 @@ def _kv_replace(match):
 def _entropy_replace(match):
     name = match.group("key").strip().lower()
     value = match.group("value")
-    if name in _NOT_SECRET_KEYS or _ABOUT_SECRET.search(name) or not _looks_random(value):
+    if name in _NOT_SECRET_KEYS or _ABOUT_SECRET.search(name) or not _looks_random(value) or _harmless(value):
         return match.group(0)
     return match.group("key") + MARK % _kind_for_key(name)
 
@@ -490,6 +687,8 @@ def redact_text(text):
     text = _redact_key_bodies(text)
     text = _redact_announced_lines(text)
     text = _redact_block_values(text)
+    text = _redact_table_cells(text)
+    text = _REPLY_PAIR.sub(_reply_pair_replace, text)
     for kind, pattern, replace in _RULES:
         if replace is None:
             text = pattern.sub(_kv_replace, text)
@@ -512,7 +711,7 @@ def is_secret_key(name):
     lowered = name.lower()
     if lowered in _NOT_SECRET_KEYS or _ABOUT_SECRET.search(lowered):
         return False
-    return bool(_SECRET_KEY_RE.match(lowered))
+    return bool(_SECRET_KEY_RE.match(name))
 
 
 def redact_value(value):
@@ -528,7 +727,7 @@ def redact_value(value):
         result = {}
         for key, item in value.items():
             if is_secret_key(key) and isinstance(item, (str, bytes)) and item != "" \
-                    and not _HARMLESS_VALUE.match(item if isinstance(item, str) else item.decode("utf-8", "replace")):
+                    and not _harmless(item if isinstance(item, str) else item.decode("utf-8", "replace")):
                 result[key] = MARK % _kind_for_key(key)
             elif is_secret_key(key) and isinstance(item, (int, float)) and not isinstance(item, bool) \
                     and len(str(item)) > 12:

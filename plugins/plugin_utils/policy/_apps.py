@@ -397,9 +397,18 @@ _SAFE_FUNCTIONS = {
 # What holds a database account's credentials: the password catalogs, the subscriptions' connection
 # strings (with their passwords), and the statement that prints an account's definition with its
 # authentication string (`SHOW CREATE USER`: `IDENTIFIED WITH ... AS '<hash>'`).
-_SECRET_TABLES = re.compile(r"\b(?:pg_shadow|pg_authid|pg_user_mapping|pg_user_mappings|mysql\s*\.\s*user|"
+# Judged on the statement with its identifier quotes taken away (`mysql`.`user`, "pg_authid"), and
+# any view over the same rows counts (information_schema.user_mapping_options, _pg_user_mappings;
+# MySQL's replica connection table keeps the replication password in clear, mysql.servers the
+# FEDERATED servers' passwords, mysql.password_history old hashes).
+_SECRET_TABLES = re.compile(r"\b(?:pg_shadow|pg_authid|\w*user_mappings?\w*|mysql\s*\.\s*user|"
                             r"mysql\s*\.\s*global_priv|authentication_string|rolpassword|passwd|pg_subscription|"
-                            r"subconninfo|show\s+create\s+user)\b", re.IGNORECASE)
+                            r"subconninfo|show\s+create\s+user|\w*master_info|mysql\s*\.\s*servers|"
+                            r"\w*password_history|user_password)\b", re.IGNORECASE)
+# With `mysql` as the default database, the same tables by their bare names.
+_MYSQL_DB_SECRET_TABLES = re.compile(r"(?i)\b(?:FROM|JOIN|TABLE|UPDATE|INTO|DESCRIBE|DESC)\s+(?:user|global_priv|servers)\b")
+# PostgreSQL's large objects are application data (files, blobs) kept in a catalog table.
+_DATA_CATALOGS = re.compile(r"(?i)\bpg_largeobject\b")
 _CODE_FUNCTIONS = re.compile(r"\b(?:pg_read_file|pg_read_binary_file|pg_ls_dir|pg_stat_file|pg_ls_logdir|"
                              r"pg_ls_waldir|pg_ls_tmpdir|pg_ls_archive_statusdir|lo_import|lo_export|lo_get|lo_put|"
                              r"pg_file_write|pg_file_rename|pg_file_unlink|dblink\w*|load_file|sys_exec|sys_eval|"
@@ -469,14 +478,18 @@ def _session_functions(chk: Check, statement: str, upper: str) -> set[str]:
 _CODE_SETTINGS = re.compile(r"(?i)\b[a-z_]*(?:_command|preload_libraries|library_path|plugin_dir|plugin_load(?:_add)?)\b")
 
 
-def sql(chk: Check, text: str, dialect: str) -> None:
-    """Judge SQL given with psql -c / mysql -e."""
+def sql(chk: Check, text: str, dialect: str, database: str | None = None) -> None:
+    """Judge SQL given with psql -c / mysql -e (``database``: the client's default database)."""
     if re.search(r"(?i)\b(?:SET|RESET)\b", text) and _CODE_SETTINGS.search(text):
         chk.reject("that statement sets a server setting that names a program to run or a library to load; refused")
         return
-    if _SECRET_TABLES.search(text):
+    plain = re.sub(r"[`\"]", "", text)
+    if _SECRET_TABLES.search(plain) or dialect == "mysql" and (database or "").strip("`").lower() == "mysql" \
+            and _MYSQL_DB_SECRET_TABLES.search(plain):
         chk.reject("that query reads password hashes or credentials of database users; never run here")
         return
+    if _DATA_CATALOGS.search(plain):
+        chk.approve("that query reads large objects, application data kept in the catalog; a human should confirm")
     if _CODE_FUNCTIONS.search(text):
         chk.reject("that query reads or writes server files, runs programs or opens other connections; refused")
         return
@@ -811,8 +824,9 @@ def mysql(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     if not count_bounds(chk, parsed.operands, 0, 1, "database name"):
         return
     chk.become = True
+    database = parsed.last("-D") or (parsed.operands[0] if parsed.operands else None)
     for text in statements:
-        sql(chk, text, "mysql")
+        sql(chk, text, "mysql", database)
 
 
 def mysqld(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:

@@ -94,9 +94,47 @@ class Check:
 
 # ---------------------------------------------------------------- paths
 
+# What editors, package managers and admins append to a file they keep a copy of: the copy holds
+# what the file held (`server.key.bak`, `.env.swp`, `.pgpass~`, `sshd_config.dpkg-old`, a date stamp).
+_BACKUP_SUFFIX = re.compile(r"(?:\.(?:bak|backup|bck|old|orig|original|save|sav|saved|prev|previous|copy|tmp|temp|"
+                            r"swp|swo|swn|un~|new|dist|default|disabled|[0-9]{1,8}|dpkg-[a-z]+|rpm[a-z]+|ucf-[a-z]+)"
+                            r"|[._-][0-9]{4}-?[0-9]{2}-?[0-9]{2}(?:[T_.-]?[0-9]{2,6})?|~|#|,v)$", re.IGNORECASE)
+# Core files as kernels and core_pattern name them: `core`, `core.PID`, `core.COMM.UID.PID...`,
+# compressed or not. A copy of a process's memory.
+_CORE_FILE = re.compile(r"^(?:core|core(?:\.[A-Za-z0-9_@:+-]+)*?\.[0-9]+(?:\.(?:zst|lz4|xz|gz|bz2))?)$")
+
+
+def backup_original(canon: str) -> str | None:
+    """The path a backup or editor copy stands for (`/k/server.key.bak` -> `/k/server.key`), or None."""
+    head, _sep, name = canon.rpartition("/")
+    original = name
+    while True:
+        stripped = _BACKUP_SUFFIX.sub("", original)
+        if stripped == original or not stripped.strip(".#"):
+            break
+        original = stripped
+    if original == name:
+        return None
+    if name.startswith((".", "#")) and name.lower().endswith((".swp", ".swo", ".swn", "#")):
+        original = original.lstrip(".#") or original  # vim's `.name.swp`, emacs's `#name#`
+    return f"{head}/{original}"
+
+
 def _secret(chk: Check, canon: str) -> str | None:
-    """Why the path holds secret material, or None."""
+    """Why the path holds secret material, or None. A backup or editor copy of a file is judged
+    as the file (`server.key.bak` is the key)."""
+    found = _secret_itself(chk, canon)
+    original = backup_original(canon) if found is None else None
+    if original is not None:
+        found = _secret_itself(chk, original)
+        return f"is a copy of a file that {found}" if found else None
+    return found
+
+
+def _secret_itself(chk: Check, canon: str) -> str | None:
     c = chk.compiled
+    if _CORE_FILE.match(canon.rpartition("/")[2]):
+        return "is a core file, a copy of a process's memory (keys, passwords, sessions)"
     if c["secret_paths"] is not None and c["secret_paths"].match(canon):
         return "holds credentials, keys, password hashes or process memory"
     if c["credential_configs"] is not None and c["credential_configs"].match(canon):
@@ -155,7 +193,8 @@ def path(chk: Check, raw: str, access: str, *, recursive: bool = False, what: st
         chk.reject(f"{q(value)} {secret}; no command may read, copy, change or send it")
         return None
     if access not in META and access != "cert" and c["keyish_names"] is not None \
-            and c["keyish_names"].search(canon) and not secret:
+            and (c["keyish_names"].search(canon) or c["keyish_names"].search(backup_original(canon) or "/"))\
+            and not secret:
         chk.reject(f"{q(value)} may hold a private key; inspect certificates with `openssl x509 -noout -in FILE`")
         return None
     if canon.startswith("/dev/") and access in READS and canon in c["devices_ok"] and canon != "/dev/null":
@@ -175,6 +214,12 @@ def path(chk: Check, raw: str, access: str, *, recursive: bool = False, what: st
         return None
     if access == "link":
         # A symlink's target is not touched; the link makes it reachable where the link is.
+        if depth(canon) <= 2 and c["secret_ancestors"].match(canon):
+            # `/etc`, `/etc/ssl`, `/var/lib`, `/root`: every secret beneath would get a second name, one
+            # no secret rule knows (`/etc/nginx/etc/credstore/db`).
+            chk.reject(f"a link to {q(value)} gives the secrets beneath it (keys, credentials, shadow files) "
+                       "another name; link the file or directory the service needs")
+            return None
         chk.effect(f"links to {value}")
         if chk.scope.locate(canon) is None:
             chk.approve(f"the link makes {q(value)} reachable from elsewhere; a human should confirm")

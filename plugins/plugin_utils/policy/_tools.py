@@ -177,9 +177,11 @@ def systemctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
                    "system state); never run by a command here")
         return
     for prop in parsed.values("-p", "-P"):
-        if re.search(r"(?i)environment|^env", prop):
-            chk.reject("printing a unit's Environment shows the secrets services get (passwords, tokens); "
-                       "read the property you need instead")
+        # Environment= and SetCredential= (SetCredentialEncrypted=) carry the secrets themselves;
+        # LoadCredential= and ImportCredential= only name where they come from.
+        if re.search(r"(?i)environment|^env|set[a-z]*credential", prop):
+            chk.reject("printing a unit's Environment or inline credentials (SetCredential=) shows the secrets "
+                       "services get (passwords, tokens); read the property you need instead")
             return
     if verb == "show-environment":
         chk.reject("`systemctl show-environment` prints the service manager's environment (secrets can live "
@@ -1486,7 +1488,13 @@ def tar(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
                 return
         judge.path(chk, archive, "create")
     else:
-        judge.path(chk, archive, "read")
+        if judge.path(chk, archive, "read") is None:
+            return
+        for member in parsed.operands:
+            # A member is the file it was archived from (`etc/shadow` is /etc/shadow): one that is a
+            # secret by path or name stays one in a backup, and -O prints it.
+            if judge.path(chk, "/" + member.lstrip("/"), "read", what="extracts the member") is None:
+                return
         if directory is None and not parsed.has("-O"):
             chk.reject("`tar -x` needs `-C DIR` (the working directory is unknown)")
             return
