@@ -1114,6 +1114,30 @@ def _marker_text(path: str, st) -> str:
     return head + (":\n" if "\n" in text else ": ") + text
 
 
+# A log line that states why the service stopped (PostgreSQL's FATAL or PANIC, nginx's [emerg]).
+_CAUSE_LINE = re.compile(r"\b(?:FATAL|PANIC|CRITICAL)\b|\[(?:emerg|crit|alert)\]")
+
+
+def cause_kept(text: str, limit: int) -> str:
+    """``text`` as a log's tail of ``limit`` bytes would keep it, but with its newest line that
+    states a fatal cause kept ahead of the tail when the tail alone would cut it off (the lines
+    a failed start logs after its FATAL, a HINT, a shutdown, pg_ctl's own, fill a short tail)."""
+    if host_probe.byte_len(text or "") <= limit:
+        return text
+    lines = (text or "").splitlines()
+    newest = next((i for i in range(len(lines) - 1, -1, -1) if _CAUSE_LINE.search(lines[i])), None)
+    if newest is None:
+        return text
+    after = "\n".join(lines[newest + 1:])
+    if host_probe.byte_len("\n".join(lines[newest:])) <= limit:
+        return "\n".join(lines[newest:])  # from the cause on, whole
+    cause = host_probe.clip_text(lines[newest], limit // 2, "head")[0]
+    tail, _cut = host_probe.clip_text(after, max(0, limit - host_probe.byte_len(cause) - 1), "tail")
+    return cause + "\n" + tail
+
+# Bytes of the data markers the logs leave room for (PG_VERSION and a marker or two).
+MARKERS_AFTER_LOGS = 400
+
 def data_markers(defn: dict, units: dict = None) -> dict:
     """The small regular files (at most MARKER_MAX_BYTES) at the top level of the service's data
     directories, with owner, mode, time and content (redacted): ``{path: text}``, at most
@@ -1386,10 +1410,10 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     declared = described_paths(defn)
     if declared:
         evidence["paths"] = budget.take_all(declared, cap, keep="head")
-    # What the data directories say of themselves: version stamps, PID files, markers.
+    # What the data directories say of themselves: version stamps, PID files, markers. Read
+    # here, kept after the logs (below): what the service logged says more, and a marker
+    # section must not push its FATAL line out of the budget.
     markers = data_markers(defn, units)
-    if markers:
-        evidence["data_markers"] = budget.take_keyed(markers, cap * 3 // 4, keep="head")
     if defn["depends_on"]:
         states, up = dependency_states(defn, init, timeout, checked)
         evidence["dependencies"] = budget.take_all(states, cap, keep="head")
@@ -1398,8 +1422,14 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
         evidence["journal"] = budget.take(journal, cap)
     evidence["oom"] = budget.take(oom_text(timeout), cap // 2)
     if logs:
-        evidence["logs"] = budget.take_all(logs, budget.remaining)
+        # the logs take what is left, but for a little room for the data markers' first files
+        room = min(json_len(markers), MARKERS_AFTER_LOGS) if markers else 0
+        share = max(0, budget.remaining - room)
+        evidence["logs"] = budget.take_all(dict((path, cause_kept(text, share // len(logs)))
+                                                for path, text in logs.items()), share)
         budget.truncated = budget.truncated or more_logs
+    if markers:
+        evidence["data_markers"] = budget.take_keyed(markers, cap * 3 // 4, keep="head")
     _mark_omitted(evidence, budget)
     names = tools if tools is not None else tool_candidates(defn)
     return {"evidence": evidence, "tools": host_probe.tools_report(names), "truncated": budget.truncated}

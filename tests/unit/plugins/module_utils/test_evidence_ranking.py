@@ -41,3 +41,20 @@ def test_a_named_file_brings_its_first_lines_and_its_owner(tmp_path: Path):
     assert "first_lines" not in found[str(secret)]  # a key's content never travels
     owned = service_evidence.ownership_of([str(conf), str(secret)])
     assert owned == {str(conf): "says: line 1: # Managed by the security team (SEC-1042). DO NOT EDIT."}
+
+
+def test_a_logs_fatal_line_is_kept_ahead_of_a_tail_that_would_cut_it_off():
+    """A failed start logs its FATAL, then a long HINT, a shutdown and pg_ctl's own lines: a
+    short tail keeps only those. The newest cause line is kept ahead of the tail."""
+    from ansible_collections.sentinel.remediation.plugins.module_utils import service_evidence
+
+    fatal = "2026-11-29 10:00:10 UTC [88] FATAL:  could not map anonymous shared memory: Cannot allocate memory"
+    lines = [f"2026-11-29 10:00:0{i} UTC [1] LOG:  checkpoint starting" for i in range(9)] + [
+        fatal, "2026-11-29 10:00:10 UTC [88] HINT:  " + "a long hint about memory, swap space or huge pages " * 6,
+        "2026-11-29 10:00:10 UTC [88] LOG:  database system is shut down", "pg_ctl: could not start server"]
+    kept = service_evidence.cause_kept("\n".join(lines), 300)
+    assert kept.startswith(fatal) and kept.endswith("pg_ctl: could not start server")
+    assert len(kept.encode()) <= 300
+    # from the cause on, whole, when that fits; a log without a cause line is left to the tail cut
+    assert service_evidence.cause_kept("\n".join(lines[:10] + lines[11:]), 250) == "\n".join(lines[9:10] + lines[11:])
+    assert service_evidence.cause_kept("\n".join(lines[:9]), 100) == "\n".join(lines[:9])

@@ -42,3 +42,21 @@ def test_a_met_condition_is_no_fact() -> None:
     evidence = _evidence("")
     evidence["conditions"].pop(CONDITION)
     assert not extract_facts("postgresql", "port 5432 is not listening", evidence).of("start_condition_unmet")
+
+
+def test_a_config_test_killed_at_its_timeout_gives_no_fact_and_the_signature_holds() -> None:
+    """On a loaded host the config test may not finish in time; a minute later the same test
+    runs. What a killed test printed is no fact of the failure: otherwise the plan's signature
+    (made while it timed out) and the resume's (when it ran) differ, and an approval runs nothing."""
+    from ansible_collections.sentinel.remediation.plugins.module_utils.failure_facts import extract_facts
+    from ansible_collections.sentinel.remediation.plugins.module_utils.signature import failure_signature
+
+    base = {"status": "$ service app status\nrc 1\napp is not running ... failed!",
+            "pid_files": "/run/app.pid: stale (PID 412 not running)"}
+    killed = dict(base, config_test="$ app --check\nrc 124\ntimed out after 10s")
+    quiet = dict(base, config_test="$ app --check\nrc 0\n(no output)")
+    facts = [f["fact"] for f in extract_facts("app", "app is not running", killed).facts]
+    assert "config_invalid" not in facts, facts
+    assert failure_signature("app", "app is not running", killed) == failure_signature("app", "app is not running", quiet)
+    failed = dict(base, config_test="$ app --check\nrc 1\nline 3: unknown directive 'lisen'")
+    assert failure_signature("app", "app is not running", failed) != failure_signature("app", "app is not running", quiet)
