@@ -1135,8 +1135,10 @@ def cause_kept(text: str, limit: int) -> str:
     tail, _cut = host_probe.clip_text(after, max(0, limit - host_probe.byte_len(cause) - 1), "tail")
     return cause + "\n" + tail
 
+
 # Bytes of the data markers the logs leave room for (PG_VERSION and a marker or two).
 MARKERS_AFTER_LOGS = 400
+
 
 def data_markers(defn: dict, units: dict = None) -> dict:
     """The small regular files (at most MARKER_MAX_BYTES) at the top level of the service's data
