@@ -188,8 +188,18 @@ def binding_problem(record: Mapping[str, Any], host: str, target: str) -> str:
     return ""
 
 
-def incident_change(record: Mapping[str, Any], signature: str, error: str) -> str:
-    """Why the host's current failure is not the incident the plan was made for, or ``""``."""
+def incident_change(record: Mapping[str, Any], signature: str, error: str, untested: str = "",
+                    unfinished: bool = False) -> str:
+    """Why the host's current failure is not the incident the plan was made for, or ``""``.
+
+    A config test that did not finish in one of the two looks (a loaded host: killed at its
+    timeout) says nothing of the configuration, so the two looks are compared without it
+    (``untested``: the signature without the config test; ``unfinished``: this look's test did
+    not finish; the record keeps both of the plan's). Two finished tests that differ still
+    differ."""
+    if record.get("signature") != signature and untested and record.get("signature_untested") == untested \
+            and (unfinished or record.get("config_test_unfinished")):
+        return ""
     if record.get("signature") != signature:
         return (f"the failure changed since plan {record.get('id')} was made (then {record.get('signature')}: "
                 f"{record.get('error')}; now {signature}: {error}): nothing ran; the next run plans for it")
