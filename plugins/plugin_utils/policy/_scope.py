@@ -510,6 +510,6 @@ _REFUSED = ("Refused: reading or sending secrets (keys, credentials, shadow file
             "process environments, devices), power (reboot, shutdown targets), firewall, users and "
             "passwords, database roles included (except, with approval, adding the service's own account to "
             "the group that owns its files: `usermod -aG GROUP USER`, and taking one of a database role's own "
-            "settings back to the server's default: `ALTER ROLE NAME RESET SETTING`, or moving when its password "
-            "stops being accepted: `ALTER ROLE NAME VALID UNTIL 'TIME'`), package removal, kernel "
+            "settings back to the server's default: `ALTER ROLE NAME RESET SETTING`, or moving a role's expiry "
+            "date: `ALTER ROLE NAME VALID UNTIL 'TIME'`), package removal, kernel "
             "settings, mount changes, recursive or mass deletion.")

@@ -474,6 +474,18 @@ def test_describe_scope() -> None:
     assert describe_scope(None)[0].startswith("No incident scope")
 
 
+def test_the_scope_lines_the_model_reads_survive_redaction_word_for_word() -> None:
+    """The request is redacted as a whole; the policy's own sentences must come through it
+    unchanged (stop 39's refused line lost a word to the password rule: "its password
+    [REDACTED] being accepted")."""
+    from ansible_collections.sentinel.remediation.plugins.module_utils.redact import redact_text
+
+    ssh = {"name": "ssh", "units": ["ssh.service"], "config_paths": ["/etc/ssh"], "processes": ["sshd"]}
+    for scope in (scope_from_service(NGINX, NGINX["pids"]), scope_from_service(ssh), None):
+        for line in describe_scope(scope, load_policy().compiled["access_paths"]):
+            assert redact_text(line) == line, line
+
+
 def test_the_prompt_says_what_the_policy_does_to_access_control_configuration() -> None:
     """What the scope lines promise is what the policy decides: sshd's configuration is refused
     (not approval, as any other service's configuration), its host keys need approval."""
