@@ -461,8 +461,20 @@ def unified_diff(path, before, after):
     lines = list(difflib.unified_diff(old, new, "known-good " + path, "now " + path, n=1, lineterm=""))
     text = redact_text("\n".join(lines))
     if len(text) > DIFF_MAX:
+        # Too long (a rewrite that dropped every comment): the lines that set something are what
+        # explains a failure; removed comments and blank lines go first. Added comments stay (an
+        # owner's "do not start" is one), and the note makes the diff read as not whole.
+        quiet = [line for line in lines[2:] if _QUIET_CHANGE.match(line)]
+        if quiet:
+            kept = lines[:2] + [line for line in lines[2:] if not _QUIET_CHANGE.match(line)]
+            text = redact_text("\n".join(kept)) + "\n(%d removed comment or blank lines left out)" % len(quiet)
+    if len(text) > DIFF_MAX:
         text = text[:DIFF_MAX].rsplit("\n", 1)[0] + "\n... (diff cut at %d characters)" % DIFF_MAX
     return text
+
+
+# A diff line that sets nothing: a removed comment (in the usual syntaxes) or a blank line.
+_QUIET_CHANGE = re.compile(r"^(?:-\s*(?:$|[#;]|//)|\+\s*$)")
 
 
 class Baselines:

@@ -88,7 +88,8 @@ def weakens_security(diff: str) -> bool:
     """Whether going back to known-good would take out a security setting the drift added (or
     the diff cannot be read whole to tell). Comments are not settings."""
     text = str(diff or "")
-    if not text or text.startswith("binary") or "(diff cut at" in text or "not kept" in text:
+    if not text or text.startswith("binary") or "(diff cut at" in text or "not kept" in text \
+            or "comment or blank lines left out)" in text:
         return True
     # A file whose very name speaks of security (pg_hba.conf, a TLS snippet, a key): every line is.
     named = [os.path.basename(line.split()[-1]) for line in text.splitlines() if line.startswith(("+++ ", "--- "))]

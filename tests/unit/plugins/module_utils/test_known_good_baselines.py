@@ -144,3 +144,19 @@ def test_a_new_file_that_copies_an_unchanged_known_good_file_says_so_and_takes_o
     items = {i["path"]: i for i in _pass(defn, root, False)["drift"]}
     assert "copy_of" not in items[str(conf / "tls.conf.bak")]
     assert known_good_plan.takes_out_security(items[str(conf / "tls.conf.bak")])
+
+
+def test_a_long_diff_keeps_the_lines_that_set_something_before_comments():
+    """A rewrite that dropped every comment of a long file and added one setting at its end (what
+    a server's own config rewrite does): the added setting is in the diff, the comments are
+    counted, not shown."""
+    before = "\n".join([f"# comment line {i} explaining a setting at some length" for i in range(80)]
+                       + ["bind 127.0.0.1", "port 6379"]).encode()
+    after = b"bind 127.0.0.1\nport 6379\nreplicaof 10.20.0.31 6379\n"
+    diff = known_good.unified_diff("/etc/redis/redis.conf", before, after)
+    assert "+replicaof 10.20.0.31 6379" in diff
+    assert "(80 removed comment or blank lines left out)" in diff and "# comment line 5" not in diff
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils.known_good_plan import weakens_security
+    assert weakens_security(diff)  # not the whole diff: going back is a human's call, as for a cut one
+    short = known_good.unified_diff("/etc/x.conf", b"# a\nport 1\n", b"# b\nport 2\n")
+    assert "-# a" in short and "+port 2" in short  # a short diff is shown whole
