@@ -24,19 +24,6 @@ def wait_until(predicate, what: str, timeout: float = 5) -> None:
         time.sleep(0.02)
 
 
-@pytest.fixture()
-def no_systemd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A SysV-looking host: a `service` tool that says the service is down, no systemd."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    tool = bin_dir / "service"
-    tool.write_text('#!/bin/sh\necho "$1 is not running."\nexit 3\n')
-    tool.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    monkeypatch.setattr(host_probe, "SYSTEMD_MARKER", str(tmp_path / "no-systemd"))
-    return bin_dir
-
-
 # --- configuration lines ------------------------------------------------------------------
 
 @pytest.mark.parametrize("message, expected", [

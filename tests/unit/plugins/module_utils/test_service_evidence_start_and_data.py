@@ -18,15 +18,8 @@ from ansible_collections.sentinel.remediation.plugins.module_utils import (
 
 
 @pytest.fixture()
-def sysv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A SysV-looking host whose init scripts live in tmp_path/init.d."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    tool = bin_dir / "service"
-    tool.write_text('#!/bin/sh\necho "$1 is not running."\nexit 3\n')
-    tool.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    monkeypatch.setattr(host_probe, "SYSTEMD_MARKER", str(tmp_path / "no-systemd"))
+def sysv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_systemd: Path) -> Path:  # pylint: disable=unused-argument
+    """A SysV-looking host (``no_systemd``) whose init scripts live in tmp_path/init.d."""
     scripts = tmp_path / "init.d"
     scripts.mkdir()
     monkeypatch.setattr(service_evidence, "INIT_SCRIPTS", str(scripts))

@@ -53,15 +53,8 @@ def total_bytes(evidence: dict) -> int:
 
 
 @pytest.fixture()
-def fake_init(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    tool = bin_dir / "service"
-    tool.write_text('#!/bin/sh\necho "$1 is not running."\nexit 3\n')
-    tool.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    monkeypatch.setattr(host_probe, "SYSTEMD_MARKER", str(tmp_path / "no-systemd"))
-    return bin_dir
+def fake_init(no_systemd: Path) -> Path:
+    return no_systemd
 
 
 def test_log_tails_are_redacted_on_the_host(capsys, tmp_path: Path, fake_init) -> None:
