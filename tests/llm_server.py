@@ -285,12 +285,13 @@ def _evidence_words(messages: list, volatile: Iterable[re.Pattern] = ()) -> froz
     return frozenset(re.findall(r"[A-Za-z0-9_./:=@-]{3,}", normalise(_evidence_text(messages), volatile)))
 
 
-# The severest of those lines (a log's FATAL or PANIC, a daemon's [emerg]): the cause as the service
+# The severest of those lines (a log's FATAL or PANIC, a program's own "fatal:", a daemon's [emerg]):
+# the cause as the service
 # itself states it. Two faults of one service share most of their failure (the unit failed, the
 # port is closed, the PID file is missing) and differ there.
 # systemd's specific exit statuses count too (217/USER, 203/EXEC: the step that failed), not
 # the generic 1/FAILURE; lines are matched as their words, digits left out ("status= /USER").
-_SEVERE_LINE = re.compile(r"\b(?:FATAL|PANIC|ERROR|CRITICAL)\b|\[(?:emerg|crit|alert)\]"
+_SEVERE_LINE = re.compile(r"\b(?:FATAL|PANIC|ERROR|CRITICAL)\b|\b(?:[Ff]atal|[Pp]anic):|\[(?:emerg|crit|alert)\]"
                           r"|status= /(?!FAILURE\b|SUCCESS\b)[A-Z]{3,}")
 
 

@@ -591,3 +591,28 @@ def test_a_recording_that_states_another_cause_is_never_served(tmp_path) -> None
     assert entry is None
     entry, _keys = replay.match(request('invalid value for parameter "TimeZone": "Europe/Berln"'))
     assert entry is not None
+
+
+def test_a_programs_own_lowercase_fatal_line_names_its_cause(tmp_path) -> None:
+    """Two app faults whose only difference is the app's own "fatal: ..." line (lowercase, as many
+    programs write it): the recording of the other fault, made at the request's depth, is not
+    served; the fault's own recording, made one attempt later, is."""
+    import json as _json
+
+    from llm_server import Transcripts
+
+    def request(fatal: str, history: str = "- none: this is the first attempt") -> list:
+        return _fenced("sentinel-app", "sentinel-app.service is failed/failed",
+                       {"status": "Active: failed (Result: exit-code)",
+                        "journal": f"systemd[1]: sentinel-app.service: Failed with result 'exit-code'.\n"
+                                   f"sentinel-app[88]: fatal: {fatal}"}, history)
+    listen = "cannot listen on 127.0.0.1:8080: Address already in use"
+    unset = "cannot read : No such file or directory"
+    (tmp_path / "001.json").write_text(_json.dumps({
+        "request": {"messages": request(listen)}, "answer": {"content": _json.dumps({"commands": ["kill 184"]})}}))
+    (tmp_path / "002.json").write_text(_json.dumps({
+        "request": {"messages": request(unset, "Attempt 1 (plan from runbook start_limit): not healed")},
+        "answer": {"content": _json.dumps({"commands": ["mv 20-environment.conf x.disabled"]})}}))
+    replay = Transcripts([tmp_path])
+    entry, _keys = replay.match(request(unset))
+    assert entry is not None and entry["path"].endswith("002.json")
