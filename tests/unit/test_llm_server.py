@@ -603,8 +603,12 @@ def test_a_programs_own_lowercase_fatal_line_names_its_cause(tmp_path) -> None:
 
     def request(fatal: str, history: str = "- none: this is the first attempt") -> list:
         return _fenced("sentinel-app", "sentinel-app.service is failed/failed",
-                       {"status": "Active: failed (Result: exit-code)",
-                        "journal": f"systemd[1]: sentinel-app.service: Failed with result 'exit-code'.\n"
+                       {"status": "Active: failed (Result: exit-code)\nActiveState: failed\nSubState: failed\n"
+                                  "Main PID: 88 (code=exited, status=1/FAILURE)\nRestart: on-failure",
+                        "journal": "systemd[1]: sentinel-app.service: Main process exited, status=1/FAILURE\n"
+                                   "systemd[1]: Failed to start sentinel-app.service\n"
+                                   "systemd[1]: sentinel-app.service: Failed to get cgroup\n"
+                                   f"systemd[1]: sentinel-app.service: Failed with result 'exit-code'.\n"
                                    f"sentinel-app[88]: fatal: {fatal}"}, history)
     listen = "cannot listen on 127.0.0.1:8080: Address already in use"
     unset = "cannot read : No such file or directory"
