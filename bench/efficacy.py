@@ -184,6 +184,8 @@ def remediate(opts, inventory: Path, work: Path, llm_env: dict, playbook: str = 
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_CACHE_PLUGIN_CONNECTION=str(work / "facts"),
                SENTINEL_REPORT_JSON=str(report), ANSIBLE_NOCOLOR="1",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", **llm_env)
+    if opts.forks:
+        env["ANSIBLE_FORKS"] = str(opts.forks)
     extra = {"remediate_artifacts_dir": str(work / "artifacts"), "remediate_max_retries": opts.max_attempts,
              "remediate_fail_on_escalation": False,
              # every host carries a fault on purpose (often of the same service): these failures
@@ -429,6 +431,8 @@ def main(argv=None) -> int:
     parser.add_argument("--llm-timeout", type=float, default=60.0)
     parser.add_argument("--prefix", default="efficacy")
     parser.add_argument("--keep", action="store_true", help="leave the lab hosts running")
+    parser.add_argument("--forks", type=int, default=0, help="Ansible forks of each run (default: ansible.cfg's); "
+                                                             "runs side by side on one machine share its cores")
     parser.add_argument("--expected-out", type=Path,
                         help="write what a CI replay of this run must reproduce (the faults the model answered for)")
     parser.add_argument("--no-baseline", dest="baseline", action="store_false",
