@@ -515,14 +515,6 @@ def _unfinished(section) -> bool:
     return _test_rc(section) == 124 and any("timed out after" in line for line in section.lines)
 
 
-def config_test_unfinished(evidence) -> bool:
-    """Whether the evidence's config test was killed at its timeout (``_unfinished``)."""
-    text = evidence.get("config_test") if isinstance(evidence, Mapping) else None
-    if not isinstance(text, str):
-        return False
-    return _unfinished(_Section("config_test", "config", text.splitlines()))
-
-
 def _test_rc(section) -> int | None:
     return next((int(m.group(1)) for m in (re.match(r"^\s*rc (-?\d+)", x) for x in section.lines) if m), None)
 

@@ -14,6 +14,7 @@ process holds the service's port, missing paths, permission and disk-full errors
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -247,10 +248,30 @@ def failure_signature(service: str, error: str | None, evidence: Mapping | str |
     return f"{signature_prefix(basis['service'])}{digest[:16]}"
 
 
-def untested_signature(service: str, error: str | None, evidence: Mapping | str | None,
-                       hostnames: Iterable[str] = ()) -> str:
-    """``failure_signature`` without the evidence's config test: what an approval compares when a
-    config test did not finish in one of two looks (plugin_utils/approval.incident_change)."""
-    if isinstance(evidence, Mapping):
-        evidence = {key: value for key, value in evidence.items() if key != "config_test"}
-    return failure_signature(service, error, evidence, hostnames)
+# Evidence sections that are one command's output on the host. A command killed at its timeout
+# (a loaded host) says nothing of the failure, and the same command a minute later finishes.
+COMMAND_SECTIONS = ("config_test", "status", "journal", "unit")
+_KILLED = re.compile(r"(?m)^rc 124$")
+
+
+def unfinished_sections(evidence) -> list:
+    """The command sections of ``evidence`` whose command was killed at its timeout, in
+    ``COMMAND_SECTIONS`` order."""
+    if not isinstance(evidence, Mapping):
+        return []
+    return [key for key in COMMAND_SECTIONS if isinstance(evidence.get(key), str)
+            and _KILLED.search(evidence[key]) and "timed out after" in evidence[key]]
+
+
+def settled_signatures(service: str, error: str | None, evidence: Mapping | str | None,
+                       hostnames: Iterable[str] = ()) -> dict:
+    """``failure_signature`` without each combination of the command sections (key: the left-out
+    names joined by commas, in ``COMMAND_SECTIONS`` order; "" leaves none out): an approval
+    compares two looks at a failure without what did not finish in either (approval.incident_change)."""
+    out = {}
+    for count in range(len(COMMAND_SECTIONS) + 1):
+        for left_out in itertools.combinations(COMMAND_SECTIONS, count):
+            kept = evidence if not isinstance(evidence, Mapping) else \
+                {key: value for key, value in evidence.items() if key not in left_out}
+            out[",".join(left_out)] = failure_signature(service, error, kept, hostnames)
+    return out

@@ -38,6 +38,8 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.sentinel.remediation.plugins.module_utils.signature import COMMAND_SECTIONS
+
 FORMAT = "sentinel-approval/1"
 KEY_ENV = "SENTINEL_APPROVAL_KEY"     # the key itself, hex (controllers that share approvals: AWX)
 DIR_ENV = "SENTINEL_APPROVAL_DIR"     # the controller's private approval state (key file, used ids)
@@ -188,18 +190,21 @@ def binding_problem(record: Mapping[str, Any], host: str, target: str) -> str:
     return ""
 
 
-def incident_change(record: Mapping[str, Any], signature: str, error: str, untested: str = "",
-                    unfinished: bool = False) -> str:
+def incident_change(record: Mapping[str, Any], signature: str, error: str, settled: Mapping[str, str] | None = None,
+                    unfinished: Sequence[str] = ()) -> str:
     """Why the host's current failure is not the incident the plan was made for, or ``""``.
 
-    A config test that did not finish in one of the two looks (a loaded host: killed at its
-    timeout) says nothing of the configuration, so the two looks are compared without it
-    (``untested``: the signature without the config test; ``unfinished``: this look's test did
-    not finish; the record keeps both of the plan's). Two finished tests that differ still
-    differ."""
-    if record.get("signature") != signature and untested and record.get("signature_untested") == untested \
-            and (unfinished or record.get("config_test_unfinished")):
-        return ""
+    A command of the evidence killed at its timeout in one of the two looks (a loaded host: a
+    status or config test that did not finish) says nothing of the failure, so the looks are
+    compared without every command section that did not finish in either (``settled``: this
+    look's ``signature.settled_signatures``; ``unfinished``: its sections that did not finish;
+    the record keeps the plan's). Two finished looks that differ still differ."""
+    left_out = [key for key in COMMAND_SECTIONS
+                if key in set(unfinished) | set(record.get("unfinished") or ())]
+    if record.get("signature") != signature and left_out and settled:
+        key = ",".join(left_out)
+        if (record.get("settled") or {}).get(key) and record["settled"][key] == settled.get(key):
+            return ""
     if record.get("signature") != signature:
         return (f"the failure changed since plan {record.get('id')} was made (then {record.get('signature')}: "
                 f"{record.get('error')}; now {signature}: {error}): nothing ran; the next run plans for it")

@@ -10,8 +10,8 @@ import json
 import os
 from collections.abc import Callable, Mapping
 
-from ansible_collections.sentinel.remediation.plugins.module_utils.failure_facts import config_test_unfinished
-from ansible_collections.sentinel.remediation.plugins.module_utils.signature import failure_signature, untested_signature
+from ansible_collections.sentinel.remediation.plugins.module_utils.signature import (
+    failure_signature, settled_signatures, unfinished_sections)
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import approval as approval_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.file_ownership import plan_ownership, plan_writer_records
@@ -57,9 +57,10 @@ class Approvals:
         record = {
             "id": approval_id, "host": ctx.host, "target": ctx.target, "service": incident.service,
             "signature": attempt.signature, "attempt": attempt.number, "error": incident.current_error,
-            # the signature without the config test, and whether it finished (approval.incident_change)
-            "signature_untested": untested_signature(incident.service, incident.current_error, evidence, ctx.hostnames),
-            "config_test_unfinished": config_test_unfinished(evidence),
+            # the signature without each combination of the command sections, and which of them
+            # did not finish in this look (approval.incident_change)
+            "settled": settled_signatures(incident.service, incident.current_error, evidence, ctx.hostnames),
+            "unfinished": unfinished_sections(evidence),
             "diagnosis": attempt.diagnosis, "commands": runnable, "plan_hash": plan_hash(runnable),
             "requested": ctx.now(), "evidence_time": incident.started or attempt.started, "llm": incident.llm_totals(),
             "incident": incident.to_dict(), "run": ctx.run,
@@ -202,8 +203,8 @@ class Approvals:
             evidence = with_dependencies(self.ctx, self.loop.port, incident.service, definition, error, evidence, rows)
         changed = approval_mod.incident_change(record, failure_signature(incident.service, error, evidence,
                                                                          ctx.hostnames), error,
-                                               untested_signature(incident.service, error, evidence, ctx.hostnames),
-                                               config_test_unfinished(evidence))
+                                               settled_signatures(incident.service, error, evidence, ctx.hostnames),
+                                               unfinished_sections(evidence))
         if changed:
             return stop("failed", changed)
         commands = list(record.get("commands") or [])

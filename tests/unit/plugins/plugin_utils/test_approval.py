@@ -117,31 +117,33 @@ def test_a_record_binds_its_host_and_its_failure(key_dir):
     assert "the failure changed" in approval.incident_change(r, "nginx:def", "port 80 taken")
 
 
-def test_a_config_test_that_did_not_finish_in_one_look_does_not_void_the_approval():
-    """The plan was made while the host was loaded and its config test was killed at the timeout;
-    at resume the test ran. The looks are compared without the test; two finished tests that
-    differ, or another failure, still void it (computed from real evidence, not hand-made keys)."""
-    from ansible_collections.sentinel.remediation.plugins.module_utils.failure_facts import config_test_unfinished
+def test_a_command_that_did_not_finish_in_one_look_does_not_void_the_approval():
+    """The plan was made while the host was loaded and its status or config test was killed at
+    the timeout; at resume they ran. The looks are compared without every command section that
+    did not finish in either; two finished looks that differ, or another failure, still void it
+    (computed from real evidence, not hand-made keys)."""
     from ansible_collections.sentinel.remediation.plugins.module_utils.signature import (
-        failure_signature, untested_signature)
+        failure_signature, settled_signatures, unfinished_sections)
 
     base = {"status": "$ service app status\nrc 3\napp is not running ... failed!",
             "logs": {"/var/log/app.log": "fatal: /etc/app/app.conf: File contains no section headers."}}
     killed = dict(base, config_test="$ app --check\nrc 124\ntimed out after 10s")
     ran = dict(base, config_test="$ app --check\nrc 1\napp: /etc/app/app.conf: File contains no section headers.")
+    slow_status = dict(ran, status="$ service app status\nrc 124\napp: down\ntimed out after 10s")
     error = "app is not running"
 
     def plan(evidence):
         return dict(record(), signature=failure_signature("app", error, evidence),
-                    signature_untested=untested_signature("app", error, evidence),
-                    config_test_unfinished=config_test_unfinished(evidence))
+                    settled=settled_signatures("app", error, evidence), unfinished=unfinished_sections(evidence))
 
     def now(evidence):
-        return (failure_signature("app", error, evidence), error, untested_signature("app", error, evidence),
-                config_test_unfinished(evidence))
+        return (failure_signature("app", error, evidence), error, settled_signatures("app", error, evidence),
+                unfinished_sections(evidence))
+    assert unfinished_sections(killed) == ["config_test"] and unfinished_sections(slow_status) == ["status"]
     assert failure_signature("app", error, killed) != failure_signature("app", error, ran)
-    assert approval.incident_change(plan(killed), *now(ran)) == ""      # the plan's look did not finish
-    assert approval.incident_change(plan(ran), *now(killed)) == ""      # this look did not finish
+    assert approval.incident_change(plan(killed), *now(ran)) == ""          # the plan's look did not finish
+    assert approval.incident_change(plan(ran), *now(killed)) == ""          # this look did not finish
+    assert approval.incident_change(plan(slow_status), *now(killed)) == ""  # each look lost another command
     other = dict(ran, config_test="$ app --check\nrc 1\napp: /etc/app/app.conf: line 3: unknown key")
     assert "the failure changed" in approval.incident_change(plan(ran), *now(other))  # both finished, differ
     moved = dict(killed, logs={"/var/log/app.log": "fatal: cannot bind 127.0.0.1:8080: Address already in use"})
