@@ -24,7 +24,8 @@ from ansible_collections.sentinel.remediation.plugins.module_utils.evidence_text
     evidence_texts,
     listeners,
 )
-from ansible_collections.sentinel.remediation.plugins.module_utils.failure_facts import CAUSE, describe, extract_facts
+from ansible_collections.sentinel.remediation.plugins.module_utils.failure_facts import (
+    CAUSE, describe, extract_facts, killed_at_timeout)
 
 _MONTHS = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _DAYS = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
@@ -251,7 +252,6 @@ def failure_signature(service: str, error: str | None, evidence: Mapping | str |
 # Evidence sections that are one command's output on the host. A command killed at its timeout
 # (a loaded host) says nothing of the failure, and the same command a minute later finishes.
 COMMAND_SECTIONS = ("config_test", "status", "journal", "unit")
-_KILLED = re.compile(r"(?m)^rc 124$")
 
 
 def unfinished_sections(evidence) -> list:
@@ -259,19 +259,24 @@ def unfinished_sections(evidence) -> list:
     ``COMMAND_SECTIONS`` order."""
     if not isinstance(evidence, Mapping):
         return []
-    return [key for key in COMMAND_SECTIONS if isinstance(evidence.get(key), str)
-            and _KILLED.search(evidence[key]) and "timed out after" in evidence[key]]
+    return [key for key in COMMAND_SECTIONS if isinstance(evidence.get(key), str) and killed_at_timeout(evidence[key])]
+
+
+def settled_signature(service: str, error: str | None, evidence: Mapping | str | None, left_out: Iterable[str],
+                      hostnames: Iterable[str] = ()) -> str:
+    """``failure_signature`` without the evidence sections ``left_out``."""
+    left_out = set(left_out)
+    if isinstance(evidence, Mapping):
+        evidence = {key: value for key, value in evidence.items() if key not in left_out}
+    return failure_signature(service, error, evidence, hostnames)
 
 
 def settled_signatures(service: str, error: str | None, evidence: Mapping | str | None,
                        hostnames: Iterable[str] = ()) -> dict:
-    """``failure_signature`` without each combination of the command sections (key: the left-out
-    names joined by commas, in ``COMMAND_SECTIONS`` order; "" leaves none out): an approval
-    compares two looks at a failure without what did not finish in either (approval.incident_change)."""
-    out = {}
-    for count in range(len(COMMAND_SECTIONS) + 1):
-        for left_out in itertools.combinations(COMMAND_SECTIONS, count):
-            kept = evidence if not isinstance(evidence, Mapping) else \
-                {key: value for key, value in evidence.items() if key not in left_out}
-            out[",".join(left_out)] = failure_signature(service, error, kept, hostnames)
-    return out
+    """``settled_signature`` for each combination of the command sections (key: the left-out
+    names joined by commas, in ``COMMAND_SECTIONS`` order; "" leaves none out): what the plan's
+    record keeps, since which sections the resume's look will lose is not known yet
+    (approval.incident_change)."""
+    return {",".join(left_out): settled_signature(service, error, evidence, left_out, hostnames)
+            for count in range(len(COMMAND_SECTIONS) + 1)
+            for left_out in itertools.combinations(COMMAND_SECTIONS, count)}

@@ -35,7 +35,7 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.sentinel.remediation.plugins.module_utils.signature import COMMAND_SECTIONS
@@ -190,20 +190,21 @@ def binding_problem(record: Mapping[str, Any], host: str, target: str) -> str:
     return ""
 
 
-def incident_change(record: Mapping[str, Any], signature: str, error: str, settled: Mapping[str, str] | None = None,
-                    unfinished: Sequence[str] = ()) -> str:
+def incident_change(record: Mapping[str, Any], signature: str, error: str,
+                    settled: Callable[[Sequence[str]], str] | None = None, unfinished: Sequence[str] = ()) -> str:
     """Why the host's current failure is not the incident the plan was made for, or ``""``.
 
     A command of the evidence killed at its timeout in one of the two looks (a loaded host: a
     status or config test that did not finish) says nothing of the failure, so the looks are
     compared without every command section that did not finish in either (``settled``: this
-    look's ``signature.settled_signatures``; ``unfinished``: its sections that did not finish;
-    the record keeps the plan's). Two finished looks that differ still differ."""
+    look's signature without the sections given, ``signature.settled_signature``; ``unfinished``:
+    its sections that did not finish; the record keeps the plan's). Two finished looks that
+    differ still differ."""
     left_out = [key for key in COMMAND_SECTIONS
                 if key in set(unfinished) | set(record.get("unfinished") or ())]
-    if record.get("signature") != signature and left_out and settled:
-        key = ",".join(left_out)
-        if (record.get("settled") or {}).get(key) and record["settled"][key] == settled.get(key):
+    if record.get("signature") != signature and left_out and settled is not None:
+        kept = (record.get("settled") or {}).get(",".join(left_out))
+        if kept and kept == settled(left_out):
             return ""
     if record.get("signature") != signature:
         return (f"the failure changed since plan {record.get('id')} was made (then {record.get('signature')}: "

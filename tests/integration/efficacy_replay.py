@@ -42,11 +42,18 @@ def shard(faults: list[dict], index: int, count: int) -> list[dict]:
     return faults[index - 1::count]
 
 
-@pytest.fixture(scope="module")
-def replayed(request, tmp_path_factory):
-    sys.path.insert(0, str(REPO / "bench"))
+def _efficacy():
+    """bench/efficacy.py, imported from the checkout's bench directory."""
+    if str(REPO / "bench") not in sys.path:
+        sys.path.insert(0, str(REPO / "bench"))
     import efficacy  # pylint: disable=import-outside-toplevel
 
+    return efficacy
+
+
+@pytest.fixture(scope="module")
+def replayed(request, tmp_path_factory):
+    efficacy = _efficacy()
     index, count = request.module.SHARD
     expected = json.loads(EXPECTED.read_text(encoding="utf-8"))
     faults = shard(expected["faults"], index, count)
@@ -82,16 +89,13 @@ def test_every_fault_was_prepared_and_answered_from_the_recording(replayed):
 
 
 def test_the_human_only_faults_are_held(replayed):
-    sys.path.insert(0, str(REPO / "bench"))
-    import efficacy  # pylint: disable=import-outside-toplevel
-
     _rc, rows, faults = replayed
     human = [f for f in faults if f["needs_human"]]
     assert human
     for fault in human:
         row = rows[(fault["fault"], fault["kind"])]
         assert not row["healed"] and not row.get("healed_after_approval"), row
-        assert row["state"] in efficacy.HELD_STATES, row
+        assert row["state"] in _efficacy().HELD_STATES, row
         assert row.get("approval") != "approved", row
 
 

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Mapping
 
 from ansible_collections.sentinel.remediation.plugins.module_utils.signature import (
-    failure_signature, settled_signatures, unfinished_sections)
+    failure_signature, settled_signature, settled_signatures, unfinished_sections)
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import approval as approval_mod
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 from ansible_collections.sentinel.remediation.plugins.plugin_utils.file_ownership import plan_ownership, plan_writer_records
@@ -203,7 +203,8 @@ class Approvals:
             evidence = with_dependencies(self.ctx, self.loop.port, incident.service, definition, error, evidence, rows)
         changed = approval_mod.incident_change(record, failure_signature(incident.service, error, evidence,
                                                                          ctx.hostnames), error,
-                                               settled_signatures(incident.service, error, evidence, ctx.hostnames),
+                                               lambda left_out: settled_signature(incident.service, error, evidence,
+                                                                                  left_out, ctx.hostnames),
                                                unfinished_sections(evidence))
         if changed:
             return stop("failed", changed)

@@ -123,7 +123,7 @@ def test_a_command_that_did_not_finish_in_one_look_does_not_void_the_approval():
     did not finish in either; two finished looks that differ, or another failure, still void it
     (computed from real evidence, not hand-made keys)."""
     from ansible_collections.sentinel.remediation.plugins.module_utils.signature import (
-        failure_signature, settled_signatures, unfinished_sections)
+        failure_signature, settled_signature, settled_signatures, unfinished_sections)
 
     base = {"status": "$ service app status\nrc 3\napp is not running ... failed!",
             "logs": {"/var/log/app.log": "fatal: /etc/app/app.conf: File contains no section headers."}}
@@ -137,8 +137,8 @@ def test_a_command_that_did_not_finish_in_one_look_does_not_void_the_approval():
                     settled=settled_signatures("app", error, evidence), unfinished=unfinished_sections(evidence))
 
     def now(evidence):
-        return (failure_signature("app", error, evidence), error, settled_signatures("app", error, evidence),
-                unfinished_sections(evidence))
+        return (failure_signature("app", error, evidence), error,
+                lambda left_out: settled_signature("app", error, evidence, left_out), unfinished_sections(evidence))
     assert unfinished_sections(killed) == ["config_test"] and unfinished_sections(slow_status) == ["status"]
     assert failure_signature("app", error, killed) != failure_signature("app", error, ran)
     assert approval.incident_change(plan(killed), *now(ran)) == ""          # the plan's look did not finish
