@@ -508,14 +508,18 @@ def _drop_passed_config_history(result: FailureFacts, sections, definition: Mapp
                                and about_config(f))]
 
 
-_KILLED_RC = re.compile(r"(?m)^\s*rc 124\s*$")
+_RC_LINE = re.compile(r"^\s*rc (-?\d+)\s*$")
+_KILLED_LINE = re.compile(r"^timed out after \d+s$")
 
 
 def killed_at_timeout(text: str) -> bool:
     """Whether an evidence command's text (``$ argv`` / ``rc N`` / output) says the command was
-    killed at its timeout (rc 124, "timed out after"): on a loaded host the same command
-    finishes a minute later, so what it printed says nothing of the failure."""
-    return bool(_KILLED_RC.search(text or "")) and "timed out after" in text
+    killed at its timeout: its own rc line (the first) is 124 and its last line is the note the
+    host adds (host_probe.run_argv), not words its output could print anywhere. On a loaded host
+    the same command finishes a minute later, so what it printed says nothing of the failure."""
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    rc = next((m.group(1) for m in map(_RC_LINE.match, lines) if m), None)
+    return rc == "124" and bool(lines) and bool(_KILLED_LINE.match(lines[-1].strip()))
 
 
 def _unfinished(section) -> bool:
