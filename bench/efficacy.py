@@ -235,6 +235,11 @@ def judge(lab: Lab, rows, problems: dict, report: dict, mode: str) -> list[dict]
             "llm_calls": llm.get("calls", 0),
             "tokens": llm.get("prompt_tokens", 0) + llm.get("completion_tokens", 0),
             "reason": outcome.get("reason", ""),
+            # What the engine concluded and why the model gave no plan, if it did not: when a
+            # replay ends otherwise than recorded, these say whether the evidence differed
+            # (another diagnosis) or the request found no recording (the LLM error).
+            "diagnosis": str(outcome.get("diagnosis") or "")[:400],
+            "llm_error": str(outcome.get("llm_error") or "")[:400],
             "approval_id": outcome.get("approval_id", ""),
             "left_changed": left_changed(outcome),
             "planned": [{"command": c.get("command"), "verdict": c.get("verdict")}

@@ -23,7 +23,14 @@ LAB_CA = "/etc/sentinel/lab-ca.crt"
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def run(argv: list[str], timeout: float = 4) -> tuple[int, str]:
+# A status script or a client that has not answered in this long is read as a failed check. Not
+# less: on a 2-core machine running the suite's lab files side by side, `service postgresql
+# status` (a shell script and pg_lsclusters) once took more than 4 s on a healthy host. Checks
+# that must see a hung server quickly (a greeting, an HTTP answer, redis-cli) set their own.
+RUN_TIMEOUT = 8
+
+
+def run(argv: list[str], timeout: float = RUN_TIMEOUT) -> tuple[int, str]:
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:

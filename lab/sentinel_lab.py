@@ -750,14 +750,19 @@ class Lab:
         return {name: ServiceHealth(name, item["healthy"], item["checks"]) for name, item in data.items()}
 
     def wait_health(
-        self, host: str, services: Iterable[str] | None = None, healthy: bool = True, timeout: float = 20
+        self, host: str, services: Iterable[str] | None = None, healthy: bool = True, timeout: float = 20,
+        broken: str | None = None,
     ) -> dict[str, ServiceHealth]:
-        """Poll until every service is healthy (or, with healthy=False, until one is broken)."""
+        """Poll until every service is healthy (or, with healthy=False, until one is broken; with
+        broken=NAME as well, until that one is: the report still covers every service asked)."""
         services = list(services or self.services(host))
         deadline = time.monotonic() + timeout
         while True:
             report = self.health(host, services)
-            done = all(h.healthy for h in report.values()) if healthy else not all(h.healthy for h in report.values())
+            if broken is not None and not healthy:
+                done = not report[broken].healthy
+            else:
+                done = all(h.healthy for h in report.values()) if healthy else not all(h.healthy for h in report.values())
             if done:
                 return report
             if time.monotonic() > deadline:
@@ -784,9 +789,10 @@ class Lab:
         steps = spec.steps("fix", self.kind(host))
         return [[self._resolve(host, word) for word in shlex.split(command)] for command in steps]
 
-    def fix(self, host: str, fault: str, timeout: float = 30) -> dict[str, ServiceHealth]:
+    def fix(self, host: str, fault: str, timeout: float = 30, wait: bool = True) -> dict[str, ServiceHealth]:
         """Apply the catalogue's fix (as root, no shell; a placeholder is resolved just before
-        its command runs) and wait until the services in the fault's scope are healthy."""
+        its command runs) and wait until the services in the fault's scope are healthy (with
+        wait=False, return {} once the commands ran: the caller waits for what it needs)."""
         spec = self.catalogue.get(fault)
         self._require_host(host)
         for command in spec.steps("fix", self.kind(host)):
@@ -794,6 +800,8 @@ class Lab:
             result = self.exec(host, argv, timeout=90)
             if not result.ok:
                 raise LabError(f"{host}: fixing {fault}: `{shlex.join(argv)}` exited {result.rc}: {result.output()}")
+        if not wait:
+            return {}
         scope = [s for s in self.services(host) if s in self.catalogue.scope(spec.service)]
         return self.wait_health(host, scope, timeout=timeout)
 

@@ -5,6 +5,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 COLLECTIONS = REPO / ".collections"
 
@@ -42,3 +44,20 @@ def pytest_collection_modifyitems(session, config, items):  # pylint: disable=un
             return item.path.name
 
     items.sort(key=lambda item: -expected_seconds(relpath(item), table))  # stable: ties keep their order
+
+
+# The shards of one job (tests/durations.py, ``chain``) are one unit of work: with
+# ``--dist loadfile`` a worker takes a job's shard files together and runs them one after another.
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling  # pylint: disable=import-outside-toplevel
+
+    from tests.durations import chain  # pylint: disable=import-outside-toplevel
+
+    class ChainedFileScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return chain(super()._split_scope(nodeid))
+
+    return ChainedFileScheduling(config, log)

@@ -14,6 +14,7 @@ integration file is guessed at a minute (lab files are seldom quicker), anything
 from __future__ import annotations
 
 import json
+import re
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -36,6 +37,21 @@ def expected_seconds(relpath: str, table: dict[str, float]) -> float:
     if relpath in table:
         return table[relpath]
     return UNKNOWN_INTEGRATION_SECONDS if relpath.startswith("tests/integration/") else 0.0
+
+
+# A job split into numbered shard files (``test_efficacy_replay_1.py``, ``_2.py``): split to bound
+# each shard's lab, not to run side by side. Measured alone, a replay shard kept both cores busy
+# (91 % over 323 s, /proc/stat), as the lab-faults file does: run together with it, three CPU-bound
+# files slowed each other until the lab's and the engine's health checks timed out (a timed-out
+# check is a degraded service, not what was recorded). The shards of a job form one chain.
+_SHARD = re.compile(r"^(?P<job>.+)_\d+\.py$")
+
+
+def chain(relpath: str) -> str:
+    """The scheduling scope of a test file: itself, or for a shard ``<job>_<N>.py`` its job,
+    ``<job>_*.py``, so the worker that takes the job runs its shards one after another."""
+    match = _SHARD.match(relpath)
+    return f"{match.group('job')}_*.py" if match else relpath
 
 
 def longest_first(relpaths: list[str], table: dict[str, float]) -> list[str]:

@@ -14,9 +14,11 @@ come from the lab's own health check, never from the report.
 When the prompts change on purpose, record again (docs/operate.md, "Playing the model").
 
 The recorded faults are split into shards, one test file each (test_efficacy_replay_*.py sets
-``SHARD = (index, count)`` and imports this module's fixture and tests): the suite runs each file
-whole on one worker, so the shards replay side by side, each on its own lab, instead of one
-file running alone for a quarter of an hour at the end.
+``SHARD = (index, count)`` and imports this module's fixture and tests), each on its own lab of
+one host per fault: a shard's lab is half the size, and a failure names its shard. The suite
+runs the shards one after another on one worker (tests/durations.py, ``chain``): a shard keeps
+both cores busy alone, and two side by side beside the lab-faults file slowed the health checks
+of a 2-core CI machine until they timed out.
 """
 from __future__ import annotations
 
@@ -65,9 +67,9 @@ def replayed(request, tmp_path_factory):
     out = tmp_path_factory.mktemp("efficacy") / "efficacy.json"
     entries = [f"{f['fault']}@{f['kind']}" for f in faults]
     without = [f"{f['fault']}@{f['kind']}" for f in faults if not f.get("baseline")]
-    # The shards run side by side, beside other lab tests: together they keep fewer forks than
-    # ansible.cfg's 30 (30 each timed out the health checks and evidence commands of a 2-core
-    # machine: a timed-out check is a degraded service, which is not what was recorded).
+    # A shard runs beside two other lab files: it keeps fewer forks than ansible.cfg's 30 (30
+    # timed out the health checks and evidence commands of a 2-core machine: a timed-out check
+    # is a degraded service, which is not what was recorded).
     rc = efficacy.main(["--mode", "replay", "--transcripts", str(TRANSCRIPTS), "--approve", "--prefix", prefix,
                         "--forks", str(max(1, 24 // count)),
                         "--faults", ",".join(entries), "--no-baseline-for", ",".join(without),
@@ -113,7 +115,8 @@ def test_the_fixable_faults_heal_as_recorded(replayed):
             ok = row["state"] in ("escalated", "waiting_approval", "healed")
         if not ok:
             missed["@".join(key)] = {k: row.get(k) for k in ("state", "attempts", "sources", "commands",
-                                                             "approved_plan", "reason")}
+                                                             "approved_plan", "reason", "diagnosis",
+                                                             "llm_error")}
     assert not missed, missed
 
 

@@ -68,3 +68,10 @@ def test_collection_puts_the_heavier_file_first_and_ci_keeps_that_order() -> Non
     assert order == [first, second, light], order
     # xdist would re-sort files by their number of tests unless told not to
     assert "--dist loadfile --no-loadscope-reorder" in (REPO / "scripts" / "test").read_text(encoding="utf-8")
+
+
+def test_the_shards_of_one_job_are_one_chain_and_other_files_their_own():
+    assert durations.chain("tests/integration/test_efficacy_replay_1.py") == "tests/integration/test_efficacy_replay_*.py"
+    assert durations.chain("tests/integration/test_efficacy_replay_2.py") == "tests/integration/test_efficacy_replay_*.py"
+    assert durations.chain("tests/integration/test_lab_faults.py") == "tests/integration/test_lab_faults.py"
+    assert durations.chain("tests/unit/test_policy.py") == "tests/unit/test_policy.py"
