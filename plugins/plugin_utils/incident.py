@@ -483,6 +483,10 @@ def history(incident: Incident, tail: int = HISTORY_TAIL) -> list[dict]:
                         for r in attempt.refused][:5],
             "healthy_after": attempt.healthy,
             "error_after": attempt.error_after,
+            # What the engine put back after the attempt did not heal: the model must not build
+            # on an edit that is no longer there (paths only, as the journal has them).
+            "put_back": [str(p) for p in (attempt.undo or {}).get("restored") or []][:10]
+            if (attempt.undo or {}).get("rolled_back") else [],
             # absolute, so the model can place each attempt against the evidence's change times
             "started": attempt.started,
             "finished": attempt.finished,

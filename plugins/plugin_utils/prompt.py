@@ -299,6 +299,10 @@ def render_history(attempts: Sequence[Mapping], budget: int = HISTORY_BUDGET) ->
         elif healthy is False:
             lines.append("  -> STILL FAILING after it: "
                          + " ".join(_clean(str(attempt.get("error_after") or "")).split())[:ERROR_BUDGET])
+        put_back = [_clean(str(p))[:160] for p in attempt.get("put_back") or []]
+        if put_back:
+            lines.append("  -> the engine then PUT BACK what it changed, as it was before this attempt: "
+                         + ", ".join(put_back))
         blocks.append("\n".join(lines))
     text = "\n".join(blocks)
     while len(text) > budget and len(blocks) > 1:

@@ -214,6 +214,26 @@ def test_history_shows_what_each_attempt_did():
     assert seen["refused"][0]["command"] == "iptables -F"
 
 
+def test_the_model_is_told_what_the_engine_put_back_after_an_attempt_that_did_not_heal():
+    """An edit that did not heal is undone before the next attempt: the history says so, with the
+    paths, so the model does not plan on top of a change that is no longer there. A change kept
+    (the attempt healed, or nothing was put back) says nothing of the kind."""
+    from ansible_collections.sentinel.remediation.plugins.plugin_utils.prompt import render_history
+
+    edit = run("sed -i 's/^listen 8o/listen 80/' /etc/nginx/sites-enabled/default", 0, source="llm")
+    undone = attempt(1, "llm", [edit], healthy=False, error_after="nginx: [emerg] invalid port")
+    undone.undo = {"incident": "i1", "rolled_back": True, "restored": ["/etc/nginx/sites-enabled/default"],
+                   "changed": [{"path": "/etc/nginx/sites-enabled/default"}]}
+    kept = attempt(2, "llm", [run("service nginx start", 0, source="llm")], healthy=False)
+    kept.undo = {"incident": "i1", "rolled_back": False, "restored": ["/etc/nginx/nginx.conf"]}
+    seen = engine.history(incident(undone, kept))
+    assert seen[0]["put_back"] == ["/etc/nginx/sites-enabled/default"] and seen[1]["put_back"] == []
+    text = render_history(seen)
+    first, second = text.split("Attempt 2")
+    assert "PUT BACK what it changed, as it was before this attempt: /etc/nginx/sites-enabled/default" in first
+    assert "PUT BACK" not in second
+
+
 def test_episode_and_outcome():
     state = incident(attempt(1, "runbook", [run("service nginx start", 1)], healthy=False),
                      attempt(2, "llm", [run("mkdir -p /var/lib/nginx", 0, "llm"),
