@@ -103,7 +103,7 @@ def _credential_shaped(value):
         return False
     if value.startswith("/") and not any(_looks_random(part) for part in value.split("/")):
         return False
-    if re.match(r"^(?:[a-z]+[0-9]{0,4}|[.@]?[a-z][a-z0-9]*(?:[_.-][a-z0-9]+)+|[0-9]+)$", value):
+    if re.match(r"^(?:[a-z]+[0-9]{0,4}|[.@]?[a-z][a-z0-9]*(?:[_.-][a-z0-9]+)+|[0-9]+|[a-z]+(?:,[a-z]+)+)$", value):
         return False
     classes = sum(1 for pattern in ("[a-z]", "[A-Z]", "[0-9]", r"[^A-Za-z0-9]") if re.search(pattern, value))
     return classes >= 2
@@ -192,6 +192,26 @@ _RULES = (
      lambda m, kind: m.group(1) + m.group(2) + MARK % kind + m.group(2)),
     ("password", re.compile(r"(\bredis-cli\b[^\n]*?\s(?:-a|--pass)\s+)(\S+)"),
      lambda m, kind: m.group(1) + MARK % kind),
+    # Clients whose secret is the value of one short option, joined (`-wSECRET`) or apart, wherever
+    # it stands on the line: a key-value store's `-a` (redis-cli, valkey-cli, keydb-cli), a directory's
+    # bind `-w` (the ldap* tools; ldappasswd's old `-a` and new `-s` too), SNMP's community `-c` and
+    # v3 pass phrases `-A`/`-X` (the snmp* tools), an MQTT client's `-P`, sshpass's `-p`.
+    ("password", re.compile(r"(?P<program>\b(?:(?:redis|valkey|keydb)-cli|ldap[a-z]*|snmp[a-z]*|mosquitto_[a-z]+|sshpass))"
+                            r"(?P<rest>[ \t][^\n]*)"),
+     "option_secret"),
+    # A password given as a positional argument: the last one of a password setter in batch mode
+    # (`htpasswd -b FILE USER PASS`, `htpasswd -nb USER PASS`, `mosquitto_passwd -b`, any `*passwd`),
+    # of a subcommand that sets or checks one (`rabbitmqctl add_user USER PASS`, `openssl passwd
+    # PASS`), and the word after a share (`smbclient //host/share PASS`, `net use X: \\host\share PASS`).
+    ("password", re.compile(r"(?P<head>\b[a-z_]*passwd[ \t]+(?:[^\n|;&<>]*?[ \t])?-[a-zA-Z]*b[a-zA-Z]*[ \t]"
+                            r"(?:[^\n|;&<>]*?[ \t])?)(?P<value>[^\s|;&<>)]+)(?=[ \t]*(?:$|\n|[|;&<>)]))"
+                            r"|(?P<head2>\b(?:add_?user|change_?password|set_?password|authenticate_?user)[ \t]+"
+                            r"(?:-\S+[ \t]+)*[^\s-]\S*[ \t]+)(?P<value2>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-]\S*)"
+                            r"|(?P<head3>\bopenssl[ \t]+passwd[ \t]+(?:[^\n|;&<>]*?[ \t])?)(?P<value3>[^\s|;&<>)-]\S*)"
+                            r"(?=[ \t]*(?:$|\n|[|;&<>)]))"
+                            r"|(?P<head4>(?:\bsmb[a-z]*|\brpcclient|\bnet[ \t]+use)\b[^\n]*?[ \t](?://|\\\\)[^\s/\\]+[/\\]\S+[ \t]+)"
+                            r"(?P<value4>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'/-]\S*)"),
+     "positional_password"),
     # MySQL clients: -pSECRET (joined; a bare -p prompts).
     ("password", re.compile(r"(\b(?:mysql|mysqladmin|mysqldump|mysqlcheck|mysqlimport|mysqlshow|mariadb|"
                             r"mariadb-dump|mariadb-admin)\b[^\n]*?\s-p)([^\s-][^\s]*)"),
@@ -219,7 +239,10 @@ _RULES = (
      lambda m, kind: m.group(1) + MARK % kind),
     # curl/wget -u user:password (the user stays readable).
     ("password", re.compile(r"(\b(?:curl|wget|lftp|http|https)\b[^\n]*?\s(?:-u|--user|--proxy-user|-U|"
-                            r"--http-user)[\s=]*['\"]?[^\s:'\"]+:)([^\s'\"]+)"),
+                            r"--http-user)[\s=]*['\"]?[^\s:'\"\[]+:)([^\s'\"]+)"),
+     lambda m, kind: m.group(1) + MARK % kind),
+    # `-u USER,PASSWORD` (lftp and the clients that copy its syntax): the user stays readable.
+    ("password", re.compile(r"(\s-u[ \t]+['\"]?[A-Za-z0-9_.@-]+,)(?!\[REDACTED)([^\s'\"]+)"),
      lambda m, kind: m.group(1) + MARK % kind),
     # .netrc: machine HOST login USER password SECRET
     ("password", re.compile(r"(\b(?:machine|default)\b[^\n]*?\bpassword\s+)(\S+)"),
@@ -264,6 +287,15 @@ _RULES = (
     ("password", re.compile(r"(?im)^(?P<key>[ \t]*[A-Za-z0-9_.-]*(?:pass(?:word|wd|phrase)?|secret)[A-Za-z0-9_.-]*[ \t]+(?:\\\n[ \t]*)?)"
                             r"(?P<value>[^\s=:#][^\s]*)[ \t]*$"),
      "directive"),
+    # SNMP communities by the column their directive's grammar gives them, whatever they look like:
+    # net-snmp's `com2sec[6|unix] [-Cn CONTEXT] NAME SOURCE COMMUNITY` (the last), the notification
+    # sinks `trapsink|trap2sink|informsink HOST COMMUNITY [PORT]` (the second), the `*community`
+    # directives (`rocommunity6 COMMUNITY`, `authCommunity TYPES COMMUNITY`: the first that is not
+    # an option or a list of types) and Cisco's `snmp-server host HOST [traps|informs] [version V
+    # [auth|noauth|priv]] COMMUNITY` and `snmp-server community COMMUNITY`.
+    ("password", re.compile(r"(?im)^(?P<lead>[ \t]*)(?P<directive>snmp-server[ \t]+(?:host|community)|[a-z0-9]*sink"
+                            r"|com2sec[a-z0-9]*|[a-z0-9]+community6?)(?P<rest>(?:[ \t]+[^\s#]+)+)"),
+     "snmp_column"),
     # A secret word within the first words of a directive, its value after a space and more
     # words after it (`rocommunity VALUE 10.0.0.0/8`, `user NAME insecure-password VALUE groups
     # G`, `stats auth USER:VALUE`): the value must look like a credential, since log lines and
@@ -579,6 +611,84 @@ def _dash_password_replace(match):
     return match.group("head") + MARK % "password"
 
 
+_SNMP_WORDS = frozenset(("traps", "informs", "version", "1", "2c", "3", "auth", "noauth", "priv", "public",
+                         "default", "localhost"))
+
+
+def _snmp_column(directive, words):
+    """The index in ``words`` (options included) of the community its directive's grammar names."""
+    positions = []
+    at = 0
+    while at < len(words):
+        word = words[at]
+        if word.startswith("-"):
+            at += 2 if len(word) == 2 or word in ("-Cn", "-V") else 1  # an option and its value
+            continue
+        positions.append(at)
+        at += 1
+    if directive.startswith("com2sec"):
+        return positions[2] if len(positions) >= 3 else None
+    if directive.endswith("sink"):
+        return positions[1] if len(positions) >= 2 else None
+    if directive.startswith("snmp-server") and directive.endswith("host"):
+        rest = positions[1:]
+        index = 0
+        while index < len(rest) and words[rest[index]].lower() in _SNMP_WORDS:
+            index += 1
+        return rest[index] if index < len(rest) else None
+    for index in positions:
+        if not re.match(r"^[a-z]+(?:,[a-z]+)+$", words[index]):  # authCommunity's TYPES list
+            return index
+    return None
+
+
+def _snmp_column_replace(match):
+    directive = re.sub(r"[ \t]+", " ", match.group("directive").lower())
+    parts = re.split(r"([ \t]+)", match.group("rest"))
+    words = [part for part in parts[2::2]]
+    column = _snmp_column(directive, words)
+    if column is None:
+        return match.group(0)
+    value = words[column]
+    bare = value.strip("\"'")
+    if not bare or bare.startswith(("[REDACTED:", "$")) or _harmless(bare) or bare == "public":
+        return match.group(0)
+    parts[2 + 2 * column] = MARK % "community"
+    return match.group("lead") + match.group("directive") + "".join(parts)
+
+
+# The short options that carry each client's secret (see the rule).
+_SECRET_OPTIONS = ((re.compile(r"(?:redis|valkey|keydb)-cli$"), "a"), (re.compile(r"ldappasswd$"), "wasy"),
+                   (re.compile(r"ldap[a-z]*$"), "wy"), (re.compile(r"snmp[a-z]*$"), "cAX"),
+                   (re.compile(r"mosquitto_[a-z]+$"), "P"), (re.compile(r"sshpass$"), "p"))
+
+
+def _option_secret_replace(match):
+    letters = next(found for pattern, found in _SECRET_OPTIONS if pattern.match(match.group("program")))
+
+    def one(option):
+        value = option.group("value")
+        bare = value.strip("\"'")
+        if not bare or bare.startswith(("[REDACTED:", "$")) or _harmless(bare) or bare == "public":
+            return option.group(0)  # `public` is SNMP's documented default community; `$X` a reference
+        quote = value[0] if value[:1] in "\"'" else ""
+        return option.group("head") + quote + MARK % "password" + quote
+    option_re = r"(?P<head>[ \t]-[" + letters + r"](?:[ \t]+(?=[^\s-])|(?=[^\s])))(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)"
+    return match.group("program") + re.sub(option_re, one, match.group("rest"))
+
+
+def _positional_password_replace(match):
+    for head, value in (("head", "value"), ("head2", "value2"), ("head3", "value3"), ("head4", "value4")):
+        if match.group(head) is not None:
+            text = match.group(value)
+            break
+    bare = text.strip("\"'")
+    if not bare or bare.startswith(("[REDACTED:", "$")) or _harmless(bare):
+        return match.group(0)
+    quote = text[0] if text[:1] in "\"'" else ""
+    return match.group(head) + quote + MARK % "password" + quote
+
+
 def _map_pair_replace(match):
     if match.group("value").startswith("[REDACTED:") or not _credential_shaped(match.group("value")):
         return match.group(0)
@@ -589,7 +699,9 @@ _REPLACERS = {"capability": _capability_replace, "element": _element_replace, "n
               "directive": _directive_replace, "block_element": _block_element_replace,
               "positional": _positional_replace, "after_algorithm": _after_algorithm_replace,
               "map_pair": _map_pair_replace, "encoded_pair": _encoded_pair_replace,
-              "user_then_password": _user_then_password_replace, "dash_password": _dash_password_replace}
+              "user_then_password": _user_then_password_replace, "dash_password": _dash_password_replace,
+              "option_secret": _option_secret_replace, "positional_password": _positional_password_replace,
+              "snmp_column": _snmp_column_replace}
 
 
 _COOKIE_ATTRIBUTES = frozenset(("path", "domain", "expires", "max-age", "samesite", "secure", "httponly",
