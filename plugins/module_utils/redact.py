@@ -209,7 +209,7 @@ _RULES = (
                             r"(?:-\S+[ \t]+)*[^\s-]\S*[ \t]+)(?P<value2>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-]\S*)"
                             r"|(?P<head3>\bopenssl[ \t]+passwd[ \t]+(?:[^\n|;&<>]*?[ \t])?)(?P<value3>[^\s|;&<>)-]\S*)"
                             r"(?=[ \t]*(?:$|\n|[|;&<>)]))"
-                            r"|(?P<head4>(?:\bsmb[a-z]*|\brpcclient|\bnet[ \t]+use)\b[^\n]*?[ \t](?://|\\\\)[^\s/\\]+[/\\]\S+[ \t]+)"
+                            r"|(?P<head4>(?:\bsmb[a-z]*|\brpcclient|\bnet[ \t]+use)\b[^\n]*?[ \t]['\"]?(?://|\\\\)[^\s/\\]+[/\\]\S+[ \t]+)"
                             r"(?P<value4>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'/-]\S*)"),
      "positional_password"),
     # MySQL clients: -pSECRET (joined; a bare -p prompts).
@@ -634,6 +634,8 @@ def _snmp_column(directive, words):
         rest = positions[1:]
         index = 0
         while index < len(rest) and words[rest[index]].lower() in _SNMP_WORDS:
+            if words[rest[index]] == "3" and index and words[rest[index - 1]].lower() == "version":
+                return None  # SNMPv3 names a user there; its keys are set elsewhere
             index += 1
         return rest[index] if index < len(rest) else None
     for index in positions:
