@@ -109,6 +109,11 @@ def _credential_shaped(value):
     return classes >= 2
 
 
+# Programs that read a password from their standard input when run so.
+_STDIN_READERS = (r"(?:sudo\b[^\n|;&]*?[ \t]-[a-zA-Z]*S\b|chpasswd\b|passwd\b[^\n|;&]*?--stdin\b|[a-z0-9_.-]+\b[^\n|;&]*?"
+                  r"--password-stdin\b|htpasswd\b[^\n|;&]*?[ \t]-[a-zA-Z]*i|smbpasswd\b[^\n|;&]*?[ \t]-[a-zA-Z]*s|kinit\b"
+                  r"|cryptsetup\b|vncpasswd\b|openssl\b[^\n|;&]*?(?:stdin|fd:0))")
+
 _RULES = (
     # PEM private keys (RSA, EC, OPENSSH, ENCRYPTED...), also when cut off before END.
     ("private_key", re.compile(
@@ -196,7 +201,8 @@ _RULES = (
     # it stands on the line: a key-value store's `-a` (redis-cli, valkey-cli, keydb-cli), a directory's
     # bind `-w` (the ldap* tools; ldappasswd's old `-a` and new `-s` too), SNMP's community `-c` and
     # v3 pass phrases `-A`/`-X` (the snmp* tools), an MQTT client's `-P`, sshpass's `-p`.
-    ("password", re.compile(r"(?P<program>\b(?:(?:redis|valkey|keydb)-cli|ldap[a-z]*|snmp[a-z]*|mosquitto_[a-z]+|sshpass))"
+    ("password", re.compile(r"(?P<program>\b(?:(?:redis|valkey|keydb)-cli|ldap[a-z]*|snmp[a-z]*|mosquitto_[a-z]+|sshpass"
+                            r"|ipmitool|(?:un)?zip(?:cloak)?|7z[ar]?)\b)"
                             r"(?P<rest>[ \t][^\n]*)"),
      "option_secret"),
     # A password given as a positional argument: the last one of a password setter in batch mode
@@ -207,11 +213,31 @@ _RULES = (
                             r"(?:[^\n|;&<>]*?[ \t])?)(?P<value>[^\s|;&<>)]+)(?=[ \t]*(?:$|\n|[|;&<>)]))"
                             r"|(?P<head2>\b(?:add_?user|change_?password|set_?password|authenticate_?user)[ \t]+"
                             r"(?:-\S+[ \t]+)*[^\s-]\S*[ \t]+)(?P<value2>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-]\S*)"
+                            r"|(?P<head5>\b[a-z_]*passphrase[ \t]+(?:-\S+[ \t]+)*[^\s-]\S*[ \t]+)(?P<value5>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-]\S*)"
                             r"|(?P<head3>\bopenssl[ \t]+passwd[ \t]+(?:[^\n|;&<>]*?[ \t])?)(?P<value3>[^\s|;&<>)-]\S*)"
                             r"(?=[ \t]*(?:$|\n|[|;&<>)]))"
                             r"|(?P<head4>(?:\bsmb[a-z]*|\brpcclient|\bnet[ \t]+use)\b[^\n]*?[ \t]['\"]?(?://|\\\\)[^\s/\\]+[/\\]\S+[ \t]+)"
                             r"(?P<value4>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'/-]\S*)"),
      "positional_password"),
+    # A password handed to a program that reads it from its standard input, as the line shows it:
+    # `echo SECRET | sudo -S ...`, `echo USER:SECRET | chpasswd`, `printf SECRET | docker login
+    # --password-stdin`, `passwd --stdin`, `htpasswd -i`, `smbpasswd -s`, kinit, cryptsetup,
+    # vncpasswd; and the same program given it by a here-string (`<<< SECRET`).
+    ("password", re.compile(r"(?P<head>\b(?:echo|printf)(?:[ \t]+-[neE]+)*[ \t]+(?:(?:'[^'\n]*%[^'\n]*'|\"[^\"\n]*%[^\"\n]*\""
+                            r"|[^\s'\"]*%[^\s'\"]*)[ \t]+)?)(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s|;&'\"]+)"
+                            r"(?=[ \t]*\|[ \t]*(?:\S*/)?" + _STDIN_READERS + r")"
+                            r"|(?P<head2>\b" + _STDIN_READERS + r"[^\n|;&]*?<<<[ \t]*)(?P<value2>'[^'\n]*'|\"[^\"\n]*\"|[^\s|;&'\"]+)"),
+     "stdin_password"),
+    # Oracle's clients take `USER/PASSWORD[@CONNECT]` as their first operand or as `userid=`.
+    ("password", re.compile(r"(?P<head>(?:\b(?:sqlplus|expdp|impdp|exp|imp|rman|sqlldr|dgmgrl)\b(?:[ \t]+-\S+)*"
+                            r"(?:[ \t]+target)?[ \t]+|\buserid=)['\"]?[A-Za-z0-9_$#]+/)(?P<value>[^\s@/'\"]+)"),
+     "after_user"),
+    # Network devices' configuration: a secret word, then an encryption type (`0` clear, `7`
+    # reversible, `5`/`8`/`9` hashed), an encoding or an algorithm with its key number, then
+    # the value (`username U password 0 X`, `enable secret 0 X`, `tacacs-server key X`, `key-string
+    # X`, `ip ospf message-digest-key 1 md5 X`, `wpa-psk ascii 0 X`, SNMPv3 users' `auth sha X
+    # priv aes 128 X`). The value must look like a credential: log lines say `key file`.
+    ("password", re.compile(r"(?m)^[ \t]*[a-z][^\n]*"), "device_secret"),
     # MySQL clients: -pSECRET (joined; a bare -p prompts).
     ("password", re.compile(r"(\b(?:mysql|mysqladmin|mysqldump|mysqlcheck|mysqlimport|mysqlshow|mariadb|"
                             r"mariadb-dump|mariadb-admin)\b[^\n]*?\s-p)([^\s-][^\s]*)"),
@@ -660,13 +686,18 @@ def _snmp_column_replace(match):
 
 
 # The short options that carry each client's secret (see the rule).
-_SECRET_OPTIONS = ((re.compile(r"(?:redis|valkey|keydb)-cli$"), "a"), (re.compile(r"ldappasswd$"), "wasy"),
-                   (re.compile(r"ldap[a-z]*$"), "wy"), (re.compile(r"snmp[a-z]*$"), "cAX"),
-                   (re.compile(r"mosquitto_[a-z]+$"), "P"), (re.compile(r"sshpass$"), "p"))
+# The short options that carry each client's secret (see the rule): apart or joined, and joined
+# only (7-Zip's `-pSECRET`; its bare `-p` asks for one).
+_SECRET_OPTIONS = ((re.compile(r"(?:redis|valkey|keydb)-cli$"), "a", ""), (re.compile(r"ldappasswd$"), "wasy", ""),
+                   (re.compile(r"ldap[a-z]*$"), "wy", ""), (re.compile(r"snmp[a-z]*$"), "cAX", ""),
+                   (re.compile(r"mosquitto_[a-z]+$"), "P", ""), (re.compile(r"sshpass$"), "p", ""),
+                   (re.compile(r"ipmitool$"), "P", ""), (re.compile(r"(?:un)?zip(?:cloak)?$"), "P", ""),
+                   (re.compile(r"7z[ar]?$"), "", "p"))
 
 
 def _option_secret_replace(match):
-    letters = next(found for pattern, found in _SECRET_OPTIONS if pattern.match(match.group("program")))
+    letters, joined = next((apart, joined) for pattern, apart, joined in _SECRET_OPTIONS
+                           if pattern.match(match.group("program")))
 
     def one(option):
         value = option.group("value")
@@ -675,12 +706,18 @@ def _option_secret_replace(match):
             return option.group(0)  # `public` is SNMP's documented default community; `$X` a reference
         quote = value[0] if value[:1] in "\"'" else ""
         return option.group("head") + quote + MARK % "password" + quote
-    option_re = r"(?P<head>[ \t]-[" + letters + r"](?:[ \t]+(?=[^\s-])|(?=[^\s])))(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)"
+    forms = []
+    if letters:
+        forms.append(r"[ \t]-[" + letters + r"](?:[ \t]+(?=[^\s-])|(?=[^\s]))")
+    if joined:
+        forms.append(r"[ \t]-[" + joined + r"](?=[^\s])")
+    option_re = r"(?P<head>" + "|".join(forms) + r")(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)"
     return match.group("program") + re.sub(option_re, one, match.group("rest"))
 
 
 def _positional_password_replace(match):
-    for head, value in (("head", "value"), ("head2", "value2"), ("head3", "value3"), ("head4", "value4")):
+    for head, value in (("head", "value"), ("head2", "value2"), ("head3", "value3"), ("head4", "value4"),
+                        ("head5", "value5")):
         if match.group(head) is not None:
             text = match.group(value)
             break
@@ -689,6 +726,47 @@ def _positional_password_replace(match):
         return match.group(0)
     quote = text[0] if text[:1] in "\"'" else ""
     return match.group(head) + quote + MARK % "password" + quote
+
+
+def _stdin_password_replace(match):
+    head, value = ("head", "value") if match.group("head") is not None else ("head2", "value2")
+    text = match.group(value)
+    bare = text.strip("\"'")
+    if not bare or bare.startswith(("[REDACTED:", "$")) or _harmless(bare):
+        return match.group(0)
+    quote = text[0] if text[:1] in "\"'" else ""
+    user, colon, _secret = bare.partition(":")
+    if colon and re.match(r"^[A-Za-z0-9_.@-]{1,64}$", user):  # chpasswd's USER:PASSWORD
+        return match.group(head) + quote + user + ":" + MARK % "password" + quote
+    return match.group(head) + quote + MARK % "password" + quote
+
+
+def _after_user_replace(match):
+    value = match.group("value")
+    if value.startswith("[REDACTED") or value.startswith("$") or _harmless(value):
+        return match.group(0)
+    return match.group("head") + MARK % "password"
+
+
+_DEVICE_SECRET = re.compile(r"(?i)(?P<head>(?<![^ \t])(?:password|secret|key|key-string|[a-z][a-z-]*-key|wpa-psk|psk"
+                            r"|auth[ \t]+(?:md5|sha[0-9-]*)|priv[ \t]+(?:des|3des|aes)(?:[ \t]+[0-9]{3})?)"
+                            r"(?:[ \t]+[0-9]{1,3}(?=[ \t]))?(?:[ \t]+(?:ascii|hex|md5|sha[0-9-]*|encrypted|unencrypted))?"
+                            r"(?:[ \t]+[0-9](?=[ \t]))?[ \t]+)(?P<value>[^\s\"'#;]+)(?=[ \t]|$)")
+# The words before it on a device's configuration line: a lowercase keyword first (no `gpg:`, no
+# `Good ...`), then no capitalised word of prose.
+_DEVICE_LEAD = re.compile(r"^[ \t]*(?:[a-z][a-z0-9_-]*(?:[ \t]+(?![A-Z][a-z]+(?:[ \t]|$))\S+)*[ \t]+)?$")
+
+
+def _device_secret_replace(match):
+    line = match.group(0)
+
+    def one(found):
+        value = found.group("value")
+        if not _DEVICE_LEAD.match(line[:found.start()]) or value.startswith(("[REDACTED", "$")) \
+                or _harmless(value) or not _credential_shaped(value) or re.match(r"^0x[0-9A-Fa-f]+$", value):
+            return found.group(0)
+        return found.group("head") + MARK % "password"
+    return _DEVICE_SECRET.sub(one, line)
 
 
 def _map_pair_replace(match):
@@ -703,7 +781,8 @@ _REPLACERS = {"capability": _capability_replace, "element": _element_replace, "n
               "map_pair": _map_pair_replace, "encoded_pair": _encoded_pair_replace,
               "user_then_password": _user_then_password_replace, "dash_password": _dash_password_replace,
               "option_secret": _option_secret_replace, "positional_password": _positional_password_replace,
-              "snmp_column": _snmp_column_replace}
+              "snmp_column": _snmp_column_replace, "stdin_password": _stdin_password_replace,
+              "after_user": _after_user_replace, "device_secret": _device_secret_replace}
 
 
 _COOKIE_ATTRIBUTES = frozenset(("path", "domain", "expires", "max-age", "samesite", "secure", "httponly",
