@@ -673,7 +673,7 @@ def _snmp_column(directive, words):
 def _snmp_column_replace(match):
     directive = re.sub(r"[ \t]+", " ", match.group("directive").lower())
     parts = re.split(r"([ \t]+)", match.group("rest"))
-    words = [part for part in parts[2::2]]
+    words = list(parts[2::2])
     column = _snmp_column(directive, words)
     if column is None:
         return match.group(0)
