@@ -200,6 +200,12 @@ def leaves_search_path(chk: Check, source: str, target: str, landing: str) -> st
     return "away"
 
 
+def _on_search_path(c: Mapping[str, Any], canon: str) -> bool:
+    """A search directory or a name in one."""
+    paths = c.get("search_paths")
+    return paths is not None and (paths.match(canon) is not None or paths.match(canon.rpartition("/")[0] or "/") is not None)
+
+
 def _under(view: str, canon: str) -> str:
     return "" if view == canon else f" (it is {view} of the tree above it)"
 
@@ -324,6 +330,13 @@ def _judge_write(chk: Check, value: str, canon: str, access: str, recursive: boo
                 and _secret(chk, canon) is None:
             chk.approve(f"{verb} {q(value)}: a program {chk.scope.service}'s own unit runs (its Exec*= lines); "
                         "a human should confirm")
+            return
+        if unit is None and _on_search_path(c, canon):
+            local = c.get("local_search_paths")
+            out = local is not None and local.match(canon.rpartition("/")[0] or "/") is not None
+            chk.reject(f"{q(value)} is on a search path (a name there is a command shells, services and cron run); "
+                       "a command may not put, replace or change one there"
+                       + (" (`mv` that only takes it out needs approval)" if out else ""))
             return
         if unit is None:
             chk.reject(f"{q(value)} belongs to the operating system (boot, init and unit files, accounts, "

@@ -24,10 +24,7 @@ NGINX = {"name": "nginx", "user": "www-data", "processes": ["nginx"], "units": [
 LOCAL = ["/usr/local/bin", "/usr/local/sbin", "/opt/shop/bin"]
 AWAY = ["/root/quarantine/", "/var/tmp/", "/srv/attic/tool.sh"]
 ON_A_SEARCH_PATH = ["/usr/bin/", "/bin/tool", "/usr/sbin/", "/usr/local/bin/", "/usr/local/sbin/tool",
-                    "/opt/other/bin", "/home/ops/bin/", "/root/.local/bin/", "/usr/games/"]
-# Search directories outside the operating system's files: writing there needed approval before
-# this rule and still does; the rule never makes a move onto them easier.
-UNPROTECTED = ("/opt/", "/home/")
+                    "/opt/other/bin", "/home/ops/bin/", "/root/.local/bin/", "/root/bin/", "/usr/games/"]
 
 
 def _verdict(command: str) -> str:
@@ -49,11 +46,7 @@ def test_setting_a_command_aside_in_place_needs_approval(directory, suffix):
 def test_a_move_that_lands_on_a_search_path_stays_refused(directory, destination):
     if destination.rstrip("/") == directory or destination.startswith(directory + "/"):
         pytest.skip("the same directory: a rename, tested below")
-    verdict = _verdict(f"mv {directory}/tool {destination}")
-    if directory.startswith(UNPROTECTED) and destination.startswith(UNPROTECTED):
-        assert verdict == "approval"
-    else:
-        assert verdict == "reject"
+    assert _verdict(f"mv {directory}/tool {destination}") == "reject"
 
 
 @pytest.mark.parametrize("command", [
@@ -68,6 +61,11 @@ def test_a_move_that_lands_on_a_search_path_stays_refused(directory, destination
     "mv /usr/local/bin/tool /root/",                           # /root holds /root/bin
     "mv /usr/local/bin/tool /dev/null",
     "mv /usr/local/bin/.ssh /root/quarantine/",                # a secret stays a secret
+    "cp /tmp/tool /opt/shop/bin/",                             # search directories outside /usr too
+    "chmod +x /opt/shop/bin/tool",
+    "rm /opt/shop/bin/tool",
+    "touch /home/ops/bin/tool",
+    "ln -s /tmp/tool /root/bin/tool",
 ])
 def test_other_moves_around_search_directories_stay_refused(command):
     assert _verdict(command) == "reject"
