@@ -103,6 +103,8 @@ def _credential_shaped(value):
         return False
     if value.startswith("/") and not any(_looks_random(part) for part in value.split("/")):
         return False
+    if re.match(r"^(?=[^.:]*[.:])[0-9A-Fa-f.:]+(?:/[0-9]{1,3})?$", value):
+        return False  # an address or a network (10.0.0.0/8, fd00::1), not a credential
     if re.match(r"^(?:[a-z]+[0-9]{0,4}|[.@]?[a-z][a-z0-9]*(?:[_.-][a-z0-9]+)+|[0-9]+|[a-z]+(?:,[a-z]+)+)$", value):
         return False
     classes = sum(1 for pattern in ("[a-z]", "[A-Z]", "[0-9]", r"[^A-Za-z0-9]") if re.search(pattern, value))
@@ -178,6 +180,12 @@ _RULES = (
      lambda m, kind: MARK % kind),
     ("password_hash", re.compile(r"\{(?:SHA|SSHA|SHA256|SSHA256|SHA512|SSHA512|SMD5|MD5|CRYPT|PBKDF2[-A-Z0-9]*|"
                                  r"ARGON2)\}[A-Za-z0-9+/=$.]{8,}", re.IGNORECASE),
+     lambda m, kind: MARK % kind),
+    # A password in clear behind its scheme (Dovecot's and LDAP's `{PLAIN}pw`, `{CLEARTEXT}pw`,
+    # `{PLAIN-TRUNC}`), and any other `{SCHEME}` value where a password stands (`alice:{X}...`, `: {X}...`).
+    ("password", re.compile(r"\{(?:PLAIN(?:-TRUNC)?|CLEAR(?:TEXT)?)\}[^\s:]+", re.IGNORECASE),
+     lambda m, kind: MARK % kind),
+    ("password_hash", re.compile(r"(?:(?<=[A-Za-z0-9_.@-]:)|(?<=[:=][ \t])|(?<=^))\{[A-Z][A-Z0-9.-]{1,24}\}[^\s:]{4,}", re.MULTILINE),
      lambda m, kind: MARK % kind),
     # Redis: requirepass / masterauth in config files, CLI flags and CONFIG SET.
     ("requirepass", re.compile(
@@ -329,6 +337,33 @@ _RULES = (
     ("password", re.compile(r"(?m)^(?P<lead>[ \t]*(?:[A-Za-z0-9_.-]+[ \t]+){0,3}?)(?P<name>" + _SECRET_KEY +
                             r")(?P<sep>[ \t]+)(?P<value>[^\s=:#\"'][^\s\"']*)(?=[ \t]|$)", re.IGNORECASE),
      "positional"),
+    # A secret word, a name, then the value as the line's last word (Redis Sentinel's `sentinel
+    # auth-pass MASTER VALUE`, `auth-pass NAME VALUE` in other daemons): the name is not the secret.
+    ("password", re.compile(r"(?m)^(?P<lead>[ \t]*(?:[a-z0-9_.-]+[ \t]+){0,2}?)(?P<name>" + _SECRET_KEY +
+                            r")(?P<sep>[ \t]+[A-Za-z0-9_.@][A-Za-z0-9_.@-]*[ \t]+)(?P<value>[^\s=:#\"'-][^\s\"']*)[ \t]*$",
+                            re.IGNORECASE),
+     "positional_lowercase"),
+    # A quoted value right after a word that names a secret (`: PSK "..."` in ipsec.secrets,
+    # `password "..."`, `token '...'`, `XAUTH "..."`).
+    ("password", re.compile(r"(?P<head>(?<![\w.-])(?P<name>" + _SECRET_KEY + r"|XAUTH|EAP|NTLM)[ \t]+)"
+                            r"(?P<value>\"[^\"\n]+\"|'[^'\n]+')", re.IGNORECASE),
+     "quoted_after_word"),
+    # Key files of time servers (ntp.keys, chrony.keys): `ID TYPE KEY`, the type a digest or a
+    # cipher (`M`, `MD5`, `SHA1`, `AES128CMAC`); the key is the secret whatever it looks like.
+    ("password", re.compile(r"(?m)^(?P<head>[ \t]*[0-9]{1,5}[ \t]+(?:M|MD5|RMD160|SHA[0-9-]*|AES[0-9]*CMAC|CMAC)[ \t]+"
+                            r"(?:HEX:|ASCII:)?)(?P<value>(?!(?:HEX|ASCII):)[^\s#]{4,})[ \t]*(?:#.*)?$"),
+     "key_column"),
+    # PPP's chap-secrets and pap-secrets: `CLIENT SERVER SECRET ADDRESSES`, a `*` standing for any
+    # server or address; quoted or not.
+    ("password", re.compile(r"(?m)^(?P<head>[ \t]*\"?[A-Za-z0-9_.@\\-]+\"?[ \t]+(?:\*|\"?[A-Za-z0-9_.-]+\"?)[ \t]+)"
+                            r"(?P<value>\"[^\"\n]+\"|[^\s\"#*]+)(?=[ \t]+(?:\*|\"\"|-|[0-9][0-9./]*)[ \t]*$)"),
+     "shaped_column"),
+    # A line of two quoted columns (PgBouncer's userlist.txt): the name, then its password.
+    ("password", re.compile(r"(?m)^(?P<head>[ \t]*\"[A-Za-z0-9_.@-]+\"[ \t]+)(?P<value>\"[^\"\n]+\")[ \t]*$"),
+     "shaped_column"),
+    # `login=USER:SECRET` (Squid's cache_peer and the options that copy it).
+    ("password", re.compile(r"(?i)(\blogin=[^\s:=]+:)(?!\[REDACTED)([^\s]+)"),
+     lambda m, kind: m.group(1) + MARK % kind),
     # A credential after the name of the algorithm that uses it (SNMPv3 `createUser NAME SHA
     # AUTHPASS AES PRIVPASS`): names are upper case and the value is not a hex digest.
     ("password", re.compile(r"(?P<head>(?<![\w-])(?:MD5|SHA(?:-?(?:1|224|256|384|512))?|DES|3DES|AES(?:-?(?:128|192|256))?)"
@@ -607,6 +642,13 @@ def _positional_replace(match):
     return match.group("lead") + name + match.group("sep") + MARK % _kind_for_key(name)
 
 
+def _positional_lowercase_replace(match):
+    """As ``_positional_replace``, for directives only (their names are lower case)."""
+    if match.group("name") != match.group("name").lower():
+        return match.group(0)
+    return _positional_replace(match)
+
+
 def _after_algorithm_replace(match):
     value = match.group("value")
     if re.match(r"^[0-9A-Fa-f:]{16,}$", value) or not _credential_shaped(value):
@@ -728,6 +770,34 @@ def _positional_password_replace(match):
     return match.group(head) + quote + MARK % "password" + quote
 
 
+def _quoted_after_word_replace(match):
+    name = match.group("name")
+    value = match.group("value")
+    bare = value[1:-1]
+    if not (is_secret_key(name) or name.upper() in ("XAUTH", "EAP", "NTLM")) or not bare.strip() \
+            or bare.startswith(("[REDACTED:", "$")) or _harmless(bare) or "{{" in bare or "{%" in bare \
+            or _weak(name.lower()) and not (_looks_random(bare) or len(bare) >= 6):
+        return match.group(0)
+    return match.group("head") + value[0] + MARK % _kind_for_key(name) + value[0]
+
+
+def _key_column_replace(match):
+    value = match.group("value")
+    quote = value[0] if value[:1] in "\"'" else ""
+    bare = value.strip("\"'")
+    if not bare or bare.startswith(("[REDACTED", "$")) or _harmless(bare):
+        return match.group(0)
+    return match.group("head") + quote + MARK % "password" + quote
+
+
+def _shaped_column_replace(match):
+    """A column that holds a password by the file's layout, when nothing else marks it: it must
+    look like a credential (layouts like it hold names too)."""
+    if not _credential_shaped(match.group("value").strip("\"'")):
+        return match.group(0)
+    return _key_column_replace(match)
+
+
 def _stdin_password_replace(match):
     head, value = ("head", "value") if match.group("head") is not None else ("head2", "value2")
     text = match.group(value)
@@ -782,7 +852,9 @@ _REPLACERS = {"capability": _capability_replace, "element": _element_replace, "n
               "user_then_password": _user_then_password_replace, "dash_password": _dash_password_replace,
               "option_secret": _option_secret_replace, "positional_password": _positional_password_replace,
               "snmp_column": _snmp_column_replace, "stdin_password": _stdin_password_replace,
-              "after_user": _after_user_replace, "device_secret": _device_secret_replace}
+              "after_user": _after_user_replace, "device_secret": _device_secret_replace,
+              "quoted_after_word": _quoted_after_word_replace, "key_column": _key_column_replace,
+              "positional_lowercase": _positional_lowercase_replace, "shaped_column": _shaped_column_replace}
 
 
 _COOKIE_ATTRIBUTES = frozenset(("path", "domain", "expires", "max-age", "samesite", "secure", "httponly",
