@@ -154,7 +154,7 @@ def _secret_itself(chk: Check, canon: str) -> str | None:
         found = names.search(canon)
         if found and not (c["public_names"] is not None and c["public_names"].search(canon.rpartition("/")[2])
                           and found.end() == len(canon)):
-            return "is named like a key, credential or shell history"
+            return "is named like a key, credential, shell history or store of secrets (mail, failed logins, saved logins)"
     return None
 
 
