@@ -103,11 +103,18 @@ def _credential_shaped(value):
         return False
     if value.startswith("/") and not any(_looks_random(part) for part in value.split("/")):
         return False
-    if re.match(r"^(?:[a-z]+[0-9]{0,4}|[.@]?[a-z][a-z0-9]*(?:[_.-][a-z0-9]+)+|[0-9]+)$", value):
+    if re.match(r"^(?=[^.:]*[.:])[0-9A-Fa-f.:]+(?:/[0-9]{1,3})?$", value):
+        return False  # an address or a network (10.0.0.0/8, fd00::1), not a credential
+    if re.match(r"^(?:[a-z]+[0-9]{0,4}|[.@]?[a-z][a-z0-9]*(?:[_.-][a-z0-9]+)+|[0-9]+|[a-z]+(?:,[a-z]+)+)$", value):
         return False
     classes = sum(1 for pattern in ("[a-z]", "[A-Z]", "[0-9]", r"[^A-Za-z0-9]") if re.search(pattern, value))
     return classes >= 2
 
+
+# Programs that read a password from their standard input when run so.
+_STDIN_READERS = (r"(?:sudo\b[^\n|;&]*?[ \t]-[a-zA-Z]*S\b|chpasswd\b|passwd\b[^\n|;&]*?--stdin\b|[a-z0-9_.-]+\b[^\n|;&]*?"
+                  r"--password-stdin\b|htpasswd\b[^\n|;&]*?[ \t]-[a-zA-Z]*i|smbpasswd\b[^\n|;&]*?[ \t]-[a-zA-Z]*s|kinit\b"
+                  r"|cryptsetup\b|vncpasswd\b|openssl\b[^\n|;&]*?(?:stdin|fd:0))")
 
 _RULES = (
     # PEM private keys (RSA, EC, OPENSSH, ENCRYPTED...), also when cut off before END.
@@ -174,6 +181,12 @@ _RULES = (
     ("password_hash", re.compile(r"\{(?:SHA|SSHA|SHA256|SSHA256|SHA512|SSHA512|SMD5|MD5|CRYPT|PBKDF2[-A-Z0-9]*|"
                                  r"ARGON2)\}[A-Za-z0-9+/=$.]{8,}", re.IGNORECASE),
      lambda m, kind: MARK % kind),
+    # A password in clear behind its scheme (Dovecot's and LDAP's `{PLAIN}pw`, `{CLEARTEXT}pw`,
+    # `{PLAIN-TRUNC}`), and any other `{SCHEME}` value where a password stands (`alice:{X}...`, `: {X}...`).
+    ("password", re.compile(r"\{(?:PLAIN(?:-TRUNC)?|CLEAR(?:TEXT)?)\}[^\s:]+", re.IGNORECASE),
+     lambda m, kind: MARK % kind),
+    ("password_hash", re.compile(r"(?:(?<=[A-Za-z0-9_.@-]:)|(?<=[:=][ \t])|(?<=^))\{[A-Z][A-Z0-9.-]{1,24}\}[^\s:]{4,}", re.MULTILINE),
+     lambda m, kind: MARK % kind),
     # Redis: requirepass / masterauth in config files, CLI flags and CONFIG SET.
     ("requirepass", re.compile(
         r"\b((?:--)?(?:requirepass|masterauth)[ \t]+)(?!(?:is|was|not|must|should|has|set|unset)\b)"
@@ -192,6 +205,47 @@ _RULES = (
      lambda m, kind: m.group(1) + m.group(2) + MARK % kind + m.group(2)),
     ("password", re.compile(r"(\bredis-cli\b[^\n]*?\s(?:-a|--pass)\s+)(\S+)"),
      lambda m, kind: m.group(1) + MARK % kind),
+    # Clients whose secret is the value of one short option, joined (`-wSECRET`) or apart, wherever
+    # it stands on the line: a key-value store's `-a` (redis-cli, valkey-cli, keydb-cli), a directory's
+    # bind `-w` (the ldap* tools; ldappasswd's old `-a` and new `-s` too), SNMP's community `-c` and
+    # v3 pass phrases `-A`/`-X` (the snmp* tools), an MQTT client's `-P`, sshpass's `-p`.
+    ("password", re.compile(r"(?P<program>\b(?:(?:redis|valkey|keydb)-cli|ldap[a-z]*|snmp[a-z]*|mosquitto_[a-z]+|sshpass"
+                            r"|ipmitool|(?:un)?zip(?:cloak)?|7z[ar]?)\b)"
+                            r"(?P<rest>[ \t][^\n]*)"),
+     "option_secret"),
+    # A password given as a positional argument: the last one of a password setter in batch mode
+    # (`htpasswd -b FILE USER PASS`, `htpasswd -nb USER PASS`, `mosquitto_passwd -b`, any `*passwd`),
+    # of a subcommand that sets or checks one (`rabbitmqctl add_user USER PASS`, `openssl passwd
+    # PASS`), and the word after a share (`smbclient //host/share PASS`, `net use X: \\host\share PASS`).
+    ("password", re.compile(r"(?P<head>\b[a-z_]*passwd[ \t]+(?:[^\n|;&<>]*?[ \t])?-[a-zA-Z]*b[a-zA-Z]*[ \t]"
+                            r"(?:[^\n|;&<>]*?[ \t])?)(?P<value>[^\s|;&<>)]+)(?=[ \t]*(?:$|\n|[|;&<>)]))"
+                            r"|(?P<head2>\b(?:add_?user|change_?password|set_?password|authenticate_?user)[ \t]+"
+                            r"(?:-\S+[ \t]+)*[^\s-]\S*[ \t]+)(?P<value2>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-]\S*)"
+                            r"|(?P<head5>\b[a-z_]*passphrase[ \t]+(?:-\S+[ \t]+)*[^\s-]\S*[ \t]+)(?P<value5>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-]\S*)"
+                            r"|(?P<head3>\bopenssl[ \t]+passwd[ \t]+(?:[^\n|;&<>]*?[ \t])?)(?P<value3>[^\s|;&<>)-]\S*)"
+                            r"(?=[ \t]*(?:$|\n|[|;&<>)]))"
+                            r"|(?P<head4>(?:\bsmb[a-z]*|\brpcclient|\bnet[ \t]+use)\b[^\n]*?[ \t]['\"]?(?://|\\\\)[^\s/\\]+[/\\]\S+[ \t]+)"
+                            r"(?P<value4>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'/-]\S*)"),
+     "positional_password"),
+    # A password handed to a program that reads it from its standard input, as the line shows it:
+    # `echo SECRET | sudo -S ...`, `echo USER:SECRET | chpasswd`, `printf SECRET | docker login
+    # --password-stdin`, `passwd --stdin`, `htpasswd -i`, `smbpasswd -s`, kinit, cryptsetup,
+    # vncpasswd; and the same program given it by a here-string (`<<< SECRET`).
+    ("password", re.compile(r"(?P<head>\b(?:echo|printf)(?:[ \t]+-[neE]+)*[ \t]+(?:(?:'[^'\n]*%[^'\n]*'|\"[^\"\n]*%[^\"\n]*\""
+                            r"|[^\s'\"]*%[^\s'\"]*)[ \t]+)?)(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s|;&'\"]+)"
+                            r"(?=[ \t]*\|[ \t]*(?:\S*/)?" + _STDIN_READERS + r")"
+                            r"|(?P<head2>\b" + _STDIN_READERS + r"[^\n|;&]*?<<<[ \t]*)(?P<value2>'[^'\n]*'|\"[^\"\n]*\"|[^\s|;&'\"]+)"),
+     "stdin_password"),
+    # Oracle's clients take `USER/PASSWORD[@CONNECT]` as their first operand or as `userid=`.
+    ("password", re.compile(r"(?P<head>(?:\b(?:sqlplus|expdp|impdp|exp|imp|rman|sqlldr|dgmgrl)\b(?:[ \t]+-\S+)*"
+                            r"(?:[ \t]+target)?[ \t]+|\buserid=)['\"]?[A-Za-z0-9_$#]+/)(?P<value>[^\s@/'\"]+)"),
+     "after_user"),
+    # Network devices' configuration: a secret word, then an encryption type (`0` clear, `7`
+    # reversible, `5`/`8`/`9` hashed), an encoding or an algorithm with its key number, then
+    # the value (`username U password 0 X`, `enable secret 0 X`, `tacacs-server key X`, `key-string
+    # X`, `ip ospf message-digest-key 1 md5 X`, `wpa-psk ascii 0 X`, SNMPv3 users' `auth sha X
+    # priv aes 128 X`). The value must look like a credential: log lines say `key file`.
+    ("password", re.compile(r"(?m)^[ \t]*[a-z][^\n]*"), "device_secret"),
     # MySQL clients: -pSECRET (joined; a bare -p prompts).
     ("password", re.compile(r"(\b(?:mysql|mysqladmin|mysqldump|mysqlcheck|mysqlimport|mysqlshow|mariadb|"
                             r"mariadb-dump|mariadb-admin)\b[^\n]*?\s-p)([^\s-][^\s]*)"),
@@ -219,7 +273,10 @@ _RULES = (
      lambda m, kind: m.group(1) + MARK % kind),
     # curl/wget -u user:password (the user stays readable).
     ("password", re.compile(r"(\b(?:curl|wget|lftp|http|https)\b[^\n]*?\s(?:-u|--user|--proxy-user|-U|"
-                            r"--http-user)[\s=]*['\"]?[^\s:'\"]+:)([^\s'\"]+)"),
+                            r"--http-user)[\s=]*['\"]?[^\s:'\"\[]+:)([^\s'\"]+)"),
+     lambda m, kind: m.group(1) + MARK % kind),
+    # `-u USER,PASSWORD` (lftp and the clients that copy its syntax): the user stays readable.
+    ("password", re.compile(r"(\s-u[ \t]+['\"]?[A-Za-z0-9_.@-]+,)(?!\[REDACTED)([^\s'\"]+)"),
      lambda m, kind: m.group(1) + MARK % kind),
     # .netrc: machine HOST login USER password SECRET
     ("password", re.compile(r"(\b(?:machine|default)\b[^\n]*?\bpassword\s+)(\S+)"),
@@ -264,6 +321,15 @@ _RULES = (
     ("password", re.compile(r"(?im)^(?P<key>[ \t]*[A-Za-z0-9_.-]*(?:pass(?:word|wd|phrase)?|secret)[A-Za-z0-9_.-]*[ \t]+(?:\\\n[ \t]*)?)"
                             r"(?P<value>[^\s=:#][^\s]*)[ \t]*$"),
      "directive"),
+    # SNMP communities by the column their directive's grammar gives them, whatever they look like:
+    # net-snmp's `com2sec[6|unix] [-Cn CONTEXT] NAME SOURCE COMMUNITY` (the last), the notification
+    # sinks `trapsink|trap2sink|informsink HOST COMMUNITY [PORT]` (the second), the `*community`
+    # directives (`rocommunity6 COMMUNITY`, `authCommunity TYPES COMMUNITY`: the first that is not
+    # an option or a list of types) and Cisco's `snmp-server host HOST [traps|informs] [version V
+    # [auth|noauth|priv]] COMMUNITY` and `snmp-server community COMMUNITY`.
+    ("password", re.compile(r"(?im)^(?P<lead>[ \t]*)(?P<directive>snmp-server[ \t]+(?:host|community)|[a-z0-9]*sink"
+                            r"|com2sec[a-z0-9]*|[a-z0-9]+community6?)(?P<rest>(?:[ \t]+[^\s#]+)+)"),
+     "snmp_column"),
     # A secret word within the first words of a directive, its value after a space and more
     # words after it (`rocommunity VALUE 10.0.0.0/8`, `user NAME insecure-password VALUE groups
     # G`, `stats auth USER:VALUE`): the value must look like a credential, since log lines and
@@ -271,6 +337,33 @@ _RULES = (
     ("password", re.compile(r"(?m)^(?P<lead>[ \t]*(?:[A-Za-z0-9_.-]+[ \t]+){0,3}?)(?P<name>" + _SECRET_KEY +
                             r")(?P<sep>[ \t]+)(?P<value>[^\s=:#\"'][^\s\"']*)(?=[ \t]|$)", re.IGNORECASE),
      "positional"),
+    # A secret word, a name, then the value as the line's last word (Redis Sentinel's `sentinel
+    # auth-pass MASTER VALUE`, `auth-pass NAME VALUE` in other daemons): the name is not the secret.
+    ("password", re.compile(r"(?m)^(?P<lead>[ \t]*(?:[a-z0-9_.-]+[ \t]+){0,2}?)(?P<name>" + _SECRET_KEY +
+                            r")(?P<sep>[ \t]+[A-Za-z0-9_.@][A-Za-z0-9_.@-]*[ \t]+)(?P<value>[^\s=:#\"'-][^\s\"']*)[ \t]*$",
+                            re.IGNORECASE),
+     "positional_lowercase"),
+    # A quoted value right after a word that names a secret (`: PSK "..."` in ipsec.secrets,
+    # `password "..."`, `token '...'`, `XAUTH "..."`).
+    ("password", re.compile(r"(?P<head>(?<![\w.-])(?P<name>" + _SECRET_KEY + r"|XAUTH|EAP|NTLM)[ \t]+)"
+                            r"(?P<value>\"[^\"\n]+\"|'[^'\n]+')", re.IGNORECASE),
+     "quoted_after_word"),
+    # Key files of time servers (ntp.keys, chrony.keys): `ID TYPE KEY`, the type a digest or a
+    # cipher (`M`, `MD5`, `SHA1`, `AES128CMAC`); the key is the secret whatever it looks like.
+    ("password", re.compile(r"(?m)^(?P<head>[ \t]*[0-9]{1,5}[ \t]+(?:M|MD5|RMD160|SHA[0-9-]*|AES[0-9]*CMAC|CMAC)[ \t]+"
+                            r"(?:HEX:|ASCII:)?)(?P<value>(?!(?:HEX|ASCII):)[^\s#]{4,})[ \t]*(?:#.*)?$"),
+     "key_column"),
+    # PPP's chap-secrets and pap-secrets: `CLIENT SERVER SECRET ADDRESSES`, a `*` standing for any
+    # server or address; quoted or not.
+    ("password", re.compile(r"(?m)^(?P<head>[ \t]*\"?[A-Za-z0-9_.@\\-]+\"?[ \t]+(?:\*|\"?[A-Za-z0-9_.-]+\"?)[ \t]+)"
+                            r"(?P<value>\"[^\"\n]+\"|[^\s\"#*]+)(?=[ \t]+(?:\*|\"\"|-|[0-9][0-9./]*)[ \t]*$)"),
+     "shaped_column"),
+    # A line of two quoted columns (PgBouncer's userlist.txt): the name, then its password.
+    ("password", re.compile(r"(?m)^(?P<head>[ \t]*\"[A-Za-z0-9_.@-]+\"[ \t]+)(?P<value>\"[^\"\n]+\")[ \t]*$"),
+     "shaped_column"),
+    # `login=USER:SECRET` (Squid's cache_peer and the options that copy it).
+    ("password", re.compile(r"(?i)(\blogin=[^\s:=]+:)(?!\[REDACTED)([^\s]+)"),
+     lambda m, kind: m.group(1) + MARK % kind),
     # A credential after the name of the algorithm that uses it (SNMPv3 `createUser NAME SHA
     # AUTHPASS AES PRIVPASS`): names are upper case and the value is not a hex digest.
     ("password", re.compile(r"(?P<head>(?<![\w-])(?:MD5|SHA(?:-?(?:1|224|256|384|512))?|DES|3DES|AES(?:-?(?:128|192|256))?)"
@@ -549,6 +642,13 @@ def _positional_replace(match):
     return match.group("lead") + name + match.group("sep") + MARK % _kind_for_key(name)
 
 
+def _positional_lowercase_replace(match):
+    """As ``_positional_replace``, for directives only (their names are lower case)."""
+    if match.group("name") != match.group("name").lower():
+        return match.group(0)
+    return _positional_replace(match)
+
+
 def _after_algorithm_replace(match):
     value = match.group("value")
     if re.match(r"^[0-9A-Fa-f:]{16,}$", value) or not _credential_shaped(value):
@@ -579,6 +679,166 @@ def _dash_password_replace(match):
     return match.group("head") + MARK % "password"
 
 
+_SNMP_WORDS = frozenset(("traps", "informs", "version", "1", "2c", "3", "auth", "noauth", "priv", "public",
+                         "default", "localhost"))
+
+
+def _snmp_column(directive, words):
+    """The index in ``words`` (options included) of the community its directive's grammar names."""
+    positions = []
+    at = 0
+    while at < len(words):
+        word = words[at]
+        if word.startswith("-"):
+            at += 2 if len(word) == 2 or word in ("-Cn", "-V") else 1  # an option and its value
+            continue
+        positions.append(at)
+        at += 1
+    if directive.startswith("com2sec"):
+        return positions[2] if len(positions) >= 3 else None
+    if directive.endswith("sink"):
+        return positions[1] if len(positions) >= 2 else None
+    if directive.startswith("snmp-server") and directive.endswith("host"):
+        rest = positions[1:]
+        index = 0
+        while index < len(rest) and words[rest[index]].lower() in _SNMP_WORDS:
+            if words[rest[index]] == "3" and index and words[rest[index - 1]].lower() == "version":
+                return None  # SNMPv3 names a user there; its keys are set elsewhere
+            index += 1
+        return rest[index] if index < len(rest) else None
+    for index in positions:
+        if not re.match(r"^[a-z]+(?:,[a-z]+)+$", words[index]):  # authCommunity's TYPES list
+            return index
+    return None
+
+
+def _snmp_column_replace(match):
+    directive = re.sub(r"[ \t]+", " ", match.group("directive").lower())
+    parts = re.split(r"([ \t]+)", match.group("rest"))
+    words = list(parts[2::2])
+    column = _snmp_column(directive, words)
+    if column is None:
+        return match.group(0)
+    value = words[column]
+    bare = value.strip("\"'")
+    if not bare or bare.startswith(("[REDACTED:", "$")) or _harmless(bare) or bare == "public":
+        return match.group(0)
+    parts[2 + 2 * column] = MARK % "community"
+    return match.group("lead") + match.group("directive") + "".join(parts)
+
+
+# The short options that carry each client's secret (see the rule).
+# The short options that carry each client's secret (see the rule): apart or joined, and joined
+# only (7-Zip's `-pSECRET`; its bare `-p` asks for one).
+_SECRET_OPTIONS = ((re.compile(r"(?:redis|valkey|keydb)-cli$"), "a", ""), (re.compile(r"ldappasswd$"), "wasy", ""),
+                   (re.compile(r"ldap[a-z]*$"), "wy", ""), (re.compile(r"snmp[a-z]*$"), "cAX", ""),
+                   (re.compile(r"mosquitto_[a-z]+$"), "P", ""), (re.compile(r"sshpass$"), "p", ""),
+                   (re.compile(r"ipmitool$"), "P", ""), (re.compile(r"(?:un)?zip(?:cloak)?$"), "P", ""),
+                   (re.compile(r"7z[ar]?$"), "", "p"))
+
+
+def _option_secret_replace(match):
+    letters, joined = next((apart, joined) for pattern, apart, joined in _SECRET_OPTIONS
+                           if pattern.match(match.group("program")))
+
+    def one(option):
+        value = option.group("value")
+        bare = value.strip("\"'")
+        if not bare or bare.startswith(("[REDACTED:", "$")) or _harmless(bare) or bare == "public":
+            return option.group(0)  # `public` is SNMP's documented default community; `$X` a reference
+        quote = value[0] if value[:1] in "\"'" else ""
+        return option.group("head") + quote + MARK % "password" + quote
+    forms = []
+    if letters:
+        forms.append(r"[ \t]-[" + letters + r"](?:[ \t]+(?=[^\s-])|(?=[^\s]))")
+    if joined:
+        forms.append(r"[ \t]-[" + joined + r"](?=[^\s])")
+    option_re = r"(?P<head>" + "|".join(forms) + r")(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)"
+    return match.group("program") + re.sub(option_re, one, match.group("rest"))
+
+
+def _positional_password_replace(match):
+    for head, value in (("head", "value"), ("head2", "value2"), ("head3", "value3"), ("head4", "value4"),
+                        ("head5", "value5")):
+        if match.group(head) is not None:
+            text = match.group(value)
+            break
+    bare = text.strip("\"'")
+    if not bare or bare.startswith(("[REDACTED:", "$")) or _harmless(bare):
+        return match.group(0)
+    quote = text[0] if text[:1] in "\"'" else ""
+    return match.group(head) + quote + MARK % "password" + quote
+
+
+def _quoted_after_word_replace(match):
+    name = match.group("name")
+    value = match.group("value")
+    bare = value[1:-1]
+    if not (is_secret_key(name) or name.upper() in ("XAUTH", "EAP", "NTLM")) or not bare.strip() \
+            or bare.startswith(("[REDACTED:", "$")) or _harmless(bare) or "{{" in bare or "{%" in bare \
+            or _weak(name.lower()) and not (_looks_random(bare) or len(bare) >= 6):
+        return match.group(0)
+    return match.group("head") + value[0] + MARK % _kind_for_key(name) + value[0]
+
+
+def _key_column_replace(match):
+    value = match.group("value")
+    quote = value[0] if value[:1] in "\"'" else ""
+    bare = value.strip("\"'")
+    if not bare or bare.startswith(("[REDACTED", "$")) or _harmless(bare):
+        return match.group(0)
+    return match.group("head") + quote + MARK % "password" + quote
+
+
+def _shaped_column_replace(match):
+    """A column that holds a password by the file's layout, when nothing else marks it: it must
+    look like a credential (layouts like it hold names too)."""
+    if not _credential_shaped(match.group("value").strip("\"'")):
+        return match.group(0)
+    return _key_column_replace(match)
+
+
+def _stdin_password_replace(match):
+    head, value = ("head", "value") if match.group("head") is not None else ("head2", "value2")
+    text = match.group(value)
+    bare = text.strip("\"'")
+    if not bare or bare.startswith(("[REDACTED:", "$")) or _harmless(bare):
+        return match.group(0)
+    quote = text[0] if text[:1] in "\"'" else ""
+    user, colon, _secret = bare.partition(":")
+    if colon and re.match(r"^[A-Za-z0-9_.@-]{1,64}$", user):  # chpasswd's USER:PASSWORD
+        return match.group(head) + quote + user + ":" + MARK % "password" + quote
+    return match.group(head) + quote + MARK % "password" + quote
+
+
+def _after_user_replace(match):
+    value = match.group("value")
+    if value.startswith("[REDACTED") or value.startswith("$") or _harmless(value):
+        return match.group(0)
+    return match.group("head") + MARK % "password"
+
+
+_DEVICE_SECRET = re.compile(r"(?i)(?P<head>(?<![^ \t])(?:password|secret|key|key-string|[a-z][a-z-]*-key|wpa-psk|psk"
+                            r"|auth[ \t]+(?:md5|sha[0-9-]*)|priv[ \t]+(?:des|3des|aes)(?:[ \t]+[0-9]{3})?)"
+                            r"(?:[ \t]+[0-9]{1,3}(?=[ \t]))?(?:[ \t]+(?:ascii|hex|md5|sha[0-9-]*|encrypted|unencrypted))?"
+                            r"(?:[ \t]+[0-9](?=[ \t]))?[ \t]+)(?P<value>[^\s\"'#;]+)(?=[ \t]|$)")
+# The words before it on a device's configuration line: a lowercase keyword first (no `gpg:`, no
+# `Good ...`), then no capitalised word of prose.
+_DEVICE_LEAD = re.compile(r"^[ \t]*(?:[a-z][a-z0-9_-]*(?:[ \t]+(?![A-Z][a-z]+(?:[ \t]|$))\S+)*[ \t]+)?$")
+
+
+def _device_secret_replace(match):
+    line = match.group(0)
+
+    def one(found):
+        value = found.group("value")
+        if not _DEVICE_LEAD.match(line[:found.start()]) or value.startswith(("[REDACTED", "$")) \
+                or _harmless(value) or not _credential_shaped(value) or re.match(r"^0x[0-9A-Fa-f]+$", value):
+            return found.group(0)
+        return found.group("head") + MARK % "password"
+    return _DEVICE_SECRET.sub(one, line)
+
+
 def _map_pair_replace(match):
     if match.group("value").startswith("[REDACTED:") or not _credential_shaped(match.group("value")):
         return match.group(0)
@@ -589,7 +849,12 @@ _REPLACERS = {"capability": _capability_replace, "element": _element_replace, "n
               "directive": _directive_replace, "block_element": _block_element_replace,
               "positional": _positional_replace, "after_algorithm": _after_algorithm_replace,
               "map_pair": _map_pair_replace, "encoded_pair": _encoded_pair_replace,
-              "user_then_password": _user_then_password_replace, "dash_password": _dash_password_replace}
+              "user_then_password": _user_then_password_replace, "dash_password": _dash_password_replace,
+              "option_secret": _option_secret_replace, "positional_password": _positional_password_replace,
+              "snmp_column": _snmp_column_replace, "stdin_password": _stdin_password_replace,
+              "after_user": _after_user_replace, "device_secret": _device_secret_replace,
+              "quoted_after_word": _quoted_after_word_replace, "key_column": _key_column_replace,
+              "positional_lowercase": _positional_lowercase_replace, "shaped_column": _shaped_column_replace}
 
 
 _COOKIE_ATTRIBUTES = frozenset(("path", "domain", "expires", "max-age", "samesite", "secure", "httponly",

@@ -131,21 +131,83 @@ def _secret(chk: Check, canon: str) -> str | None:
     return found
 
 
+def _rerooted(canon: str) -> list[str]:
+    """The path as seen from each directory above it taken as a root: a container's layer
+    (`/var/lib/docker/overlay2/ID/merged/etc/shadow`), a chroot, a mounted disk or a backup tree
+    holds another system's files under their own names."""
+    segments = canon.strip("/").split("/")
+    return ["/" + "/".join(segments[at:]) for at in range(len(segments))]
+
+
 def _secret_itself(chk: Check, canon: str) -> str | None:
     c = chk.compiled
     if _CORE_FILE.match(canon.rpartition("/")[2]):
         return "is a core file, a copy of a process's memory (keys, passwords, sessions)"
-    if c["secret_paths"] is not None and c["secret_paths"].match(canon):
-        return "holds credentials, keys, password hashes or process memory"
-    if c["credential_configs"] is not None and c["credential_configs"].match(canon):
-        return "holds credentials by what it is for (a cluster cookie, a mail relay password map, a directory bind, a server's user list)"
+    for view in _rerooted(canon):
+        if c["secret_paths"] is not None and c["secret_paths"].match(view):
+            return "holds credentials, keys, password hashes or process memory" + _under(view, canon)
+        if c["credential_configs"] is not None and c["credential_configs"].match(view):
+            return ("holds credentials by what it is for (a cluster cookie, a mail relay password map, a directory "
+                    "bind, a server's user list)" + _under(view, canon))
     names = c["secret_names"]
     if names is not None:
         found = names.search(canon)
         if found and not (c["public_names"] is not None and c["public_names"].search(canon.rpartition("/")[2])
                           and found.end() == len(canon)):
-            return "is named like a key, credential or shell history"
+            return "is named like a key, credential, shell history or store of secrets (mail, failed logins, saved logins)"
     return None
+
+
+# Suffixes that only mark a program as set aside (`tool.disabled`, `tool.bak`, `tool~`): no shell,
+# unit or script calls a command by such a name. Numbers are not among them (`python3.11`).
+_SET_ASIDE = re.compile(r"(?:[._-](?:disabled?|off|inactive|bak|backup|orig|old|saved?|broken|quarantined?|unused)|~)$",
+                        re.IGNORECASE)
+
+
+def leaves_search_path(chk: Check, source: str, target: str, landing: str) -> str:
+    """Judge `mv` of ``source`` (landing at ``landing``, ``target`` as written) when it takes a
+    name out of a search directory the local administrator fills (``local_search_paths``): to a
+    place on no search path ("away"), or renamed in place with a suffix that only sets it aside
+    ("renamed"; the destination is judged here too). The bytes are kept and no code is added,
+    so it needs approval. "" when the move is something else (judged as usual)."""
+    c = chk.compiled
+    if c.get("local_search_paths") is None or c.get("search_paths") is None:
+        return ""
+    found = [normalise(raw)[0] for raw in (source, target, landing)]
+    if any(value is None for value in found):
+        return ""
+    src, dest, land = (canonical(value) for value in found)
+    head, _sep, name = src.rpartition("/")
+    if not name or not c["local_search_paths"].match(head or "/") or alias_kind(src)[0] is not None \
+            or _secret(chk, src) is not None:
+        return ""
+    land_head, _sep, land_name = land.rpartition("/")
+    if land_head == head and land_name != name and land_name.startswith(name) \
+            and _SET_ASIDE.fullmatch(land_name[len(name):]) and _secret(chk, land) is None:
+        chk.become = True
+        chk.effect(f"moves away {found[0]}")
+        chk.effect(f"moves to {found[2]}")
+        chk.approve(f"renames {q(found[0])} to {q(land_name)} in a search directory the administrator fills: the "
+                    "command is set aside under a name nothing calls, its bytes kept; a human should confirm")
+        return "renamed"
+    if any(c["search_paths"].match(value) or c["search_ancestors"].match(value) for value in (dest, land)) \
+            or c["search_paths"].match(land_head or "/"):
+        return ""
+    chk.become = True
+    chk.effect(f"moves away {found[0]}")
+    chk.approve(f"takes {q(found[0])} out of a search directory the administrator fills, to a place on no "
+                "search path: the command is no longer found by name, its bytes are kept; a human should confirm")
+    return "away"
+
+
+def _on_search_path(c: Mapping[str, Any], canon: str) -> bool:
+    """A search directory or a name in one."""
+    paths = c.get("search_paths")
+    return paths is not None and (paths.match(canon) is not None or paths.match(canon.rpartition("/")[0] or "/") is not None)
+
+
+def _under(view: str, canon: str) -> str:
+    return "" if view == canon else f" (it is {view} of the tree above it)"
 
 
 def _private_key_file(chk: Check, canon: str) -> bool:
@@ -268,6 +330,13 @@ def _judge_write(chk: Check, value: str, canon: str, access: str, recursive: boo
                 and _secret(chk, canon) is None:
             chk.approve(f"{verb} {q(value)}: a program {chk.scope.service}'s own unit runs (its Exec*= lines); "
                         "a human should confirm")
+            return
+        if unit is None and _on_search_path(c, canon):
+            local = c.get("local_search_paths")
+            out = local is not None and local.match(canon.rpartition("/")[0] or "/") is not None
+            chk.reject(f"{q(value)} is on a search path (a name there is a command shells, services and cron run); "
+                       "a command may not put, replace or change one there"
+                       + (" (`mv` that only takes it out needs approval)" if out else ""))
             return
         if unit is None:
             chk.reject(f"{q(value)} belongs to the operating system (boot, init and unit files, accounts, "

@@ -1245,12 +1245,18 @@ def mv(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     sources, target, into_dir = _sources_target(chk, parsed)
     if target is None:
         return
+    set_aside = {item: judge.leaves_search_path(chk, item, target, _landing(target, item, into_dir))
+                 for item in sources}
     for item in sources:
+        if set_aside[item]:
+            continue
         found = judge.path(chk, item, "delete", what="moves away")
         if found is None:
             return
         if found.count("/") <= 1:
             chk.reject(f"moving {q(found)} (directly under `/`) is not a remediation")
+    if set_aside and all(kind == "renamed" for kind in set_aside.values()):
+        return
     dest = judge.path(chk, target, "create", what="moves into" if into_dir else "moves to")
     if dest is not None and not all(destinations.copy_into(chk, item, dest, into_dir, "moving") for item in sources):
         return
