@@ -1282,12 +1282,15 @@ def include_matches(defn: dict, files=None) -> dict:
 # Everything
 
 def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int = 15, error: str = "",
-            tools=None, checked=None) -> dict:
+            tools=None, checked=None, logs_first: bool = False) -> dict:
     """Evidence (C3) for a resolved service definition: ``{"evidence", "tools", "truncated"}``.
 
     The short, most diagnostic sections are taken first, each capped at a fifth of
     ``max_bytes``; the log tails share what is left. ``error`` (the health error) is
     searched for configuration lines and paths like the config test output.
+    ``logs_first``: the journal and the log tails keep up to half of ``max_bytes`` whatever the
+    sections before them take (a dependency read for its own lines on a dependent's failure:
+    on systemd the unit's sections had left its log empty).
     """
     init = host_probe.init_system()
     budget = EvidenceBudget(max_bytes)
@@ -1306,6 +1309,10 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     if init == "systemd" and host_probe.find_tool("journalctl"):
         journal = journal_text(defn, log_lines, timeout)
     logs, more_logs = log_texts(defn["logs"], log_lines) if defn["logs"] else ({}, False)
+    held_for_logs = 0
+    if logs_first:
+        held_for_logs = min(max_bytes // 2, json_len(journal) + sum(json_len(text) for text in logs.values()))
+        budget.remaining -= held_for_logs
     socks = host_probe.listening_sockets()
     processes, service_pids = service_processes(defn, init, socks)
 
@@ -1420,6 +1427,7 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
         states, up = dependency_states(defn, init, timeout, checked)
         evidence["dependencies"] = budget.take_all(states, cap, keep="head")
         evidence["dependency_up"] = up
+    budget.remaining += held_for_logs
     if journal:
         evidence["journal"] = budget.take(journal, cap)
     evidence["oom"] = budget.take(oom_text(timeout), cap // 2)

@@ -83,6 +83,14 @@ options:
       - Seconds each command (status, configuration test, C(journalctl), C(dmesg)) may take.
     type: int
     default: 15
+  logs_first:
+    description:
+      - The journal and the log tails keep up to half of O(max_bytes) whatever the descriptive sections
+        before them take (unit, configuration, paths).
+      - The C(sentinel.remediation.remediate) role asks for it of a dependency its dependents' errors name,
+        to read that dependency's own lines on their failure.
+    type: bool
+    default: false
   sessions:
     description:
       - Also read the server's own view of its client sessions and who blocks whom (RV(evidence.sessions)),
@@ -432,6 +440,7 @@ def argument_spec() -> dict:
         timeout=dict(type="int", default=15),
         sessions=dict(type="bool", default=False),
         objects=dict(type="list", elements="str", default=[]),
+        logs_first=dict(type="bool", default=False),
     )
     return spec
 
@@ -452,7 +461,8 @@ def main() -> None:
         module.fail_json(msg=to_native(exc), **empty)
     try:
         result = service_evidence.collect(definition, max_bytes=params["max_bytes"], log_lines=params["log_lines"],
-                                          timeout=params["timeout"], error=params["error"], tools=params["tools"])
+                                          timeout=params["timeout"], error=params["error"], tools=params["tools"],
+                                          logs_first=params["logs_first"])
         if params["sessions"]:
             view = server_sessions.read(definition, params["timeout"])
             if view is not None:

@@ -33,8 +33,9 @@ def _dependency_evidence(ctx: RunContext, port: HostPort, name: str, definition:
     ``sessions``: with its server's session view (``sessions``), when it has one; ``objects``:
     with where objects of these names are (``objects``), when it has such a view."""
     args = {k: v for k, v in definition.items() if k in _DEFINITION_KEYS and v not in (None, [], "")}
+    # Its own lines on the failure are what is read of it (dependency_evidence): its logs first.
     args.update(service=name, error=said[:2000], log_lines=ctx.args["evidence_log_lines"],
-                max_bytes=ctx.args["evidence_max_bytes"], tools=[])
+                max_bytes=ctx.args["evidence_max_bytes"], tools=[], logs_first=True)
     if sessions:
         args["sessions"] = True
     if objects:

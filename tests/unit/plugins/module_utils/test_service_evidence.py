@@ -627,3 +627,31 @@ def test_new_sections_stay_within_the_budget_and_leave_the_signature_alone(tmp_p
     without = {k: v for k, v in ev.items() if k not in ("includes", "environment")}
     error = "nginx is not running"
     assert failure_signature("nginx", error, ev) == failure_signature("nginx", error, without)
+
+
+def test_a_dependency_read_for_its_own_lines_keeps_its_log_when_the_sections_before_it_fill_the_budget(
+        tmp_path: Path, no_systemd) -> None:
+    """``logs_first`` (the role's read of a dependency its dependents' errors name): descriptive
+    sections taken first (includes, a long config test, paths) must not leave the log empty.
+    Without it, the same budget loses the lines: what the option is for."""
+    conf = tmp_path / "conf"
+    (conf / "sites-enabled").mkdir(parents=True)
+    (conf / "server.conf").write_text("include sites-enabled/*;\n")
+    for n in range(40):
+        (conf / "sites-enabled" / f"site{n:02d}-with-a-rather-long-name").symlink_to(conf / "nowhere" / f"s{n}")
+    log = tmp_path / "server.log"
+    log.write_text("".join(f"2026-11-29 14:35:{n:02d} UTC [4{n:02d}] LOG:  checkpoint complete: wrote {n} buffers\n"
+                           for n in range(40))
+                   + '2026-11-29 14:35:42 UTC [449] app@app FATAL:  password authentication failed for user "app"\n'
+                   + '2026-11-29 14:35:42 UTC [449] app@app DETAIL:  User "app" has an expired password.\n')
+    defn = service_spec.resolve({"name": "db-budget-test", "config_paths": [str(conf)], "logs": [str(log)],
+                                 "config_test": [sys.executable, "-c", "print('a warning line ' * 200)"]})
+    error = 'FATAL: password authentication failed for user "app"'
+    plain = service_evidence.collect(defn, max_bytes=700, log_lines=30, timeout=10, tools=[], error=error)["evidence"]
+    assert "expired password" not in plain["logs"][str(log)]
+    first = service_evidence.collect(defn, max_bytes=700, log_lines=30, timeout=10, tools=[], error=error,
+                                     logs_first=True)["evidence"]
+    kept = first["logs"][str(log)]
+    assert 'User "app" has an expired password.' in kept and "password authentication failed" in kept
+    # the other sections gave up that room: the evidence is no larger for it
+    assert service_evidence.json_len(first) <= service_evidence.json_len(plain) + 100
