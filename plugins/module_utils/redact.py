@@ -712,6 +712,18 @@ def _snmp_column(directive, words):
     return None
 
 
+def _left_as_is(bare):
+    """A value a rule of the columns and command lines below leaves alone: empty, already
+    marked, a reference (`$VAR`), or a harmless word."""
+    return not bare or bare.startswith(("[REDACTED:", "$")) or _harmless(bare)
+
+
+def _marked(value, kind="password"):
+    """The mark that stands for ``value``, inside the quotes ``value`` had."""
+    quote = value[0] if value[:1] in "\"'" else ""
+    return quote + MARK % kind + quote
+
+
 def _snmp_column_replace(match):
     directive = re.sub(r"[ \t]+", " ", match.group("directive").lower())
     parts = re.split(r"([ \t]+)", match.group("rest"))
@@ -719,15 +731,13 @@ def _snmp_column_replace(match):
     column = _snmp_column(directive, words)
     if column is None:
         return match.group(0)
-    value = words[column]
-    bare = value.strip("\"'")
-    if not bare or bare.startswith(("[REDACTED:", "$")) or _harmless(bare) or bare == "public":
+    bare = words[column].strip("\"'")
+    if _left_as_is(bare) or bare == "public":
         return match.group(0)
     parts[2 + 2 * column] = MARK % "community"
     return match.group("lead") + match.group("directive") + "".join(parts)
 
 
-# The short options that carry each client's secret (see the rule).
 # The short options that carry each client's secret (see the rule): apart or joined, and joined
 # only (7-Zip's `-pSECRET`; its bare `-p` asks for one).
 _SECRET_OPTIONS = ((re.compile(r"(?:redis|valkey|keydb)-cli$"), "a", ""), (re.compile(r"ldappasswd$"), "wasy", ""),
@@ -744,10 +754,9 @@ def _option_secret_replace(match):
     def one(option):
         value = option.group("value")
         bare = value.strip("\"'")
-        if not bare or bare.startswith(("[REDACTED:", "$")) or _harmless(bare) or bare == "public":
+        if _left_as_is(bare) or bare == "public":
             return option.group(0)  # `public` is SNMP's documented default community; `$X` a reference
-        quote = value[0] if value[:1] in "\"'" else ""
-        return option.group("head") + quote + MARK % "password" + quote
+        return option.group("head") + _marked(value)
     forms = []
     if letters:
         forms.append(r"[ \t]-[" + letters + r"](?:[ \t]+(?=[^\s-])|(?=[^\s]))")
@@ -763,11 +772,9 @@ def _positional_password_replace(match):
         if match.group(head) is not None:
             text = match.group(value)
             break
-    bare = text.strip("\"'")
-    if not bare or bare.startswith(("[REDACTED:", "$")) or _harmless(bare):
+    if _left_as_is(text.strip("\"'")):
         return match.group(0)
-    quote = text[0] if text[:1] in "\"'" else ""
-    return match.group(head) + quote + MARK % "password" + quote
+    return match.group(head) + _marked(text)
 
 
 def _quoted_after_word_replace(match):
@@ -775,19 +782,17 @@ def _quoted_after_word_replace(match):
     value = match.group("value")
     bare = value[1:-1]
     if not (is_secret_key(name) or name.upper() in ("XAUTH", "EAP", "NTLM")) or not bare.strip() \
-            or bare.startswith(("[REDACTED:", "$")) or _harmless(bare) or "{{" in bare or "{%" in bare \
+            or _left_as_is(bare) or "{{" in bare or "{%" in bare \
             or _weak(name.lower()) and not (_looks_random(bare) or len(bare) >= 6):
         return match.group(0)
-    return match.group("head") + value[0] + MARK % _kind_for_key(name) + value[0]
+    return match.group("head") + _marked(value, _kind_for_key(name))
 
 
 def _key_column_replace(match):
     value = match.group("value")
-    quote = value[0] if value[:1] in "\"'" else ""
-    bare = value.strip("\"'")
-    if not bare or bare.startswith(("[REDACTED", "$")) or _harmless(bare):
+    if _left_as_is(value.strip("\"'")):
         return match.group(0)
-    return match.group("head") + quote + MARK % "password" + quote
+    return match.group("head") + _marked(value)
 
 
 def _shaped_column_replace(match):
@@ -802,18 +807,18 @@ def _stdin_password_replace(match):
     head, value = ("head", "value") if match.group("head") is not None else ("head2", "value2")
     text = match.group(value)
     bare = text.strip("\"'")
-    if not bare or bare.startswith(("[REDACTED:", "$")) or _harmless(bare):
+    if _left_as_is(bare):
         return match.group(0)
-    quote = text[0] if text[:1] in "\"'" else ""
     user, colon, _secret = bare.partition(":")
     if colon and re.match(r"^[A-Za-z0-9_.@-]{1,64}$", user):  # chpasswd's USER:PASSWORD
+        quote = text[0] if text[:1] in "\"'" else ""
         return match.group(head) + quote + user + ":" + MARK % "password" + quote
-    return match.group(head) + quote + MARK % "password" + quote
+    return match.group(head) + _marked(text)
 
 
 def _after_user_replace(match):
     value = match.group("value")
-    if value.startswith("[REDACTED") or value.startswith("$") or _harmless(value):
+    if _left_as_is(value):
         return match.group(0)
     return match.group("head") + MARK % "password"
 
@@ -832,8 +837,8 @@ def _device_secret_replace(match):
 
     def one(found):
         value = found.group("value")
-        if not _DEVICE_LEAD.match(line[:found.start()]) or value.startswith(("[REDACTED", "$")) \
-                or _harmless(value) or not _credential_shaped(value) or re.match(r"^0x[0-9A-Fa-f]+$", value):
+        if not _DEVICE_LEAD.match(line[:found.start()]) or _left_as_is(value) or not _credential_shaped(value) \
+                or re.match(r"^0x[0-9A-Fa-f]+$", value):
             return found.group(0)
         return found.group("head") + MARK % "password"
     return _DEVICE_SECRET.sub(one, line)
