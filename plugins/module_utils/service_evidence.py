@@ -19,7 +19,7 @@ import re
 import stat
 import time
 
-from ansible_collections.sentinel.remediation.plugins.module_utils import client_connections
+from ansible_collections.sentinel.remediation.plugins.module_utils import client_connections, operator_notes
 from ansible_collections.sentinel.remediation.plugins.module_utils import (
     file_writers,
     host_probe,
@@ -1317,6 +1317,11 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     processes, service_pids = service_processes(defn, init, socks)
 
     evidence["status"] = budget.take(status, cap)
+    # What the host's people left for the next operator about this service (the login message,
+    # the banners): the owner's word, ahead of what the host says of itself.
+    notes = operator_notes.by_file(defn)
+    if notes:
+        evidence["operator_notes"] = budget.take_keyed(notes, cap, keep="head")
     if units:
         first = defn["units"][0]
         evidence["unit"] = budget.take_mapping(dict(units[first], Id=first), cap)

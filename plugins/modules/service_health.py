@@ -480,6 +480,7 @@ from ansible_collections.sentinel.remediation.plugins.module_utils import (
     health_checks,
     host_probe,
     landlock,
+    operator_notes,
     option_bounds,
     service_spec,
 )
@@ -648,6 +649,8 @@ def run_remembered(definitions: list, results: list, params: dict) -> None:
         if result["healthy"] or not mine or result.get("blocked_by") or result.get("degraded") \
                 or "evidence" not in result:
             continue
+        if operator_notes.hold_line(result["evidence"].get("operator_notes"))[1]:
+            continue  # the owner's note says to keep hands off the service: no fix runs ahead of a human
         error = str(result.get("error") or result.get("msg") or "health check failed")
         # The evidence as the caller will read it (JSON types), so both compute one signature.
         evidence = json.loads(json.dumps(result["evidence"]))

@@ -25,6 +25,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ansible_collections.sentinel.remediation.plugins.module_utils import operator_notes
+from ansible_collections.sentinel.remediation.plugins.plugin_utils.incident import change_key
+
 # Effects (as the policy words them) that end what a service is doing: a restart, a stop,
 # or a signal whose default action terminates the process. A start, a reload, SIGHUP,
 # SIGCONT or SIGUSR1 keep its state.
@@ -118,6 +121,30 @@ def weigh_restart_cost(checked: Sequence[Mapping], definition: Mapping, evidence
             verdict["reasons"] = list(verdict.get("reasons") or []) + [
                 f"restart cost: {definition.get('name')} is stateful (a restart drops its connections and work in "
                 f"flight) and this command {'; '.join(effects)}: a human decides"]
+        out.append(verdict)
+    return out
+
+
+def weigh_owner_note(checked: Sequence[Mapping], definition: Mapping, evidence: Mapping | None = None) -> list[dict]:
+    """The verdicts of a plan with the owner's note applied: when a note the host's people left
+    for the next operator (the evidence's ``operator_notes``: the login message, the banners)
+    names the service and tells operators to keep their hands off it ("stopped ON PURPOSE ...
+    do not start cron"), every command the policy allowed that changes something waits for a
+    human, with the note's line as the reason. Whatever the plan's source (a runbook, memory,
+    known-good, the model, the fallback): the note is the owner's word, not a fault. Read-only
+    commands keep their verdict."""
+    notes = evidence.get("operator_notes") if isinstance(evidence, Mapping) else None
+    path, line = operator_notes.hold_line(notes if isinstance(notes, dict) else None)
+    if not line:
+        return [dict(c) for c in checked]
+    out = []
+    for verdict in checked:
+        verdict = dict(verdict)
+        if verdict.get("verdict") == "allow" and change_key(verdict) != ():
+            verdict["verdict"] = "approval"
+            verdict["reasons"] = list(verdict.get("reasons") or []) + [
+                f"owner's note: {path} says `{line}` about {definition.get('name')}: a human who knows whether "
+                "it still holds decides"]
         out.append(verdict)
     return out
 

@@ -117,5 +117,6 @@ class PlanCheck:
         if where is not None:
             added = self.classify([{"command": f"systemctl reset-failed {limited}", "source": "engine"}], tools, scope)
             checked = checked[:where] + added + checked[where:]
-        return safeguards.weigh_restart_cost(checked, definition, evidence,
-                                             idle_restart=table.get("restart_without_clients") == "auto")
+        checked = safeguards.weigh_restart_cost(checked, definition, evidence,
+                                                idle_restart=table.get("restart_without_clients") == "auto")
+        return safeguards.weigh_owner_note(checked, definition, evidence)
