@@ -395,3 +395,24 @@ def test_a_remembered_fix_takes_every_keep_option_the_plan_runner_takes():
     assert remembered["keep"] == planned["keep"]
     for name, spec in remembered.items():
         assert planned.get(name) == spec, name
+
+
+def test_a_remembered_fix_does_not_run_ahead_of_the_owner_s_note(capsys, tmp_path: Path, monkeypatch) -> None:
+    from ansible_collections.sentinel.remediation.plugins.module_utils import operator_notes
+    motd = tmp_path / "motd"
+    monkeypatch.setattr(operator_notes, "NOTE_FILES", (str(motd),))
+    monkeypatch.setattr(operator_notes, "NOTE_DIRS", ())
+    motd.write_text("flagd is down ON PURPOSE (OPS-9): do not start flagd\n")
+    services = [_marker_service(tmp_path)]
+    signature = _signature_now(capsys, services, "flagd")
+    fix = {"service": "flagd", "signature": signature, "commands": [{"argv": ["touch", str(tmp_path / "flagd.up")]}]}
+    result = run_module(capsys, {"services": services, "evidence": True, "hostnames": ["testhost"], "settle": 0,
+                                 "remembered": [fix]})
+    row = result["services"][0]
+    assert not (tmp_path / "flagd.up").exists() and "remembered" not in row
+    assert row["evidence"]["operator_notes"] == {str(motd): "flagd is down ON PURPOSE (OPS-9): do not start flagd"}
+    motd.write_text("flagd serves the flags of team OPS\n")  # a note that holds nothing: the fix runs
+    fix["signature"] = _signature_now(capsys, services, "flagd")
+    result = run_module(capsys, {"services": services, "evidence": True, "hostnames": ["testhost"], "settle": 0,
+                                 "remembered": [fix]})
+    assert (tmp_path / "flagd.up").exists() and result["services"][0]["remembered"]["ran"] is True
