@@ -47,6 +47,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.sentinel.remediation.plugins.module_utils import operator_notes
+
 from .stale_state import stale_files
 
 SOURCE = "known_good"
@@ -316,6 +318,8 @@ def plan(service: str, error: str, evidence: Mapping, definition: Mapping, tried
     restore already tried in this incident). ``privileged``: the policy's privileged groups."""
     if tried or not isinstance(evidence, Mapping):
         return None
+    if operator_notes.hold_line(evidence.get("operator_notes"))[1]:
+        return None  # the owner's note keeps hands off the service: going back is theirs to say too
     items = explained(error, evidence)
     running, left = runs_as_explained(error, evidence, privileged)
     restoring = [c for r in running for c in r["commands"]][:_RESTORE_COMMANDS]

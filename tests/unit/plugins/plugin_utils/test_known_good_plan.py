@@ -196,3 +196,12 @@ def test_a_file_named_for_security_is_a_humans_whatever_its_lines_say():
     assert known_good_plan.weakens_security(hba.replace("reject  # SEC-2291", "md5").replace("pg_hba", "pg_access"))
     plain = "--- known-good /etc/redis/redis.conf\n+++ now /etc/redis/redis.conf\n@@ -1 +1 @@\n-logfile /a\n+logfile /b"
     assert not known_good_plan.weakens_security(plain)
+
+
+def test_the_owner_s_note_keeps_known_good_from_going_back_too():
+    evidence = _evidence("rc 0", _item("/etc/nginx/conf.d/new.conf", "new"))
+    assert known_good_plan.plan("nginx", "nginx is down", evidence, NGINX, tried=False) is not None
+    evidence["operator_notes"] = {"/etc/motd": "*** WEB-12 ***\nnginx is stopped ON PURPOSE for the migration."}
+    assert known_good_plan.plan("nginx", "nginx is down", evidence, NGINX, tried=False) is None
+    evidence["operator_notes"] = {"/etc/motd": "nginx serves the status pages"}  # a note that holds nothing
+    assert known_good_plan.plan("nginx", "nginx is down", evidence, NGINX, tried=False) is not None
