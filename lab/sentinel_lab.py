@@ -635,6 +635,22 @@ class Lab:
             raise LabError(f"cannot start {self.container(host)} ({kind}): {result.output()}")
         self._kinds[host] = kind
 
+    def wait_booted(self, host: str, timeout: float = 120) -> None:
+        """Block until the host's boot has started its services: one `docker exec` that waits
+        inside the host (systemd's own `is-system-running --wait`; on SysV, until lab-boot has
+        started every service and become the reaper), instead of health checks polled while
+        the services start (each one costs about half a CPU-second across the host and the
+        Docker engine). Best effort: the health check that follows is still the judge."""
+        if self.kind(host) == "systemd":
+            # `--wait` needs systemd's bus, which a container just started may not have yet
+            argv = ["sh", "-c", f"i=0; while [ $i -lt {int(timeout * 5)} ]; do "
+                                "case \"$(systemctl is-system-running --wait 2>/dev/null)\" in "
+                                "running|degraded|maintenance|stopping) break;; esac; sleep 0.2; i=$((i+1)); done"]
+        else:
+            argv = ["sh", "-c", f"i=0; while pgrep -x lab-boot >/dev/null && [ $i -lt {int(timeout * 10)} ]; "
+                                "do sleep 0.1; i=$((i+1)); done"]
+        self.exec(host, argv, timeout=timeout + 10)
+
     def image_problem(self, kinds: Iterable[str] = ("sysv",)) -> str | None:
         problem = docker_available(self.docker)
         if problem:
@@ -666,6 +682,7 @@ class Lab:
             if info:  # created, exited, dead or of the other kind: start afresh rather than revive
                 self._docker("rm", "-f", "-v", self.container(host))
             self._run_container(host, wanted[host])
+            self.wait_booted(host, timeout=timeout)
 
         with ThreadPoolExecutor(max_workers=min(8, count)) as pool:
             list(pool.map(ensure, wanted))
@@ -697,6 +714,7 @@ class Lab:
             kind = self.containers().get(host, {}).get("kind") or "sysv"
         self._docker("rm", "-f", "-v", self.container(host))
         self._run_container(host, kind)
+        self.wait_booted(host, timeout=timeout)
         self.wait_health(host, timeout=timeout)
 
     # -- inside a host -------------------------------------------------------------------
@@ -757,6 +775,7 @@ class Lab:
         broken=NAME as well, until that one is: the report still covers every service asked)."""
         services = list(services or self.services(host))
         deadline = time.monotonic() + timeout
+        pause = 0.5  # then longer: each check costs about half a CPU-second, and the lab shares 2 cores
         while True:
             report = self.health(host, services)
             if broken is not None and not healthy:
@@ -769,7 +788,8 @@ class Lab:
                 state = "healthy" if healthy else "broken"
                 detail = "; ".join(f"{s}: {h.summary()}" for s, h in report.items() if h.healthy != healthy)
                 raise LabError(f"{host}: not {state} after {timeout:g} s ({detail})")
-            time.sleep(0.5)
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(2.0, pause * 1.5)
 
     # -- faults --------------------------------------------------------------------------
 
