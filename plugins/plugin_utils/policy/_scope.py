@@ -531,8 +531,8 @@ def describe_scope(scope: Mapping[str, Any] | None, access_paths: re.Pattern[str
 
 _REFUSED = ("Refused: reading or sending secrets (keys, credentials, shadow files, histories, kubeconfigs, "
             "process environments, devices), power (reboot, shutdown targets), firewall, users and "
-            "passwords, database roles included (except, with approval, adding the service's own account to "
-            "the group that owns its files: `usermod -aG GROUP USER`, and taking one of a database role's own "
-            "settings back to the server's default: `ALTER ROLE NAME RESET SETTING`, or moving a role's expiry "
-            "date: `ALTER ROLE NAME VALID UNTIL 'TIME'`), package removal, kernel "
+            "passwords, database roles and grants included (except, with approval, a service's own account or "
+            "database role given back its group, grants, setting or expiry: `usermod -aG GROUP USER`, `GRANT "
+            "GROUP_ROLE TO ROLE`, `GRANT SELECT,... ON T TO ROLE`, `ALTER ROLE R RESET SETTING|VALID UNTIL "
+            "'T'`), package removal, kernel "
             "settings, mount changes, recursive or mass deletion.")
