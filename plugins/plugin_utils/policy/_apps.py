@@ -40,10 +40,10 @@ _ROLE_VALIDITY = re.compile(r"(?i)^ALTER\s+(?:ROLE|USER)\s+%s\s+(?:WITH\s+)?VALI
 # ones that hold a plain identifier; read on the statement with comments and literals removed.
 _ROLE_NAME = r'(?:[A-Za-z_][A-Za-z0-9_]{0,62}|"[A-Za-z_][A-Za-z0-9_]{0,62}")'
 _OBJECT = r"%s(?:\.%s)?" % (_ROLE_NAME, _ROLE_NAME)
-_MEMBERSHIP_GRANT = re.compile(r"(?i)^GRANT\s+(%s)\s+TO\s+(%s)(\s+WITH\s+INHERIT\s+TRUE)?$" % (_ROLE_NAME, _ROLE_NAME))
+_MEMBERSHIP_GRANT = re.compile(r"(?ai)^GRANT\s+(%s)\s+TO\s+(%s)(\s+WITH\s+INHERIT\s+TRUE)?$" % (_ROLE_NAME, _ROLE_NAME))
 _DATA_PRIVILEGE = r"(?:SELECT|INSERT|UPDATE|DELETE|USAGE|REFERENCES)"
 _PRIVILEGE_GRANT = re.compile(
-    r"(?i)^GRANT\s+(%s(?:\s*,\s*%s)*)\s+ON\s+(?:(?:(TABLE|SEQUENCE)\s+)?(%s(?:\s*,\s*%s)*)|ALL\s+(TABLES|SEQUENCES)\s+"
+    r"(?ai)^GRANT\s+(%s(?:\s*,\s*%s)*)\s+ON\s+(?:(?:(TABLE|SEQUENCE)\s+)?(%s(?:\s*,\s*%s)*)|ALL\s+(TABLES|SEQUENCES)\s+"
     r"IN\s+SCHEMA\s+(%s))\s+TO\s+(%s)$" % (_DATA_PRIVILEGE, _DATA_PRIVILEGE, _OBJECT, _OBJECT, _ROLE_NAME, _ROLE_NAME))
 # Words that stand for many roles or for whoever runs the statement, and the object kinds a
 # bare name after ON would otherwise be read as (`ON DATABASE app`, `ON SCHEMA public`).
@@ -106,8 +106,8 @@ def _grant(chk: Check, statement: str, alone: bool) -> bool:
         chk.effect(f"gives database role {_unquoted(grantee)} membership of role {_unquoted(granted)}")
         chk.approve(f"`GRANT {_unquoted(granted)} TO {_unquoted(grantee)}` gives role {_unquoted(grantee)} every "
                     f"privilege role {_unquoted(granted)} holds; a human must check that {_unquoted(granted)} has no "
-                    "SUPERUSER, CREATEROLE or BYPASSRLS attribute (`\\du`) and that it is the access the role lost, "
-                    "and should confirm")
+                    "SUPERUSER, CREATEROLE or BYPASSRLS attribute (`\\du`) and that it is the access the role lost; "
+                    "a human should confirm")
         return True
     privs, kind, objects, every, schema, grantee = privileges.groups()
     why = _role_refusal(chk, grantee, "grantee")
@@ -127,8 +127,8 @@ def _grant(chk: Check, statement: str, alone: bool) -> bool:
         f"{(kind or 'table').lower()} " + ", ".join(".".join(_unquoted(p) for p in re.findall(_ROLE_NAME, o))
                                               for o in names)
     chk.effect(f"gives database role {_unquoted(grantee)} {privs} on {what}")
-    chk.approve(f"`GRANT {privs}` gives role {_unquoted(grantee)} access to {what}; a human who knows whether the "
-                "access was taken away on purpose should confirm")
+    chk.approve(f"`GRANT {privs}` gives role {_unquoted(grantee)} access to {what}, which may have been taken "
+                "away on purpose; a human should confirm")
     return True
 
 
