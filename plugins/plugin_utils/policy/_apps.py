@@ -123,9 +123,11 @@ def _grant(chk: Check, statement: str, alone: bool) -> bool:
                        "(database, schema, function and catalog privileges are refused)")
             return False
     privs = ", ".join(p.strip().upper() for p in privs.split(","))
-    what = f"all {every.lower()} in schema {_unquoted(schema)}" if schema else \
-        f"{(kind or 'table').lower()} " + ", ".join(".".join(_unquoted(p) for p in re.findall(_ROLE_NAME, o))
-                                              for o in names)
+    if schema:
+        what = f"all {every.lower()} in schema {_unquoted(schema)}"
+    else:
+        shown = [".".join(_unquoted(part) for part in re.findall(_ROLE_NAME, name)) for name in names]
+        what = f"{(kind or 'table').lower()} " + ", ".join(shown)
     chk.effect(f"gives database role {_unquoted(grantee)} {privs} on {what}")
     chk.approve(f"`GRANT {privs}` gives role {_unquoted(grantee)} access to {what}, which may have been taken "
                 "away on purpose; a human should confirm")
