@@ -34,6 +34,106 @@ _ROLE_VALIDITY = re.compile(r"(?i)^ALTER\s+(?:ROLE|USER)\s+%s\s+(?:WITH\s+)?VALI
                             % _SQL_NAME)
 
 
+# Access given back to one database role (a human approves each): membership of one role in one
+# other (`GRANT app_rw TO app`, optionally WITH INHERIT TRUE), or data privileges on named tables
+# or sequences, or on all of them in one schema. Names are plain identifiers, or double-quoted
+# ones that hold a plain identifier; read on the statement with comments and literals removed.
+_ROLE_NAME = r'(?:[A-Za-z_][A-Za-z0-9_]{0,62}|"[A-Za-z_][A-Za-z0-9_]{0,62}")'
+_OBJECT = r"%s(?:\.%s)?" % (_ROLE_NAME, _ROLE_NAME)
+_MEMBERSHIP_GRANT = re.compile(r"(?ai)^GRANT\s+(%s)\s+TO\s+(%s)(\s+WITH\s+INHERIT\s+TRUE)?$" % (_ROLE_NAME, _ROLE_NAME))
+_DATA_PRIVILEGE = r"(?:SELECT|INSERT|UPDATE|DELETE|USAGE|REFERENCES)"
+_PRIVILEGE_GRANT = re.compile(
+    r"(?ai)^GRANT\s+(%s(?:\s*,\s*%s)*)\s+ON\s+(?:(?:(TABLE|SEQUENCE)\s+)?(%s(?:\s*,\s*%s)*)|ALL\s+(TABLES|SEQUENCES)\s+"
+    r"IN\s+SCHEMA\s+(%s))\s+TO\s+(%s)$" % (_DATA_PRIVILEGE, _DATA_PRIVILEGE, _OBJECT, _OBJECT, _ROLE_NAME, _ROLE_NAME))
+# Words that stand for many roles or for whoever runs the statement, and the object kinds a
+# bare name after ON would otherwise be read as (`ON DATABASE app`, `ON SCHEMA public`).
+_NOT_A_ROLE = {"public", "current_user", "current_role", "session_user", "user", "group", "all", "none", "role",
+               "with", "granted", "admin", "inherit", "set", "option"}
+_NOT_AN_OBJECT = {"database", "schema", "function", "procedure", "routine", "language", "large", "foreign",
+                  "domain", "type", "tablespace", "parameter", "all", "table", "sequence", "tables", "sequences"}
+# The server's own superuser (the account initdb names it after) and the catalog schemas.
+_SUPERUSER_ROLES = {"postgres"}
+_CATALOG_SCHEMAS = {"pg_catalog", "information_schema", "pg_toast"}
+# Attributes that make a role more than a holder of data privileges (CREATE ROLE keywords).
+_POWERFUL_ATTRIBUTES = ("SUPERUSER", "CREATEROLE", "BYPASSRLS", "REPLICATION", "CREATEDB")
+
+
+def _unquoted(name: str) -> str:
+    """A role or object name as the server resolves it: quotes kept the case, plain names fold."""
+    return name[1:-1] if name.startswith('"') else name.lower()
+
+
+def _role_refusal(chk: Check, name: str, side: str) -> str | None:
+    """Why ``name`` may not be a side of an approved grant, or None."""
+    role = _unquoted(name)
+    if role.lower() in _NOT_A_ROLE:
+        return f"{q(name)} is not one named role (PUBLIC, CURRENT_USER and the like stand for many or for whoever runs it)"
+    if role.lower().startswith("pg_"):
+        return f"{q(name)} is a predefined role; its powers reach server files, programs or every table"
+    if role.lower() in _SUPERUSER_ROLES:
+        return f"{q(name)} is the server's superuser role"
+    if side == "granted":
+        held = next((v for k, v in chk.scope.role_attributes.items() if k == role), set())
+        powers = sorted(a for a in _POWERFUL_ATTRIBUTES if a in held or "ROL" + a in held)
+        if powers:
+            return f"the host's evidence shows {q(role)} with {', '.join(powers)}; membership would hand that on"
+    return None
+
+
+def _grant(chk: Check, statement: str, alone: bool) -> bool:
+    """Judge a GRANT; True when it is one of the approved forms (approval asked), False when refused."""
+    membership = _MEMBERSHIP_GRANT.match(statement)
+    privileges = None if membership else _PRIVILEGE_GRANT.match(statement)
+    if not membership and not privileges:
+        chk.reject("of the database grants, only one role's membership of one other role (`GRANT GROUP_ROLE TO "
+                   "ROLE`) or data privileges (SELECT, INSERT, UPDATE, DELETE, USAGE, REFERENCES) on named tables or "
+                   "sequences, or on all of them in one schema, to one role, with no ADMIN, GRANT OPTION or GRANTED "
+                   "BY, are approved; every other change of roles or grants is refused")
+        return False
+    if not alone:
+        chk.reject("a GRANT is approved only alone in its SQL, so the approver sees exactly the access it gives")
+        return False
+    if membership:
+        granted, grantee = membership.group(1), membership.group(2)
+        for name, side in ((granted, "granted"), (grantee, "grantee")):
+            why = _role_refusal(chk, name, side)
+            if why:
+                chk.reject(f"granting database roles: {why}; refused")
+                return False
+        if _unquoted(granted) == _unquoted(grantee):
+            chk.reject("a role granted to itself; refused")
+            return False
+        chk.effect(f"gives database role {_unquoted(grantee)} membership of role {_unquoted(granted)}")
+        chk.approve(f"`GRANT {_unquoted(granted)} TO {_unquoted(grantee)}` gives role {_unquoted(grantee)} every "
+                    f"privilege role {_unquoted(granted)} holds; a human must check that {_unquoted(granted)} has no "
+                    "SUPERUSER, CREATEROLE or BYPASSRLS attribute (`\\du`) and that it is the access the role lost; "
+                    "a human should confirm")
+        return True
+    privs, kind, objects, every, schema, grantee = privileges.groups()
+    why = _role_refusal(chk, grantee, "grantee")
+    if why:
+        chk.reject(f"granting database privileges: {why}; refused")
+        return False
+    names = [schema] if schema else [o.strip() for o in objects.split(",")]
+    for name in names:
+        parts = [_unquoted(part) for part in re.findall(_ROLE_NAME, name)]
+        if parts[-1].lower() in _NOT_AN_OBJECT or parts[0].lower() in _CATALOG_SCHEMAS or \
+                any(p.lower().startswith("pg_") for p in parts):
+            chk.reject(f"granting database privileges: {q(name)} is not an application's table, sequence or schema "
+                       "(database, schema, function and catalog privileges are refused)")
+            return False
+    privs = ", ".join(p.strip().upper() for p in privs.split(","))
+    if schema:
+        what = f"all {every.lower()} in schema {_unquoted(schema)}"
+    else:
+        shown = [".".join(_unquoted(part) for part in re.findall(_ROLE_NAME, name)) for name in names]
+        what = f"{(kind or 'table').lower()} " + ", ".join(shown)
+    chk.effect(f"gives database role {_unquoted(grantee)} {privs} on {what}")
+    chk.approve(f"`GRANT {privs}` gives role {_unquoted(grantee)} access to {what}, which may have been taken "
+                "away on purpose; a human should confirm")
+    return True
+
+
 def _service_in_scope(chk: Check, names: set[str]) -> bool:
     """Without an incident any service counts; with one, the tool's service must be in it."""
     scope = chk.scope
@@ -549,7 +649,12 @@ def sql(chk: Check, text: str, dialect: str, database: str | None = None) -> Non
             chk.approve("`ALTER ROLE ... VALID UNTIL` moves when a role's password stops being accepted; a human "
                         "who knows whether the expiry was meant should confirm")
             continue
-        if head in ("GRANT", "REVOKE") or re.search(r"\b(?:USER|ROLE)\b", " ".join(words[:3])) and head in (
+        if dialect == "postgres" and head == "GRANT":
+            if not _grant(chk, statement, len(statements) == 1):
+                return
+            continue
+        if head in ("GRANT", "REVOKE") or {"GRANT", "REVOKE"} & set(re.findall(r"[A-Z0-9_$]+", upper)) or re.search(
+                r"\b(?:USER|ROLE|GROUP|AUTHORIZATION)\b", " ".join(words[:3])) and head in (
                 "CREATE", "ALTER", "RENAME", "SET") or "PASSWORD" in words:
             chk.reject("changing database users, roles, grants or passwords is never run by a command here")
             return
@@ -628,6 +733,10 @@ def psql(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         return
     if parsed.has("-l"):
         chk.effect("lists databases")
+    if len(commands) > 1 and any(re.search(r"(?i)\bGRANT\b", text) for text in commands):
+        chk.reject("a GRANT is approved only alone in its SQL (one -c), so the approver sees exactly the access "
+                   "it gives")
+        return
     for text in commands:
         sql(chk, text, "postgres")
 

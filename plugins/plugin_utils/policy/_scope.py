@@ -192,6 +192,7 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
     programs = [canonical(p) for p in str(unit.get("Programs") or "").split() if p.startswith("/")][:16]
     path_groups = _path_groups(evidence) if evidence is not None else {}
     known_good_groups = _known_good_groups(evidence) if evidence is not None else {}
+    role_attributes = _role_attributes(evidence) if evidence is not None else {}
     return {
         "service": name,
         "units": units,
@@ -224,7 +225,26 @@ def scope_from_service(service_def: Mapping[str, Any], pids: Iterable[int] = (),
         # Memberships the service's accounts held at its last healthy pass and have lost since
         # ({user: [group]}, the host's known-good baseline): what putting them back restores.
         "known_good_groups": known_good_groups,
+        # Database roles' attributes as the host read them ({role: [SUPERUSER, CREATEROLE, ...]}):
+        # a role granted to another must not carry powers beyond data access.
+        "role_attributes": role_attributes,
     }
+
+
+def _role_attributes(evidence: Mapping[str, Any]) -> dict[str, list[str]]:
+    """``{role: [ATTRIBUTE]}`` from the evidence's ``role_attributes``: per role a list of the
+    attribute keywords of CREATE ROLE, or ``\\du``'s comma-separated text (`Superuser, Create
+    role`); each attribute upper-cased without blanks (bounded)."""
+    found = evidence.get("role_attributes")
+    if not isinstance(found, Mapping):
+        return {}
+    out: dict[str, list[str]] = {}
+    for role, attributes in list(found.items())[:200]:
+        if isinstance(attributes, str):
+            attributes = attributes.split(",")
+        if isinstance(attributes, (list, tuple)):
+            out[str(role)] = [re.sub(r"\s+", "", str(a)).upper() for a in attributes if str(a).strip()][:16]
+    return out
 
 
 _MAX_ENV_FILES = 12
@@ -364,7 +384,7 @@ class Scope:
 
     __slots__ = ("explicit", "service", "units", "unit_bases", "related", "processes", "users", "pids",
                  "known_pids", "process_table", "containers", "regex", "lists", "ports", "declared", "path_groups",
-                 "seen_pids", "programs", "known_good_groups")
+                 "seen_pids", "programs", "known_good_groups", "role_attributes")
 
     def __init__(self, data: Mapping[str, Any], explicit: bool) -> None:
         self.explicit = explicit
@@ -388,6 +408,9 @@ class Scope:
         self.path_groups = {str(k): str(v) for k, v in groups.items()} if explicit else {}
         held = data.get("known_good_groups") if isinstance(data.get("known_good_groups"), Mapping) else {}
         self.known_good_groups = {str(k): {str(g) for g in v or ()} for k, v in held.items()} if explicit else {}
+        attributes = data.get("role_attributes") if isinstance(data.get("role_attributes"), Mapping) else {}
+        self.role_attributes = {str(k): {str(a).upper() for a in v or ()} for k, v in attributes.items()} \
+            if explicit else {}
         self.ports = {int(p) for p in data.get("ports") or () if str(p).isdigit()}
         declared = [canonical(str(p)) for p in data.get("declared_config_paths") or () if str(p).startswith("/")]
         self.declared = pattern_regex(declared, beneath=True) if explicit and declared else None
@@ -508,8 +531,8 @@ def describe_scope(scope: Mapping[str, Any] | None, access_paths: re.Pattern[str
 
 _REFUSED = ("Refused: reading or sending secrets (keys, credentials, shadow files, histories, kubeconfigs, "
             "process environments, devices), power (reboot, shutdown targets), firewall, users and "
-            "passwords, database roles included (except, with approval, adding the service's own account to "
-            "the group that owns its files: `usermod -aG GROUP USER`, and taking one of a database role's own "
-            "settings back to the server's default: `ALTER ROLE NAME RESET SETTING`, or moving a role's expiry "
-            "date: `ALTER ROLE NAME VALID UNTIL 'TIME'`), package removal, kernel "
+            "passwords, database roles and grants included (except, with approval, a service's own account or "
+            "database role given back its group, grants, setting or expiry: `usermod -aG GROUP USER`, `GRANT "
+            "GROUP_ROLE TO ROLE`, `GRANT SELECT,... ON T TO ROLE`, `ALTER ROLE R RESET SETTING|VALID UNTIL "
+            "'T'`), package removal, kernel "
             "settings, mount changes, recursive or mass deletion.")
