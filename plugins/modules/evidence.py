@@ -116,8 +116,8 @@ options:
   access:
     description:
       - What a dependent's client was refused by this database server. C(privileges) (a list of C(kind) and
-        C(name): a table, relation, view, sequence, schema, function or database the errors say
-        C(permission denied for)), C(connections) (a list of C(kind) - C(database) or C(role) - and C(name): a
+        C(name) - a table, relation, view, sequence, schema, function or database the errors say
+        C(permission denied for)), C(connections) (a list of C(kind) - C(database) or C(role) - and C(name) - a
         database not accepting connections, too many connections for a role or database), C(roles) and
         C(databases) (the client's login role and database, when its errors name them).
       - Also read, with the server's own client and read only (RV(evidence.access)), each such object's owner
@@ -322,6 +322,20 @@ evidence:
           (states 2026-11-27T23:10:02Z, file written 2026-11-27T23:10:02Z)\npgrestore-drill log
           /var/log/pgrestore-drill/drill.log (last written 2026-11-27T23:31:55Z, 21 min 53 s after the marker file),
           last 1 line(s):\n  2026-11-27T23:31:55Z cleaning up"
+    tls:
+      description:
+        - When the health error, the config test, the status, the journal or the logs say a TLS handshake failed
+          (C(handshake failure), C(no shared cipher), C(wrong version number), C(unsupported protocol), an SSL or
+          TLS alert), the TLS directives in effect, one C(FILE:LINE name value) a line, read from the service's
+          main configuration file through its includes in reading order (a directive is TLS's by its name,
+          C(ssl*) or C(tls*)); then each key file a directive names, by path, owner and mode only (never read).
+          The certificates in C(certificates) then also show their public key and signature algorithm.
+      type: str
+      returned: when a TLS handshake failed and the main configuration file was found
+      sample: "TLS directives in effect (file:line, read from /etc/nginx/nginx.conf through its includes, in reading
+        order):\n/etc/nginx/nginx.conf:36 ssl_protocols TLSv1.2 TLSv1.3\n/etc/nginx/sites-enabled/default:26
+        ssl_certificate /etc/nginx/tls/lab.crt\nkey file /etc/nginx/tls/lab.key: file, owner root:root, mode 0600
+        (content not read)"
     collected_at:
       description: When the evidence was collected (UTC, ISO 8601); the times of C(recent_changes) compare with it.
       type: str
@@ -507,8 +521,9 @@ def main() -> None:
             if where is not None:
                 result["evidence"]["objects"] = where
         if params["access"]:
+            # the server's own log lines: the user@database prefix of a refusal names the login
             logs = "\n".join(text for key, text in evidence_texts(result["evidence"]).items()
-                              if key.split(".", 1)[0].split("[", 1)[0] in ("logs", "log", "journal"))
+                             if key.split(".", 1)[0].split("[", 1)[0] in ("logs", "log", "journal"))
             held = server_sessions.access(definition, params["access"], logs, params["timeout"])
             if held is not None:
                 result["evidence"]["access"] = held

@@ -70,7 +70,8 @@ def test_the_tls_directives_in_effect_and_the_certificates_key_reach_the_request
     # the key file: its mode, never its content
     mode = _in_container(lab, "stat -c %a /etc/nginx/tls/lab.key").strip()
     assert f"key file /etc/nginx/tls/lab.key: file, owner root:root, mode {int(mode, 8):04o}" in tls
-    body = "".join(l for l in _in_container(lab, "cat /etc/nginx/tls/lab.key").splitlines() if "-----" not in l)
+    body = "".join(line for line in _in_container(lab, "cat /etc/nginx/tls/lab.key").splitlines()
+                   if "-----" not in line)
     sent = json.dumps(result)
     assert body[10:50] not in sent
 
