@@ -55,7 +55,7 @@ def _server(lab, query: str, database: str = "postgres") -> str:
 def test_who_may_use_a_refused_table_and_the_login_roles_memberships_reach_the_request(lab, tmp_path, grants_moved):
     require_docker()
     # the app has been refused at least once, so the server's log holds the refusal with its user@database
-    for _ in range(30):
+    for _attempt in range(30):
         if "permission denied for table visits" in lab.exec(
                 HOST, "tail -n 50 /var/log/postgresql/postgresql-15-main.log").stdout:
             break
