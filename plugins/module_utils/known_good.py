@@ -452,13 +452,42 @@ def _read_bytes(path, limit=MAX_FILE_BYTES + 1):
         return handle.read(limit)
 
 
-def unified_diff(path, before, after):
-    """The redacted unified diff from the known-good bytes to the current ones, bounded."""
+def same_files_once(items, realpath=os.path.realpath):
+    """``items`` (drift entries) with the entries of paths that are one file (a symbolic link and
+    what it names, two links to one file) that drifted alike (same change, same versions) given
+    once: the entry of the file itself (else the first), naming the others in ``same_file``."""
+    groups = {}
+    for item in items:
+        if item.get("change") == "planted_link":
+            continue
+        key = (realpath(item["path"]), item.get("change"), item.get("known_good"), item.get("now"))
+        groups.setdefault(key, []).append(item)
+    out = []
+    for item in items:
+        if item.get("change") == "planted_link":
+            out.append(item)
+            continue
+        key = (realpath(item["path"]), item.get("change"), item.get("known_good"), item.get("now"))
+        group = groups[key]
+        if len(group) == 1:
+            out.append(item)
+            continue
+        keep = next((i for i in group if i["path"] == key[0]), group[0])
+        if item is keep:
+            item["same_file"] = [i["path"] for i in group if i is not keep]
+            out.append(item)
+    return out
+
+
+def unified_diff(path, before, after, new=False):
+    """The redacted unified diff from the known-good bytes to the current ones, bounded. ``new``:
+    the file had no known-good version (its whole content is the diff, against nothing)."""
     if b"\0" in before or b"\0" in after:
         return "binary file changed"
     old = before.decode("utf-8", "replace").splitlines()
-    new = after.decode("utf-8", "replace").splitlines()
-    lines = list(difflib.unified_diff(old, new, "known-good " + path, "now " + path, n=1, lineterm=""))
+    lines_now = after.decode("utf-8", "replace").splitlines()
+    since = "known-good (none: new since the healthy pass) " if new else "known-good "
+    lines = list(difflib.unified_diff(old, lines_now, since + path, "now " + path, n=1, lineterm=""))
     text = redact_text("\n".join(lines))
     if len(text) > DIFF_MAX:
         # Too long (a rewrite that dropped every comment): the lines that set something are what
@@ -615,6 +644,7 @@ class Baselines:
                 item["attributes"] = "mode %s owner %s:%s, known-good mode %s owner %s:%s" % (
                     now["mode"], now["uid"], now["gid"], was["mode"], was["uid"], was["gid"])
             drifted.append(item)
+        drifted = same_files_once(drifted)
         out = dict(recorded=manifest.get("recorded"), files=len(good), drift=[])
         for item in drifted[:DRIFT_FILES]:
             if item["change"] != "planted_link":
@@ -669,7 +699,7 @@ class Baselines:
             if after is not None and len(after) <= MAX_FILE_BYTES:
                 item["aside"] = self.keep_aside(service, path, after)
         if item["change"] in ("modified", "missing", "new") and before is not None and after is not None:
-            item["diff"] = unified_diff(path, before, after)
+            item["diff"] = unified_diff(path, before, after, new=item["change"] == "new")
         elif before is None:
             item["diff"] = "known-good content not kept (larger than %d bytes, or pruned)" % MAX_FILE_BYTES
         if was and before is not None:

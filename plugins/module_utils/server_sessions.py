@@ -306,3 +306,154 @@ def read(defn: dict, timeout: int = 5):
     if kind is None:
         return None
     return VIEWS[kind](defn, min(int(timeout), 10))
+
+
+# Who may do what to an object a client was refused, and whether a database or role takes
+# connections: read when a dependent's errors say "permission denied for table visits",
+# "database app is not currently accepting connections" or "too many connections for role app".
+ACCESS_KINDS = ("table", "relation", "view", "sequence", "schema", "function", "database")
+MAX_GRANTS = 12     # privilege holders of one object, members of one role
+MAX_ROLES = 6       # login roles and roles whose members are read
+# The holders of an ACL (the owner's default rights when none was granted), as "holder=privilege" items.
+_ACL = ("(SELECT coalesce(string_agg(CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END"
+        " || '=' || a.privilege_type, ','), '') FROM aclexplode(coalesce(%s, acldefault(%s, %s))) a)")
+_PG_ACCESS_OBJECTS = """SELECT 'object', n.nspname, c.relname,
+       CASE c.relkind WHEN 'S' THEN 'sequence' WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view' ELSE 'table' END,
+       pg_get_userbyid(c.relowner), %s
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE c.relname = ANY (string_to_array(:'relations', ',')) AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+   AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+UNION ALL
+SELECT 'object', n.nspname, '', 'schema', pg_get_userbyid(n.nspowner), %s FROM pg_namespace n
+ WHERE n.nspname = ANY (string_to_array(:'schemas', ','))
+UNION ALL
+SELECT 'object', n.nspname, p.proname, 'function', pg_get_userbyid(p.proowner), %s
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE p.proname = ANY (string_to_array(:'functions', ',')) AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+ ORDER BY 2, 3 LIMIT 20;
+""" % (_ACL % ("c.relacl", "CASE c.relkind WHEN 'S' THEN 's' ELSE 'r' END::\"char\"", "c.relowner"),
+       _ACL % ("n.nspacl", "'n'::\"char\"", "n.nspowner"), _ACL % ("p.proacl", "'f'::\"char\"", "p.proowner"))
+_PG_ACCESS_CLUSTER = """SELECT 'settings', current_setting('max_connections'), current_setting('superuser_reserved_connections'),
+       (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend');
+SELECT 'database', d.datname, d.datallowconn, d.datconnlimit,
+       (SELECT count(*) FROM pg_stat_activity a WHERE a.datname = d.datname AND a.backend_type = 'client backend'),
+       pg_get_userbyid(d.datdba), %s
+  FROM pg_database d WHERE d.datname = ANY (string_to_array(:'databases', ',')) ORDER BY 2 LIMIT 8;
+SELECT 'role', r.rolname, r.rolcanlogin, r.rolconnlimit, r.rolinherit,
+       (SELECT count(*) FROM pg_stat_activity a WHERE a.usename = r.rolname AND a.backend_type = 'client backend'),
+       coalesce((SELECT string_agg(pg_get_userbyid(m.roleid), ',') FROM pg_auth_members m WHERE m.member = r.oid), '')
+  FROM pg_roles r WHERE r.rolname = ANY (string_to_array(:'roles', ',')) ORDER BY 2 LIMIT 8;
+SELECT 'members', r.rolname,
+       coalesce((SELECT string_agg(pg_get_userbyid(m.member), ',') FROM pg_auth_members m WHERE m.roleid = r.oid), '')
+  FROM pg_roles r WHERE r.rolname = ANY (string_to_array(:'holders', ',')) ORDER BY 2 LIMIT 8;
+""" % (_ACL % ("d.datacl", "'d'::\"char\"", "d.datdba"))
+# A server log line's "user@database" prefix (log_line_prefix %u@%d) on a line that states a refusal.
+_LOG_LOGIN = re.compile(r"(?:^|[\s\]])([A-Za-z_][A-Za-z0-9_$]{0,62})@([A-Za-z_][A-Za-z0-9_$]{0,62})\s+(?:ERROR|FATAL)\b")
+_REFUSAL_WORDS = re.compile(r"permission denied for|not currently accepting connections|too many connections for",
+                            re.IGNORECASE)
+
+
+def _plain(names, limit: int) -> list:
+    return sorted({str(n) for n in names or () if OBJECT_NAME.match(str(n))})[:limit]
+
+
+def _grants(acl: str) -> list:
+    """``"holder=PRIVILEGE,..."`` as ``[{"holder", "privileges"}]`` (each holder once), bounded."""
+    held: dict = {}
+    for item in acl.split(","):
+        holder, _sep, privilege = item.rpartition("=")
+        if holder:
+            held.setdefault(redact_text(holder)[:64], []).append(privilege)
+    return [{"holder": h, "privileges": sorted(set(p))} for h, p in sorted(held.items())][:MAX_GRANTS]
+
+
+def _names(text: str, limit: int = MAX_GRANTS) -> list:
+    return [redact_text(n)[:64] for n in sorted(set(filter(None, text.split(","))))][:limit]
+
+
+def logins_in_log(text: str) -> list:
+    """``[(role, database)]`` of the server's log lines that state a refusal, as their
+    ``user@database`` prefix names them (newest last, each once)."""
+    found = []
+    for line in str(text or "").splitlines():
+        if not _REFUSAL_WORDS.search(line):
+            continue
+        for match in _LOG_LOGIN.finditer(line):
+            if match.groups() not in found:
+                found.append(match.groups())
+    return found[-MAX_ROLES:]
+
+
+def _postgresql_access(defn: dict, want: dict, log_text: str, timeout: int) -> dict:
+    privileges = [p for p in want.get("privileges") or [] if isinstance(p, dict)]
+    objects = {kind: _plain([p.get("name") for p in privileges if p.get("kind") in kinds], 8)
+               for kind, kinds in (("relations", ("table", "relation", "view", "sequence")), ("schemas", ("schema",)),
+                                   ("functions", ("function",)))}
+    connections = [c for c in want.get("connections") or [] if isinstance(c, dict)]
+    logins = logins_in_log(log_text)
+    roles = _plain(list(want.get("roles") or []) + [r for r, _d in logins]
+                   + [c.get("name") for c in connections if c.get("kind") == "role"], MAX_ROLES)
+    databases = _plain(list(want.get("databases") or []) + [d for _r, d in logins]
+                       + [c.get("name") for c in connections if c.get("kind") == "database"]
+                       + [p.get("name") for p in privileges if p.get("kind") == "database"], MAX_DATABASES)
+    out = {"server": "postgresql", "objects": [], "roles": [], "databases": [], "holders": {},
+           "logins": ["%s@%s" % pair for pair in logins]}
+    if any(objects.values()):
+        read_in = [d for _r, d in logins] or []
+        if not read_in:
+            lines, error = _run_psql(defn, "postgres", timeout, commands=(_PG_DATABASES,))
+            if error:
+                out["error"] = error
+                return out
+            read_in = [line.split(_SEP)[1] for line in lines if line.split(_SEP)[0] == "database"]
+        for database in _plain(read_in, MAX_DATABASES):
+            rows, error = _run_psql(defn, database, timeout, script=_PG_ACCESS_OBJECTS,
+                                    variables={k: ",".join(v) for k, v in objects.items()})
+            if error and error != "psql printed nothing":
+                out.setdefault("unread", {})[database] = error
+                continue
+            for row in rows:
+                cols = row.split(_SEP)
+                if len(cols) == 6 and cols[0] == "object":
+                    out["objects"].append({"database": database, "schema": cols[1], "name": cols[2], "kind": cols[3],
+                                           "owner": redact_text(cols[4])[:64], "grants": _grants(cols[5])})
+    holders = _plain({g["holder"] for o in out["objects"] for g in o["grants"]} - {"PUBLIC"}, MAX_ROLES)
+    lines, error = _run_psql(defn, "postgres", timeout, script=_PG_ACCESS_CLUSTER, variables={
+        "roles": ",".join(roles), "databases": ",".join(databases), "holders": ",".join(holders)})
+    if error and error != "psql printed nothing":
+        out["error"] = error
+        return out
+    for line in lines:
+        cols = line.split(_SEP)
+        if cols[0] == "settings" and len(cols) == 4:
+            out.update(max_connections=_int(cols[1]), reserved=_int(cols[2]), client_sessions=_int(cols[3]))
+        elif cols[0] == "database" and len(cols) == 7:
+            out["databases"].append({"name": cols[1], "allow_connections": cols[2] == "t", "connlimit": _int(cols[3]),
+                                     "connections": _int(cols[4]), "owner": redact_text(cols[5])[:64],
+                                     "grants": _grants(cols[6])})
+        elif cols[0] == "role" and len(cols) == 7:
+            out["roles"].append({"name": cols[1], "can_login": cols[2] == "t", "connlimit": _int(cols[3]),
+                                 "inherit": cols[4] == "t", "connections": _int(cols[5]), "member_of": _names(cols[6])})
+        elif cols[0] == "members" and len(cols) == 3:
+            out["holders"][cols[1]] = _names(cols[2])
+    out["roles_missing"] = [r for r in roles if r not in {x["name"] for x in out["roles"]}]
+    return out
+
+
+def access(defn: dict, want: dict, log_text: str = "", timeout: int = 5):
+    """Who may use what a client was refused, read only as the server's user: ``want`` holds
+    ``privileges`` ([{kind, name}]: "permission denied for KIND NAME"), ``connections``
+    ([{kind: database|role, name}]: a database closed to connections, too many connections),
+    ``roles`` and ``databases`` (the client's login role and database, when its error names
+    them). ``log_text``: the server's own log lines; the ``user@database`` prefix of those that
+    state a refusal names the login role and database too. Returns ``{"server", "objects":
+    [{database, schema, name, kind, owner, grants: [{holder, privileges}]}], "holders": {role:
+    [members]}, "roles": [{name, can_login, connlimit, inherit, connections, member_of}],
+    "roles_missing", "databases": [{name, allow_connections, connlimit, connections, owner,
+    grants}], "logins", "max_connections", "reserved", "client_sessions"}`` (or with ``error``);
+    None for a server with no such view or nothing to read. Names that are not plain
+    identifiers are never sent."""
+    want = want if isinstance(want, dict) else {}
+    if server_kind(defn) != "postgresql" or not any(want.get(k) for k in ("privileges", "connections")):
+        return None
+    return _postgresql_access(defn, want, log_text, min(int(timeout), 10))

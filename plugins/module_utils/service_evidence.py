@@ -26,6 +26,7 @@ from ansible_collections.sentinel.remediation.plugins.module_utils import (
     path_ownership,
     unit_conditions,
     start_files,
+    tls_evidence,
     writer_records,
 )
 from ansible_collections.sentinel.remediation.plugins.module_utils.health_checks import (
@@ -870,17 +871,20 @@ _CERT_NAME = re.compile(r"\.(?:crt|cer|pem)$", re.IGNORECASE)
 _ENDDATE = re.compile(r"notAfter=(.+)")
 
 
-def certificates(defn: dict, timeout: int, now=None, files=None) -> dict:
+def certificates(defn: dict, timeout: int, now=None, files=None, named=(), keys=False) -> dict:
     """The X.509 certificates under the service's configuration paths: subject, expiry and
     whether it has passed (``openssl x509 -noout``: never a private key). ``{path: text}``;
-    files holding a private key are left out unread by openssl."""
+    files holding a private key are left out unread by openssl. ``named``: certificate files
+    its configuration names (read first, wherever they are); ``keys``: each also with its public
+    key's algorithm and size or curve and its signature algorithm (a TLS handshake failed)."""
     openssl = host_probe.find_tool("openssl")
     if not openssl:
         return {}
     moment = time.time() if now is None else now
     out = {}
-    for path in files if files is not None else _walk_files(list(defn["config_paths"])):
-        if not _CERT_NAME.search(path) or len(out) >= CERT_FILES:
+    walked = files if files is not None else _walk_files(list(defn["config_paths"]))
+    for path in list(named) + [p for p in walked if p not in named]:
+        if (path not in named and not _CERT_NAME.search(path)) or path in out or len(out) >= CERT_FILES:
             continue
         try:
             with open(path, "rb") as handle:
@@ -906,6 +910,9 @@ def certificates(defn: dict, timeout: int, now=None, files=None) -> dict:
                     text += " (valid %d more days)" % int((ends - moment) // 86400)
             except ValueError:
                 pass
+        if keys:
+            facts = tls_evidence.certificate_key(path, timeout)
+            text += ("; " + facts) if facts else ""
         out[path] = redact_text(text)
     return out
 
@@ -1354,7 +1361,13 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     recent = recent_config_changes(defn, units, files=config_files, hint="\n".join(hint))
     if recent:
         evidence["recent_changes"] = budget.take_all(recent, cap, keep="head")
-    certs = certificates(defn, timeout, files=config_files)
+    # A handshake that failed: the TLS directives in effect and each certificate's key.
+    tls, named_certs = "", []
+    if tls_evidence.handshake_failed([error, test_output, journal, status] + list(logs.values())):
+        tls, named_certs = tls_evidence.tls_text(defn, timeout)
+    certs = certificates(defn, timeout, files=config_files, named=named_certs, keys=bool(tls))
+    if tls:
+        evidence["tls"] = budget.take(tls, cap + cap // 2, keep="head")
     if certs:
         evidence["certificates"] = budget.take_all(certs, cap // 2, keep="head")
     # What the start reads besides the configuration: each is small and said in a few lines.

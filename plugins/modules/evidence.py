@@ -113,6 +113,21 @@ options:
     type: list
     elements: str
     default: []
+  access:
+    description:
+      - What a dependent's client was refused by this database server. C(privileges) (a list of C(kind) and
+        C(name) - a table, relation, view, sequence, schema, function or database the errors say
+        C(permission denied for)), C(connections) (a list of C(kind) - C(database) or C(role) - and C(name) - a
+        database not accepting connections, too many connections for a role or database), C(roles) and
+        C(databases) (the client's login role and database, when its errors name them).
+      - Also read, with the server's own client and read only (RV(evidence.access)), each such object's owner
+        and who holds which privilege on it, the members of the roles that hold them, the login roles (the
+        ones named, and the C(user@database) prefix of the server's own log lines that state the refusal)
+        with the roles they are members of, and each database's and role's connection settings and current
+        connections. Only for a server with such a view (PostgreSQL); names that are not plain identifiers
+        are left out.
+    type: dict
+    default: {}
 seealso:
   - module: sentinel.remediation.service_health
   - module: sentinel.remediation.execute_plan
@@ -307,6 +322,20 @@ evidence:
           (states 2026-11-27T23:10:02Z, file written 2026-11-27T23:10:02Z)\npgrestore-drill log
           /var/log/pgrestore-drill/drill.log (last written 2026-11-27T23:31:55Z, 21 min 53 s after the marker file),
           last 1 line(s):\n  2026-11-27T23:31:55Z cleaning up"
+    tls:
+      description:
+        - When the health error, the config test, the status, the journal or the logs say a TLS handshake failed
+          (C(handshake failure), C(no shared cipher), C(wrong version number), C(unsupported protocol), an SSL or
+          TLS alert), the TLS directives in effect, one C(FILE:LINE name value) a line, read from the service's
+          main configuration file through its includes in reading order (a directive is TLS's by its name,
+          C(ssl*) or C(tls*)); then each key file a directive names, by path, owner and mode only (never read).
+          The certificates in C(certificates) then also show their public key and signature algorithm.
+      type: str
+      returned: when a TLS handshake failed and the main configuration file was found
+      sample: "TLS directives in effect (file:line, read from /etc/nginx/nginx.conf through its includes, in reading
+        order):\n/etc/nginx/nginx.conf:36 ssl_protocols TLSv1.2 TLSv1.3\n/etc/nginx/sites-enabled/default:26
+        ssl_certificate /etc/nginx/tls/lab.crt\nkey file /etc/nginx/tls/lab.key: file, owner root:root, mode 0600
+        (content not read)"
     collected_at:
       description: When the evidence was collected (UTC, ISO 8601); the times of C(recent_changes) compare with it.
       type: str
@@ -398,6 +427,24 @@ evidence:
       sample: {server: postgresql, names: [visits], found: [{database: app, schema: public, name: visits,
                kind: table, owner: app}], search_path: {value: '"$user", public', source: default},
                name_settings: [{role: app, database: '', settings: search_path=reporting}], databases_left_out: 0}
+    access:
+      description:
+        - With O(access), who may use what the client was refused - C(server), C(objects) (each with
+          C(database), C(schema), C(name), C(kind), C(owner) and C(grants), each grant a C(holder) and its
+          C(privileges)), C(holders) (the members of each role holding a grant), C(roles) (C(name),
+          C(can_login), C(connlimit), C(inherit), C(connections), C(member_of)), C(roles_missing),
+          C(databases) (C(name), C(allow_connections), C(connlimit), C(connections), C(owner), C(grants)),
+          C(logins) (the C(user@database) prefixes of the log lines stating the refusal), C(max_connections),
+          C(reserved) and C(client_sessions); or C(error) when it could not be read.
+      returned: when O(access) names something and the server has such a view
+      type: dict
+      sample: {server: postgresql, logins: [app@app], objects: [{database: app, schema: public, name: visits,
+               kind: table, owner: app_owner, grants: [{holder: app_owner, privileges: [SELECT]},
+               {holder: app_rw, privileges: [SELECT]}]}], holders: {app_owner: [], app_rw: [reporting]},
+               roles: [{name: app, can_login: true, connlimit: -1, inherit: true, connections: 0, member_of: []}],
+               roles_missing: [], databases: [{name: app, allow_connections: true, connlimit: -1, connections: 0,
+               owner: app, grants: [{holder: PUBLIC, privileges: [CONNECT, TEMPORARY]}]}],
+               max_connections: 100, reserved: 3, client_sessions: 1}
 tools:
   description: Which of the tools (O(tools), or the default list) the host has.
   returned: always
@@ -426,6 +473,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.sentinel.remediation.plugins.module_utils import server_sessions, service_evidence, service_spec
+from ansible_collections.sentinel.remediation.plugins.module_utils.evidence_text import evidence_texts
 
 
 def argument_spec() -> dict:
@@ -440,6 +488,7 @@ def argument_spec() -> dict:
         timeout=dict(type="int", default=15),
         sessions=dict(type="bool", default=False),
         objects=dict(type="list", elements="str", default=[]),
+        access=dict(type="dict", default={}),
         logs_first=dict(type="bool", default=False),
     )
     return spec
@@ -471,6 +520,13 @@ def main() -> None:
             where = server_sessions.objects(definition, params["objects"], params["timeout"])
             if where is not None:
                 result["evidence"]["objects"] = where
+        if params["access"]:
+            # the server's own log lines: the user@database prefix of a refusal names the login
+            logs = "\n".join(text for key, text in evidence_texts(result["evidence"]).items()
+                             if key.split(".", 1)[0].split("[", 1)[0] in ("logs", "log", "journal"))
+            held = server_sessions.access(definition, params["access"], logs, params["timeout"])
+            if held is not None:
+                result["evidence"]["access"] = held
     except Exception as exc:  # an internal error, never a half-redacted answer
         module.fail_json(msg="evidence failed on %s: %s" % (params["service"], to_native(exc)),
                          exception=traceback.format_exc(), **empty)

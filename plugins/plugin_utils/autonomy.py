@@ -110,7 +110,13 @@ def _known_good_side(diff: str) -> list[str]:
 def _drift(evidence: Mapping | None) -> dict[str, Mapping]:
     known = evidence.get("known_good") if isinstance(evidence, Mapping) else None
     items = known.get("drift") if isinstance(known, Mapping) else None
-    return {str(i.get("path")): i for i in items or [] if isinstance(i, Mapping)}
+    out = {}
+    for item in items or []:
+        if isinstance(item, Mapping):
+            # one entry for paths that are one file (a link and what it names): each path is it
+            for path in [item.get("path")] + list(item.get("same_file") or []):
+                out.setdefault(str(path), item)
+    return out
 
 
 def _runs_as(evidence: Mapping | None) -> tuple[dict[str, set[str]], dict[str, Mapping]]:

@@ -222,6 +222,109 @@ def render_objects(dependent: str, dependency: str, view: Mapping) -> str:
     return "\n".join(lines)
 
 
+# A database's words for a client it refused (PostgreSQL's): `permission denied for table visits`,
+# `database "app" is not currently accepting connections`, `too many connections for role "app"`.
+_PERMISSION_DENIED = re.compile(
+    r"\bpermission denied for (?P<kind>table|relation|view|sequence|schema|function|database)\s+"
+    r"[\"']?(?:[A-Za-z_][\w$]*\.)?(?P<name>[A-Za-z_][\w$]*)", re.IGNORECASE)
+_NOT_ACCEPTING = re.compile(r"\bdatabase\s+[\"'](?P<name>[^\"'\s]{1,63})[\"']\s+is not currently accepting connections",
+                            re.IGNORECASE)
+_TOO_MANY = re.compile(r"\btoo many connections for (?P<kind>role|database)\s+[\"'](?P<name>[^\"'\s]{1,63})[\"']",
+                       re.IGNORECASE)
+# The login role and database a client's own error names (libpq's and most drivers' words).
+_CLIENT_LOGIN = (re.compile(r"\bfor user\s+[\"'](?P<role>[^\"'\s]{1,63})[\"']", re.IGNORECASE),
+                 re.compile(r"\buser=(?P<role>[A-Za-z_][\w$]{0,62})\b"),
+                 re.compile(r"\bdbname=(?P<database>[A-Za-z_][\w$]{0,62})\b"))
+
+
+def access_refusals(error: str, evidence: Mapping | None) -> dict:
+    """What the dependent's errors say its database refused it, in PostgreSQL's wording:
+    ``{"privileges": [{kind, name}], "connections": [{kind, name}], "roles", "databases"}``
+    (the login role and database its own errors name), each bounded; {} when nothing was refused."""
+    want: dict = {"privileges": [], "connections": [], "roles": [], "databases": []}
+    for text in [str(error or "")] + _dependent_texts(evidence):
+        for match in _PERMISSION_DENIED.finditer(text):
+            item = {"kind": match.group("kind").lower(), "name": match.group("name")}
+            if item not in want["privileges"]:
+                want["privileges"].append(item)
+        for match in _NOT_ACCEPTING.finditer(text):
+            item = {"kind": "database", "name": match.group("name")}
+            if item not in want["connections"]:
+                want["connections"].append(item)
+        for match in _TOO_MANY.finditer(text):
+            item = {"kind": match.group("kind").lower(), "name": match.group("name")}
+            if item not in want["connections"]:
+                want["connections"].append(item)
+        if _PERMISSION_DENIED.search(text) or _NOT_ACCEPTING.search(text) or _TOO_MANY.search(text):
+            for pattern in _CLIENT_LOGIN:
+                for match in pattern.finditer(text):
+                    key, value = next((k, v) for k, v in match.groupdict().items() if v)
+                    bucket = want["roles" if key == "role" else "databases"]
+                    if value not in bucket:
+                        bucket.append(value)
+    if not want["privileges"] and not want["connections"]:
+        return {}
+    return {key: values[:_MAX_NAMES] for key, values in want.items()}
+
+
+def _held(grants: Sequence) -> str:
+    return "; ".join(f"{g.get('holder')} {','.join(g.get('privileges') or [])}" for g in grants
+                     if isinstance(g, Mapping)) or "nobody"
+
+
+def render_access(dependent: str, dependency: str, want: Mapping, view: Mapping) -> str:
+    """The dependency's ``access`` view (the evidence module's) as lines for the request: who may
+    use what the dependent was refused, the login role it uses and its roles, and the
+    connection settings of the databases and roles its errors name."""
+    refused = [f"permission denied for {p['kind']} {p['name']}" for p in want.get("privileges") or []] + \
+        [f"connections refused to {c['kind']} {c['name']}" for c in want.get("connections") or []]
+    head = f"{dependency}: what {dependent} was refused ({'; '.join(refused)}), read now, read only"
+    if view.get("error"):
+        return f"{head}: could not be read: {view['error']}"
+    lines = [head + ":"]
+    objects = [o for o in view.get("objects") or [] if isinstance(o, Mapping)]
+    for p in want.get("privileges") or []:
+        if p.get("kind") == "database":
+            continue
+        here = [o for o in objects if p["name"] in (o.get("name"), o.get("schema") if o.get("kind") == "schema" else None)]
+        if not here:
+            lines.append(f"- {p['kind']} {p['name']}: found in no database read")
+        for o in here:
+            where = ".".join(str(x) for x in (o.get("database"), o.get("schema"), o.get("name")) if x)
+            lines.append(f"- {o.get('kind')} {where}: owner {o.get('owner')}; privileges held by: "
+                         f"{_held(o.get('grants') or [])}")
+    holders = view.get("holders") if isinstance(view.get("holders"), Mapping) else {}
+    for role, members in sorted(holders.items()):
+        lines.append(f"- members of role {role}: {', '.join(members) if members else 'none'}")
+    logins = [str(x) for x in view.get("logins") or []]
+    if logins:
+        lines.append(f"- the server's log names the refused login as user@database: {', '.join(logins)}")
+    for role in view.get("roles") or []:
+        if not isinstance(role, Mapping):
+            continue
+        limit = "no limit" if role.get("connlimit") == -1 else f"limit {role.get('connlimit')}"
+        lines.append(f"- login role {role.get('name')}: {'can' if role.get('can_login') else 'cannot'} log in; "
+                     f"member of: {', '.join(role.get('member_of') or []) or 'no role'}"
+                     f"{'' if role.get('inherit', True) else ' (NOINHERIT)'}; connections {role.get('connections')} "
+                     f"({limit})")
+    for name in view.get("roles_missing") or []:
+        lines.append(f"- role {name}: does not exist")
+    for db in view.get("databases") or []:
+        if not isinstance(db, Mapping):
+            continue
+        limit = "no limit" if db.get("connlimit") == -1 else f"limit {db.get('connlimit')}"
+        lines.append(f"- database {db.get('name')}: datallowconn {'true' if db.get('allow_connections') else 'false'}, "
+                     f"datconnlimit {db.get('connlimit')} ({limit}), connections now "
+                     f"{db.get('connections')}; owner {db.get('owner')}; CONNECT etc. held by: "
+                     f"{_held(db.get('grants') or [])}")
+    if "max_connections" in view:
+        lines.append(f"- server: max_connections {view.get('max_connections')}, reserved for superusers "
+                     f"{view.get('reserved')}, client connections now {view.get('client_sessions')}")
+    for database, why in sorted((view.get("unread") or {}).items()):
+        lines.append(f"- database {database} could not be read: {why}")
+    return "\n".join(lines)
+
+
 def search_terms(lines: Iterable[str]) -> list[str]:
     """What to look for in the dependency's own logs: the quoted words of the dependent's
     lines (a user, a database, a file the server named) and their message phrases (three
@@ -280,19 +383,40 @@ def suspect_note(dependent: str, named_by: Sequence[str]) -> str:
     return f"SUSPECT all the same, {dependent}'s errors name it" + (f" ({said})" if said else "")
 
 
-def section(dependent: str, name: str, relevant: Sequence[tuple[str, str, int]], budget: int = SECTION_BUDGET) -> str:
+def sources_read(dependency_evidence: Mapping | None) -> list[str]:
+    """The logs and journal of the dependency's evidence (what :func:`relevant_lines` searched)."""
+    found = []
+    for key, text in evidence_texts(dependency_evidence if isinstance(dependency_evidence, Mapping) else None).items():
+        head = key.split(".", 1)[0].split("[", 1)[0]
+        if head in ("journal", "logs", "log") and str(text).strip():
+            source = key.rsplit("/", 1)[-1] if "/" in key else key
+            if source not in found:
+                found.append(source)
+    return found
+
+
+def section(dependent: str, name: str, relevant: Sequence[tuple[str, str, int]], budget: int = SECTION_BUDGET,
+            read: Sequence[str] = ()) -> str:
     """The dependency's own lines on the dependent's failure, for the dependent's request,
-    within ``budget`` characters and cut at line ends only."""
-    if not relevant:
-        return f"{name}'s logs hold no line on {dependent}'s error (read its logs or its server's views for more)"
-    out = [f"{name}'s own lines on {dependent}'s failure (newest last):"]
-    out += [f"[{source}] {line[:300]}" + (f" (x{times})" if times > 1 else "") for source, line, times in relevant]
-    text = ""
-    for line in out:
+    within ``budget`` characters and cut at line ends only (the first line cut inside when it
+    alone is longer). The header never stands alone: with no line, the text says so and
+    which of the dependency's logs were read (``read``)."""
+    lines = [f"[{source}] {line[:300]}" + (f" (x{times})" if times > 1 else "") for source, line, times in relevant]
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        where = f" (read: {', '.join(read)})" if read else " (no log or journal of it could be read)"
+        return f"{name}'s logs hold no line on {dependent}'s error{where}"
+    text = f"{name}'s own lines on {dependent}'s failure (newest last):"
+    kept = 0
+    for line in lines:
         if len(text) + len(line) + 1 > budget:
+            if kept == 0:
+                text += "\n" + line[:max(40, budget - len(text) - 20)] + " [...cut]"
+                kept = 1
             break
-        text += line + "\n"
-    return text.rstrip("\n")
+        text += "\n" + line
+        kept += 1
+    return text
 
 
 def waiting_reason(name: str, dependencies: Mapping[str, str], error: str) -> str:

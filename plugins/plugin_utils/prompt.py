@@ -30,8 +30,8 @@ PASSAGE_BUDGET = 450        # characters of one runbook passage
 # The diff from the last known-good configuration leads when the host has a baseline.
 _KEY_ORDER = ("known_good", "degraded", "config_test", "config_context", "status", "conditions", "writer_records",
               "dependency_evidence",
-              "dependency_sessions", "missing_objects", "dependency_objects", "recent_changes",
-              "environment", "data_markers", "certificates", "processes", "listeners", "journal", "includes", "logs", "named_paths",
+              "dependency_sessions", "missing_objects", "dependency_objects", "dependency_access", "recent_changes",
+              "environment", "data_markers", "tls", "certificates", "processes", "listeners", "journal", "includes", "logs", "named_paths",
               "unit", "pid_files", "paths", "dependencies", "ports", "disk", "oom")
 HISTORY_BUDGET = 4500       # characters of incident history in one prompt
 READ_OUTPUT = 3000          # characters of one read-only diagnostic's output, whole lines kept (both ends)

@@ -28,10 +28,11 @@ _DEFINITION_KEYS = frozenset(service_spec.definition_spec()) - {"name"}
 
 
 def _dependency_evidence(ctx: RunContext, port: HostPort, name: str, definition: Mapping, said: str,
-                         sessions: bool = False, objects=()) -> Mapping:
+                         sessions: bool = False, objects=(), access: Mapping | None = None) -> Mapping:
     """The dependency's own evidence, read on the host (read only); {} when it could not be read.
     ``sessions``: with its server's session view (``sessions``), when it has one; ``objects``:
-    with where objects of these names are (``objects``), when it has such a view."""
+    with where objects of these names are (``objects``), when it has such a view; ``access``: with
+    who may use what the dependent was refused (``access``), when it has such a view."""
     args = {k: v for k, v in definition.items() if k in _DEFINITION_KEYS and v not in (None, [], "")}
     # Its own lines on the failure are what is read of it (dependency_evidence): its logs first.
     args.update(service=name, error=said[:2000], log_lines=ctx.args["evidence_log_lines"],
@@ -40,6 +41,8 @@ def _dependency_evidence(ctx: RunContext, port: HostPort, name: str, definition:
         args["sessions"] = True
     if objects:
         args["objects"] = list(objects)
+    if access:
+        args["access"] = dict(access)
     result = port.run_module(EVIDENCE_MODULE, args)
     if result.get("failed") or result.get("unreachable"):
         ctx.log(f"sentinel.remediation.heal: the evidence of {name} (a suspect of {ctx.host}'s failure) could not "
@@ -70,6 +73,8 @@ def with_dependencies(ctx: RunContext, port: HostPort, name: str, definition: Ma
     found: dict = {}  # each database dependency's `objects` view, read with its evidence when that is read
     names = rules.missing_objects(error, evidence)
     mentions = rules.missing_object_mentions(error, evidence)
+    refused = rules.access_refusals(error, evidence)
+    held: dict = {}  # each database dependency's `access` view, when the dependent was refused
     states = dict(evidence.get("dependencies") or {}) if isinstance(evidence.get("dependencies"), Mapping) else {}
     sections = {}
     for dep_definition in ctx.watched_dependencies(definition):
@@ -86,18 +91,30 @@ def with_dependencies(ctx: RunContext, port: HostPort, name: str, definition: Ma
         if not failing:
             states[dep] = f"{states.get(dep) or 'healthy'}; " + rules.suspect_note(name, [by for _l, by in named])
         dep_evidence = row.get("evidence") if isinstance(row.get("evidence"), Mapping) else None
+        database = server_sessions.server_kind(dep_definition) is not None
         if dep_evidence is None:
             dep_evidence = _dependency_evidence(ctx, port, dep, dep_definition, "\n".join(lines), sessions=waits,
-                                                objects=names if server_sessions.server_kind(dep_definition) else ())
+                                                objects=names if database else (),
+                                                access=refused if database else None)
             if waits and isinstance(dep_evidence.get("sessions"), Mapping):
                 views[dep] = dep_evidence["sessions"]
             if isinstance(dep_evidence.get("objects"), Mapping):
                 found[dep] = dep_evidence["objects"]
-        sections[dep] = rules.section(name, dep, rules.relevant_lines(dep_evidence, rules.search_terms(lines)))
+        elif refused and database:
+            # its evidence came with this pass's row (it failed): what refused the dependent is read apart
+            dep_evidence = dict(dep_evidence)
+            dep_evidence["access"] = _dependency_evidence(ctx, port, dep, dep_definition, "\n".join(lines),
+                                                          access=refused).get("access")
+        if isinstance(dep_evidence.get("access"), Mapping):
+            held[dep] = rules.render_access(name, dep, refused, dep_evidence["access"])
+        sections[dep] = rules.section(name, dep, rules.relevant_lines(dep_evidence, rules.search_terms(lines)),
+                                      read=rules.sources_read(dep_evidence))
     if states:
         evidence["dependencies"] = states
     if sections:
         evidence["dependency_evidence"] = sections
+    if held:
+        evidence["dependency_access"] = held
     if mentions:
         # which server's wording the dependent's errors use (only PostgreSQL's has an objects view)
         evidence["missing_objects"] = rules.render_missing(name, mentions)
