@@ -346,6 +346,10 @@ SELECT 'role', r.rolname, r.rolcanlogin, r.rolconnlimit, r.rolinherit,
 SELECT 'members', r.rolname,
        coalesce((SELECT string_agg(pg_get_userbyid(m.member), ',') FROM pg_auth_members m WHERE m.roleid = r.oid), '')
   FROM pg_roles r WHERE r.rolname = ANY (string_to_array(:'holders', ',')) ORDER BY 2 LIMIT 8;
+SELECT 'powers', r.rolname, concat_ws(',', CASE WHEN r.rolsuper THEN 'SUPERUSER' END,
+       CASE WHEN r.rolcreaterole THEN 'CREATEROLE' END, CASE WHEN r.rolbypassrls THEN 'BYPASSRLS' END,
+       CASE WHEN r.rolreplication THEN 'REPLICATION' END, CASE WHEN r.rolcreatedb THEN 'CREATEDB' END)
+  FROM pg_roles r WHERE r.rolname = ANY (string_to_array(:'roles' || ',' || :'holders', ',')) ORDER BY 2 LIMIT 16;
 """ % (_ACL % ("d.datacl", "'d'::\"char\"", "d.datdba"))
 # A server log line's "user@database" prefix (log_line_prefix %u@%d) on a line that states a refusal.
 _LOG_LOGIN = re.compile(r"(?:^|[\s\]])([A-Za-z_][A-Za-z0-9_$]{0,62})@([A-Za-z_][A-Za-z0-9_$]{0,62})\s+(?:ERROR|FATAL)\b")
@@ -436,6 +440,10 @@ def _postgresql_access(defn: dict, want: dict, log_text: str, timeout: int) -> d
                                  "inherit": cols[4] == "t", "connections": _int(cols[5]), "member_of": _names(cols[6])})
         elif cols[0] == "members" and len(cols) == 3:
             out["holders"][cols[1]] = _names(cols[2])
+        elif cols[0] == "powers" and len(cols) == 3:
+            # what each role may do beyond its grants (none: []): a grant of a role with powers
+            # is refused by the policy, so the approver never sees one
+            out.setdefault("attributes", {})[cols[1]] = _names(cols[2])
     out["roles_missing"] = [r for r in roles if r not in {x["name"] for x in out["roles"]}]
     return out
 

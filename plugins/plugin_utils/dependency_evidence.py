@@ -294,8 +294,10 @@ def render_access(dependent: str, dependency: str, want: Mapping, view: Mapping)
             lines.append(f"- {o.get('kind')} {where}: owner {o.get('owner')}; privileges held by: "
                          f"{_held(o.get('grants') or [])}")
     holders = view.get("holders") if isinstance(view.get("holders"), Mapping) else {}
+    powers = view.get("attributes") if isinstance(view.get("attributes"), Mapping) else {}
     for role, members in sorted(holders.items()):
-        lines.append(f"- members of role {role}: {', '.join(members) if members else 'none'}")
+        held = f"; powers: {', '.join(powers[role]) or 'none'}" if role in powers else ""
+        lines.append(f"- members of role {role}: {', '.join(members) if members else 'none'}{held}")
     logins = [str(x) for x in view.get("logins") or []]
     if logins:
         lines.append(f"- the server's log names the refused login as user@database: {', '.join(logins)}")

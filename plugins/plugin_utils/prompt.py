@@ -28,7 +28,7 @@ PASSAGE_BUDGET = 450        # characters of one runbook passage
 # Most telling first: what the service said (config test, status, its journal and logs), what
 # runs and listens, the paths errors name; then the unit's settings and the declared paths.
 # The diff from the last known-good configuration leads when the host has a baseline.
-_KEY_ORDER = ("known_good", "degraded", "config_test", "config_context", "status", "conditions", "writer_records",
+_KEY_ORDER = ("operator_notes", "known_good", "degraded", "config_test", "config_context", "status", "conditions", "writer_records",
               "dependency_evidence",
               "dependency_sessions", "missing_objects", "dependency_objects", "dependency_access", "recent_changes",
               "environment", "data_markers", "tls", "certificates", "processes", "listeners", "journal", "includes", "logs", "named_paths",
@@ -39,7 +39,7 @@ DIAGNOSIS_BUDGET = 600      # characters of the model's own earlier diagnosis, c
 RECALL_BUDGET = 1800        # characters of similar incidents in one prompt
 # Evidence only the engine reads (the request says what matters of it elsewhere, in words).
 _ENGINE_KEYS = ("service_pids", "init", "dependency_up", "client_connections", "blocking_sessions",
-                "environment_files")
+                "environment_files", "role_attributes")
 _PROCESS_COLUMNS = ("pid", "ppid", "user", "state", "started", "ports", "cmdline")
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 

@@ -75,6 +75,12 @@ def test_who_may_use_a_refused_table_and_the_login_roles_memberships_reach_the_r
     assert "app_rw" in holders and "sentinelapp" not in holders
     assert view["holders"]["app_rw"] == sorted(filter(None, _server(
         lab, "SELECT pg_get_userbyid(member) FROM pg_auth_members WHERE roleid = 'app_rw'::regrole").splitlines()))
+    # what each role may do beyond its grants, as pg_roles says (the policy refuses a grant of a role with powers)
+    for role in ("app_rw", "sentinelapp"):
+        expected = [w for w, flag in zip(("BYPASSRLS", "CREATEDB", "CREATEROLE", "REPLICATION", "SUPERUSER"), _server(
+            lab, f"SELECT rolbypassrls, rolcreatedb, rolcreaterole, rolreplication, rolsuper FROM pg_roles "
+                 f"WHERE rolname = '{role}'").split("|")) if flag.strip() == "t"]
+        assert view["attributes"][role] == expected, (role, view["attributes"])
     assert "sentinelapp@sentinelapp" in view["logins"]
     login = next(r for r in view["roles"] if r["name"] == "sentinelapp")
     assert login["member_of"] == sorted(filter(None, _server(
@@ -96,7 +102,7 @@ def test_who_may_use_a_refused_table_and_the_login_roles_memberships_reach_the_r
     assert "permission denied for table visits" in request
     assert "table sentinelapp.public.visits: owner app_owner; privileges held by:" in request
     assert "app_rw " in request.split("### dependency_access", 1)[1]
-    assert "- members of role app_rw: none" in request
+    assert "- members of role app_rw: none; powers: none" in request
     assert "- login role sentinelapp: can log in; member of: no role" in request
     assert intents(work, "postgresql") == []
     assert sql(lab, "SELECT has_table_privilege('sentinelapp', 'visits', 'SELECT')") == "f"

@@ -107,6 +107,9 @@ def with_dependencies(ctx: RunContext, port: HostPort, name: str, definition: Ma
                                                           access=refused).get("access")
         if isinstance(dep_evidence.get("access"), Mapping):
             held[dep] = rules.render_access(name, dep, refused, dep_evidence["access"])
+            powers = dep_evidence["access"].get("attributes")
+            if isinstance(powers, Mapping):  # for the policy: a grant of a role with powers is refused
+                evidence["role_attributes"] = {**(evidence.get("role_attributes") or {}), **powers}
         sections[dep] = rules.section(name, dep, rules.relevant_lines(dep_evidence, rules.search_terms(lines)),
                                       read=rules.sources_read(dep_evidence))
     if states:
