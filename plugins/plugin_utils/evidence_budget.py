@@ -26,7 +26,8 @@ _MARK = "[... {n} line{s}, {c} chars cut ...]"
 def failure_terms(error: str, evidence: Mapping | None = None) -> list[str]:
     """The strings the failure names, most specific first: ``FILE:LINE`` places, absolute
     paths and quoted words of the health error and of the config test (and the files the
-    config context names). Deduplicated, in the order first named."""
+    config context names), then the files the known-good drift names. Deduplicated, in the order
+    first named."""
     texts = [str(error or "")]
     if isinstance(evidence, Mapping):
         texts.append(str(evidence.get("config_test") or ""))
@@ -34,6 +35,11 @@ def failure_terms(error: str, evidence: Mapping | None = None) -> list[str]:
             if isinstance(context, Mapping) and context.get("file"):
                 texts.append("%s:%s" % (context["file"], context.get("line", "")))
     terms: list[str] = []
+    drifted = []
+    known = evidence.get("known_good") if isinstance(evidence, Mapping) else None
+    for item in (known.get("drift") if isinstance(known, Mapping) else None) or []:
+        if isinstance(item, Mapping):
+            drifted += [str(p) for p in [item.get("path")] + list(item.get("same_file") or []) if p]
     for text in texts:
         found = [f"{m.group(1)}:{m.group(2)}" for m in _PLACE.finditer(text)]
         found += [m.group(1).rstrip("/.") for m in _PATH.finditer(text)]
@@ -41,6 +47,9 @@ def failure_terms(error: str, evidence: Mapping | None = None) -> list[str]:
         for term in found:
             if len(term) >= 3 and term not in _COMMON and term not in terms:
                 terms.append(term)
+    # then the files that drifted from the last healthy pass: the prime suspects when the
+    # failure names none (what the host says of who owns them, their paths, their includes)
+    terms += [p for p in drifted if p not in terms and p not in _COMMON]
     return terms
 
 
@@ -97,13 +106,16 @@ def _with_gaps(lines: list[str], kept: set[int]) -> str:
 
 
 def rank_items(items: Sequence[tuple[str, str]], terms: Sequence[str],
-               first: Iterable[str] = ()) -> list[tuple[str, str]]:
-    """``items`` in the order to keep them: the keys in ``first`` that name a term, then any
-    other item naming a term, then the rest; each group in the given order."""
-    first = tuple(first)
+               first: Iterable[str] = (), always: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """``items`` in the order to keep them: the keys in ``always`` (the owner's word), the keys
+    in ``first`` that name a term, then any other item naming a term, then the rest; each group
+    in the given order."""
+    first, always = tuple(first), tuple(always)
 
     def rank(pair: tuple[int, tuple[str, str]]) -> tuple[int, int]:
         index, (key, text) = pair
+        if key in always:
+            return -1, index
         named = names_a_term(text, terms)
         if named and key in first:
             return 0, index
@@ -133,13 +145,13 @@ def ask_for(key: str, service: str, init: str = "") -> str:
 
 
 def render(items: Sequence[tuple[str, str]], budget: int, item_budget: int, terms: Sequence[str] = (),
-           service: str = "", init: str = "", first: Iterable[str] = ()) -> str:
+           service: str = "", init: str = "", first: Iterable[str] = (), always: Iterable[str] = ()) -> str:
     """``### key`` sections within ``budget`` characters, ranked by :func:`rank_items` and
     each cut by :func:`fit_lines` (logs keep their end); what did not fit is listed at the end
     with how to ask for it. An item that names a term may use twice ``item_budget``."""
     sections, left_out = [], []
     remaining = budget
-    for key, text in rank_items(items, terms, first):
+    for key, text in rank_items(items, terms, first, always):
         named = names_a_term(text, terms)
         room = min(item_budget * (2 if named else 1), remaining - len(key) - 5)
         keep = "tail" if "log" in key.lower() or key == "journal" else "head"

@@ -189,7 +189,7 @@ def render_evidence(evidence, budget: int = EVIDENCE_BUDGET, item_budget: int = 
                   if t not in terms]
     return evidence_budget.render(items, budget, item_budget, terms, service=_clean(service)[:80], init=init,
                                   first=("known_good", "degraded", "config_test", "config_context", "conditions",
-                                         "writer_records", "dependency_sessions"))
+                                         "writer_records", "dependency_sessions"), always=("operator_notes",))
 
 
 def fence(text: str) -> tuple[str, str]:

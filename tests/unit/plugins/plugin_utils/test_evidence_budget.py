@@ -78,3 +78,24 @@ def test_the_prompt_keeps_the_named_config_line_of_a_large_changed_file():
 
 def test_data_markers_left_out_say_how_to_list_the_directory():
     assert evidence_budget.ask_for("data_markers", "postgresql") == "`stat PATH` or `ls -la DIR`"
+
+
+def test_the_files_that_drifted_are_terms_after_what_the_failure_names():
+    evidence = {"config_test": "rc 0", "known_good": {"drift": [
+        {"path": "/etc/nginx/sites-available/default", "same_file": ["/etc/nginx/sites-enabled/default"]},
+        {"path": "/etc/nginx/snippets/tls-pci.conf", "change": "new"}]}}
+    assert evidence_budget.failure_terms("GET https://127.0.0.1/ failed: handshake failure in /srv/x", evidence) == [
+        "/srv/x", "/etc/nginx/sites-available/default", "/etc/nginx/sites-enabled/default",
+        "/etc/nginx/snippets/tls-pci.conf"]
+    # a TLS failure names no file: what the host says of the drifted files outranks a long unit dump
+    items = [("unit", "\n".join(f"Property{i}: value" for i in range(60))),
+             ("ownership", "/etc/nginx/snippets/tls-pci.conf: says: line 1: # SEC-2207 profile")]
+    text = evidence_budget.render(items, 900, 800, evidence_budget.failure_terms("handshake failure", evidence))
+    assert text.startswith("### ownership\n/etc/nginx/snippets/tls-pci.conf: says") and "### unit" in text
+    assert evidence_budget.render(items, 900, 800, evidence_budget.failure_terms("handshake failure", {})).startswith("### unit")
+
+
+def test_the_owner_s_note_goes_first_whatever_else_is_named():
+    items = [("config_test", "error in /etc/x.conf:3"), ("operator_notes", "/etc/motd: cron is stopped ON PURPOSE")]
+    text = evidence_budget.render(items, 2000, 800, ["/etc/x.conf:3"], always=("operator_notes",))
+    assert text.startswith("### operator_notes\n")
