@@ -6,7 +6,7 @@ Teams leave word where every operator sees it on login: the message of the day
 (``/etc/motd``, ``/etc/motd.d/*``, the dynamic one in ``/run``) and the pre-login banners
 (``/etc/issue``, ``/etc/issue.net``). A note there that names a service ("cron is stopped ON
 PURPOSE for the month-end close; do not start it") is the owner's word on that service, and
-an SRE reads it before touching it. ``read`` returns the paragraphs (blocks between blank
+an SRE reads it before touching it. ``by_file`` returns the paragraphs (blocks between blank
 lines) of those files that name the service, one of its units or one of its programs, as a
 whole word. Small files only, bounded output; the evidence is redacted with the rest before
 it leaves the host. Stdlib only: runs in the host's python.
@@ -25,7 +25,7 @@ _FILES_MAX = 16
 
 
 def _files() -> list:
-    found = [path for path in NOTE_FILES]
+    found = list(NOTE_FILES)
     for directory in NOTE_DIRS:
         found.extend(sorted(glob.glob(os.path.join(directory, "*")))[:_FILES_MAX])
     return found
