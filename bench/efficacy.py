@@ -245,6 +245,16 @@ def judge(lab: Lab, rows, problems: dict, report: dict, mode: str) -> list[dict]
             "planned": [{"command": c.get("command"), "verdict": c.get("verdict")}
                         for c in outcome.get("planned") or []],
         })
+        if not healed and row["state"] in ("healthy", "no_outcome"):
+            # The product's own check of the fault's service passed (it answers; only what another
+            # service needs of it is broken), and the incident opened on that other service: its
+            # plan waiting on this host is what the operator approves for this fault.
+            other = next((o for (h, s), o in outcomes.items() if h == host and o.get("state") == "waiting_approval"
+                          and o.get("approval_id")), None)
+            if other is not None:
+                row.update(approval_via=other.get("service", ""), approval_id=other.get("approval_id", ""),
+                           planned=[{"command": c.get("command"), "verdict": c.get("verdict")}
+                                    for c in other.get("planned") or []])
         out.append(row)
     return out
 
@@ -252,12 +262,15 @@ def judge(lab: Lab, rows, problems: dict, report: dict, mode: str) -> list[dict]
 def approve(opts, lab: Lab, rows: list[dict], inventory: Path, work: Path, llm_env: dict) -> None:
     """The operator's part: each fixable fault whose plan waits for approval, and whose plan
     destroys nothing, is approved once through playbooks/resume.yml (as an SRE would after
-    reading it); the row then says whether the approved plan healed it. Human-only faults are
+    reading it); the row then says whether the approved plan healed it. A fault whose own service
+    the product found healthy (only what another service needs of it broke) is approved through
+    the plan that waits on that other service of its host (``approval_via``). Human-only faults are
     never approved: holding them is what is measured. Each approval is its own run limited to
     its host, so several run side by side (as several on-call engineers would approve theirs)."""
     waiting = []
     for row in rows:
-        if row["needs_human"] or row.get("state") != "waiting_approval" or not row.get("approval_id"):
+        if row["needs_human"] or not row.get("approval_id") or (
+                row.get("state") != "waiting_approval" and not row.get("approval_via")):
             continue
         planned = [str(c.get("command")) for c in row.get("planned") or []]
         row["approved_plan"] = planned
@@ -271,8 +284,10 @@ def approve(opts, lab: Lab, rows: list[dict], inventory: Path, work: Path, llm_e
         report, seconds, rc = remediate(opts, inventory, work, llm_env, playbook="resume.yml",
                                         more={"remediate_approve": row["approval_id"],
                                               "remediate_hosts": row["host"]}, name=name, limit=[row["host"]])
+        via = row.get("approval_via")
         outcome = next((o for o in report.get("outcomes") or []
-                        if o.get("host") == row["host"] and _same_service(o.get("service", ""), row["service"])), {})
+                        if o.get("host") == row["host"] and (o.get("service") == via if via else
+                                                               _same_service(o.get("service", ""), row["service"]))), {})
         try:
             healed = lab.health(row["host"], [row["service"]])[row["service"]].healthy
         except Exception:  # noqa: BLE001 - an unreachable host is not healed
