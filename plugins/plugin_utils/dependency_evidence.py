@@ -272,6 +272,11 @@ def _held(grants: Sequence) -> str:
                      if isinstance(g, Mapping)) or "nobody"
 
 
+def _limit(connlimit) -> str:
+    """A connection limit as PostgreSQL means it (-1: none)."""
+    return "no limit" if connlimit == -1 else f"limit {connlimit}"
+
+
 def render_access(dependent: str, dependency: str, want: Mapping, view: Mapping) -> str:
     """The dependency's ``access`` view (the evidence module's) as lines for the request: who may
     use what the dependent was refused, the login role it uses and its roles, and the
@@ -304,7 +309,7 @@ def render_access(dependent: str, dependency: str, want: Mapping, view: Mapping)
     for role in view.get("roles") or []:
         if not isinstance(role, Mapping):
             continue
-        limit = "no limit" if role.get("connlimit") == -1 else f"limit {role.get('connlimit')}"
+        limit = _limit(role.get("connlimit"))
         lines.append(f"- login role {role.get('name')}: {'can' if role.get('can_login') else 'cannot'} log in; "
                      f"member of: {', '.join(role.get('member_of') or []) or 'no role'}"
                      f"{'' if role.get('inherit', True) else ' (NOINHERIT)'}; connections {role.get('connections')} "
@@ -314,7 +319,7 @@ def render_access(dependent: str, dependency: str, want: Mapping, view: Mapping)
     for db in view.get("databases") or []:
         if not isinstance(db, Mapping):
             continue
-        limit = "no limit" if db.get("connlimit") == -1 else f"limit {db.get('connlimit')}"
+        limit = _limit(db.get("connlimit"))
         lines.append(f"- database {db.get('name')}: datallowconn {'true' if db.get('allow_connections') else 'false'}, "
                      f"datconnlimit {db.get('connlimit')} ({limit}), connections now "
                      f"{db.get('connections')}; owner {db.get('owner')}; CONNECT etc. held by: "

@@ -14,10 +14,10 @@ import time
 import pytest
 
 from host_module import run_host_module
-from llm_server import LLMServer
-from test_degraded_cause import asked, sql
+from test_degraded_cause import sql
 from test_do_no_harm import HOST, definition, intents
-from workflow_support import Workspace, require_docker
+from test_missing_objects import first_app_request
+from workflow_support import require_docker
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -88,16 +88,7 @@ def test_who_may_use_a_refused_table_and_the_login_roles_memberships_reach_the_r
     assert sql(lab, "SELECT has_table_privilege('sentinelapp', 'visits', 'SELECT')") == "f"   # nothing changed
 
     # the engine, from the app's own error lines alone, asks for it and puts it in the request
-    assert not lab.health(HOST, ["app"])["app"].healthy
-    escalate = {"plan": {"diagnosis": "looking", "commands": ["service sentinel-app status"],
-                         "rationale": "read", "escalate": True}}
-    services = [definition("postgresql"), definition("sentinel-app")]
-    with LLMServer(rules=[{"match": r"Service: sentinel-app\b", "reply": escalate}]) as server:
-        work = Workspace(tmp_path, lab.write_inventory(tmp_path / "hosts.json"), llm_url=server.url)
-        run = work.run(extravars={"remediate_hosts": HOST, "remediate_backend": "llm", "remediate_services": services})
-        requests = asked(server)
-    assert requests, run.stdout[-3000:]
-    request = requests[0]
+    work, request = first_app_request(lab, tmp_path)
     assert "### dependency_access" in request, request[:4000]
     assert "permission denied for table visits" in request
     assert "table sentinelapp.public.visits: owner app_owner; privileges held by:" in request

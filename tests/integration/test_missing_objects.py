@@ -50,8 +50,9 @@ def test_the_host_reads_where_a_missing_object_is_and_what_resolves_names(lab, s
     assert sql(lab, "SELECT count(*) FROM visits") .isdigit()
 
 
-def test_the_request_shows_where_the_table_is_and_the_roles_search_path(lab, tmp_path, search_path_changed):
-    require_docker()
+def first_app_request(lab, tmp_path) -> tuple[Workspace, str]:
+    """One run on the failing app (the model escalates after one read): the workspace and the
+    first request the model was sent for it, from the app's own error lines alone."""
     assert not lab.health(HOST, ["app"])["app"].healthy
     escalate = {"plan": {"diagnosis": "looking", "commands": ["service sentinel-app status"],
                          "rationale": "read", "escalate": True}}
@@ -61,7 +62,12 @@ def test_the_request_shows_where_the_table_is_and_the_roles_search_path(lab, tmp
         run = work.run(extravars={"remediate_hosts": HOST, "remediate_backend": "llm", "remediate_services": services})
         requests = asked(server)
     assert requests, run.stdout[-3000:]
-    request = requests[0]
+    return work, requests[0]
+
+
+def test_the_request_shows_where_the_table_is_and_the_roles_search_path(lab, tmp_path, search_path_changed):
+    require_docker()
+    work, request = first_app_request(lab, tmp_path)
     assert "### dependency_objects" in request, request[:4000]
     # which server's wording the app's errors used, said in the request
     assert "### missing_objects" in request
