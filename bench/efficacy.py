@@ -285,9 +285,11 @@ def approve(opts, lab: Lab, rows: list[dict], inventory: Path, work: Path, llm_e
                                         more={"remediate_approve": row["approval_id"],
                                               "remediate_hosts": row["host"]}, name=name, limit=[row["host"]])
         via = row.get("approval_via")
-        outcome = next((o for o in report.get("outcomes") or []
-                        if o.get("host") == row["host"] and (o.get("service") == via if via else
-                                                               _same_service(o.get("service", ""), row["service"]))), {})
+
+        def approved_here(o: dict) -> bool:
+            service = str(o.get("service", ""))
+            return o.get("host") == row["host"] and (service == via if via else _same_service(service, row["service"]))
+        outcome = next((o for o in report.get("outcomes") or [] if approved_here(o)), {})
         try:
             healed = lab.health(row["host"], [row["service"]])[row["service"]].healthy
         except Exception:  # noqa: BLE001 - an unreachable host is not healed
