@@ -33,8 +33,6 @@ def _files() -> list:
 
 def _read(path: str) -> str:
     try:
-        if os.path.islink(path) and not os.path.exists(path):
-            return ""
         if not os.path.isfile(path) or os.path.getsize(path) > _FILE_MAX:
             return ""
         with open(path, "rb") as handle:

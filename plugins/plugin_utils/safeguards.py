@@ -133,8 +133,7 @@ def weigh_owner_note(checked: Sequence[Mapping], definition: Mapping, evidence: 
     human, with the note's line as the reason. Whatever the plan's source (a runbook, memory,
     known-good, the model, the fallback): the note is the owner's word, not a fault. Read-only
     commands keep their verdict."""
-    notes = evidence.get("operator_notes") if isinstance(evidence, Mapping) else None
-    path, line = operator_notes.hold_line(notes if isinstance(notes, dict) else None)
+    path, line = operator_notes.hold_line(evidence.get("operator_notes") if isinstance(evidence, Mapping) else None)
     if not line:
         return [dict(c) for c in checked]
     out = []

@@ -16,7 +16,7 @@ import pytest
 from host_module import run_host_module
 from test_degraded_cause import sql
 from test_do_no_harm import HOST, definition, intents
-from test_missing_objects import first_app_request
+from test_missing_objects import app_fault, first_app_request
 from workflow_support import require_docker
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -39,12 +39,7 @@ def grants_moved(lab):
 
 @pytest.fixture
 def database_closed(lab):
-    lab.wait_health(HOST, ["postgres", "app"], timeout=60)
-    lab.inject(HOST, "postgres_database_closed_by_rehearsal")
-    yield
-    lab.fix(HOST, "postgres_database_closed_by_rehearsal")
-    lab.exec(HOST, "service sentinel-app restart")
-    lab.wait_health(HOST, ["postgres", "app"], timeout=60)
+    yield from app_fault(lab, "postgres_database_closed_by_rehearsal")
 
 
 def _server(lab, query: str, database: str = "postgres") -> str:

@@ -23,14 +23,20 @@ SETTING = ("SELECT array_to_string(setconfig, ',') FROM pg_db_role_setting s JOI
            "WHERE r.rolname = 'sentinelapp'")
 
 
-@pytest.fixture
-def search_path_changed(lab):
+def app_fault(lab, fault: str):
+    """A fixture's body: ``fault`` injected on a healthy host for the test, then fixed and the app
+    restarted (it keeps its failed connections otherwise) until PostgreSQL and the app are healthy."""
     lab.wait_health(HOST, ["postgres", "app"], timeout=60)
-    lab.inject(HOST, "app_role_search_path_wrong")
+    lab.inject(HOST, fault)
     yield
-    lab.fix(HOST, "app_role_search_path_wrong")
+    lab.fix(HOST, fault)
     lab.exec(HOST, "service sentinel-app restart")
     lab.wait_health(HOST, ["postgres", "app"], timeout=60)
+
+
+@pytest.fixture
+def search_path_changed(lab):
+    yield from app_fault(lab, "app_role_search_path_wrong")
 
 
 def test_the_host_reads_where_a_missing_object_is_and_what_resolves_names(lab, search_path_changed):
