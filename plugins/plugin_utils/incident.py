@@ -335,12 +335,16 @@ def source_order(backend: str, llm_configured: bool, incident: Incident) -> list
 
 def gate(commands: Sequence[Mapping], *, auto_approve: bool = False, require_approval: bool = False,
          check_mode: bool = False) -> str:
-    """execute | approval | escalate | dry_run for a checked plan (verdict dicts)."""
+    """execute | approval | escalate | dry_run for a checked plan (verdict dicts). ``auto_approve``
+    (labs and tests) runs what the policy gates, but never a command an owner's note holds
+    (``owner_hold``): a person on the host said to keep hands off, and only a person overrides that."""
     usable = [c for c in commands if c.get("verdict") in ("allow", "approval")]
     if not usable:
         return "escalate"
     if check_mode:
         return "dry_run"
+    if any(c.get("owner_hold") for c in usable):
+        return "approval"
     needs_human = require_approval or any(c.get("verdict") == "approval" for c in usable)
     if needs_human and not auto_approve:
         return "approval"

@@ -131,8 +131,9 @@ def weigh_owner_note(checked: Sequence[Mapping], definition: Mapping, evidence: 
     names the service and tells operators to keep their hands off it ("stopped ON PURPOSE ...
     do not start cron"), every command the policy allowed that changes something waits for a
     human, with the note's line as the reason. Whatever the plan's source (a runbook, memory,
-    known-good, the model, the fallback): the note is the owner's word, not a fault. Read-only
-    commands keep their verdict."""
+    known-good, the model, the fallback): the note is the owner's word, not a fault. Such a
+    command carries ``owner_hold`` (the note's path): ``remediate_auto_approve`` does not run
+    it, only a human's approval of the plan does. Read-only commands keep their verdict."""
     path, line = operator_notes.hold_line(evidence.get("operator_notes") if isinstance(evidence, Mapping) else None)
     if not line:
         return [dict(c) for c in checked]
@@ -141,6 +142,7 @@ def weigh_owner_note(checked: Sequence[Mapping], definition: Mapping, evidence: 
         verdict = dict(verdict)
         if verdict.get("verdict") == "allow" and change_key(verdict) != ():
             verdict["verdict"] = "approval"
+            verdict["owner_hold"] = path  # a person's word: no blanket auto-approval waives it (incident.gate)
             verdict["reasons"] = list(verdict.get("reasons") or []) + [
                 f"owner's note: {path} says `{line}` about {definition.get('name')}: a human who knows whether "
                 "it still holds decides"]

@@ -3,7 +3,8 @@ looks on login (the message of the day), is not started around the note.
 
 On a lab host a team stops cron for a close and leaves a note in /etc/motd saying not to start
 it. The run's plan (the model's `service cron start`, and the fallback restart behind it) must
-wait for a human with the note's line as the reason, the model's request must carry the note,
+wait for a human with the note's line as the reason (even with `remediate_auto_approve`, which
+runs what the policy gates), the model's request must carry the note,
 and cron must still be stopped inside the container afterwards (the lab's own check and the
 process table). With the note's hold words taken out, the same run starts cron: the note, not
 the stop, is what held it."""
@@ -48,8 +49,10 @@ def _cron_runs(lab) -> bool:
 
 def test_a_service_its_owner_stopped_on_purpose_is_not_started_around_the_note(noted_host, tmp_path):
     lab, inventory = noted_host
+    # auto_approve (labs and tests) runs what the policy gates, but not what an owner's note holds:
+    # only a person overrides a person's word.
     extra = {"remediate_backend": "llm", "remediate_hosts": HOST, "remediate_canary_size": 0,
-             "remediate_max_retries": 1, "remediate_fallback_restart": True}
+             "remediate_max_retries": 1, "remediate_fallback_restart": True, "remediate_auto_approve": True}
     with LLMServer(default={"plan": {"diagnosis": "cron is not running", "commands": ["service cron start"],
                                      "rationale": "start it"}}) as server:
         work = Workspace(tmp_path, inventory, llm_url=server.url)

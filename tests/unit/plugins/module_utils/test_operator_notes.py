@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ansible_collections.sentinel.remediation.plugins.module_utils import operator_notes
 from ansible_collections.sentinel.remediation.plugins.plugin_utils import safeguards
+from ansible_collections.sentinel.remediation.plugins.plugin_utils import incident as engine
 
 MOTD = """Debian GNU/Linux comes with ABSOLUTELY NO WARRANTY.
 
@@ -62,6 +63,10 @@ def test_a_held_service_s_changes_wait_for_a_human_and_its_reads_do_not():
     out = safeguards.weigh_owner_note(plan, {"name": "cron"}, held)
     assert [v["verdict"] for v in out] == ["allow", "approval", "reject"]
     assert out[1]["reasons"][-1].startswith("owner's note: /etc/motd says `Do not start cron.` about cron")
+    # a blanket auto-approval (labs) runs what the policy gates, never what the note holds
+    assert engine.gate(out, auto_approve=True) == "approval"
+    assert engine.gate([_verdict("service cron start", ["starts unit cron.service"], "approval")],
+                       auto_approve=True) == "execute"
     # a note that holds nothing, or none at all: the verdicts as the policy gave them
     for evidence in ({"operator_notes": {"/etc/motd": "cron runs the reports"}}, {}, None):
         assert [v["verdict"] for v in safeguards.weigh_owner_note(plan, {"name": "cron"}, evidence)] == \
