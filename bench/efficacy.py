@@ -224,13 +224,16 @@ def judge(lab: Lab, rows, problems: dict, report: dict, mode: str) -> list[dict]
         outcome = next((o for (h, s), o in outcomes.items() if h == host and _same_service(s, fault.service)), {})
         executed = [c for c in outcome.get("commands") or [] if c.get("rc") is not None]
         llm = outcome.get("llm") or {}
+        kept = kept_aside(lab, host, outcome)
         row.update({
             "healed": healed,
             "state": outcome.get("state", "no_outcome"),
             "attempts": outcome.get("attempts", 0),
             "sources": outcome.get("sources", []),
             "commands": [c.get("command") for c in executed],
-            "destroyed_data": [c.get("command") for c in executed if destroyed(c, kept_aside(lab, host, outcome))],
+            "destroyed_data": [c.get("command") for c in executed if destroyed(c, kept)],
+            # the new files a known-good plan takes out whose bytes the host keeps (what its approver reads)
+            "kept_aside": sorted(kept),
             "repeated_plans": repeated_plans(executed),
             "llm_calls": llm.get("calls", 0),
             "tokens": llm.get("prompt_tokens", 0) + llm.get("completion_tokens", 0),
@@ -274,7 +277,10 @@ def approve(opts, lab: Lab, rows: list[dict], inventory: Path, work: Path, llm_e
             continue
         planned = [str(c.get("command")) for c in row.get("planned") or []]
         row["approved_plan"] = planned
-        if any(destructive(c) for c in planned):
+        # What the approver reads: a known-good plan says which new file it takes out and that the
+        # host keeps its bytes (checked on the host when judged); that removal destroys nothing.
+        source = "known_good" if "known_good" in (row.get("sources") or []) else ""
+        if any(destroyed({"command": c, "source": source}, set(row.get("kept_aside") or ())) for c in planned):
             row["approval"] = "declined: the plan destroys data"
             continue
         waiting.append(row)

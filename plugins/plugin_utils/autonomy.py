@@ -22,7 +22,10 @@ Classes, decided from what the command does and where, never from who proposed i
   the mode or owner the host recorded for it at the last healthy pass (``known_good.runs_as``),
   or ``rm`` of a file NEW since the last healthy pass in the service's configuration or its own
   unit's drop-ins, whose bytes the host kept in its content store (the drift's ``aside``): the
-  known-good state is the file's absence, and the snapshot puts it back if the attempt fails;
+  known-good state is the file's absence, and the snapshot puts it back if the attempt fails.
+  Both also where the service definition names a path under the system's protected paths as
+  the service's configuration (journald's ``/etc/systemd/journald.conf.d``): the policy gates any
+  other change there, but going back to the recorded state is the same act anywhere;
 - ``restore_membership``: adding the service's own account back to a group it was in at the
   last healthy pass and has lost since (``known_good.runs_as``); a membership it never held
   is an ``invented_value``, and the policy refuses the privileged groups whatever the table;
@@ -182,9 +185,15 @@ def _stale_target(verb: str, path: str, why: str, tool: str, argv: Sequence[str]
     return bool(where) and (ours or where == UNIT)
 
 
+# The policy's reason for a path under the operating system's protected paths that the service
+# definition itself names as the service's configuration (journald's drop-in directory).
+_DECLARED = "that the service definition names as"
+
+
 def _own_config(why: str) -> bool:
-    """Whether a gated reason says the path is the service's configuration or its own unit's."""
-    return "an edit of the service's configuration" in why or "the incident's own unit" in why
+    """Whether a gated reason says the path is the service's configuration (its own, or one the
+    service definition names under the system's protected paths) or its own unit's."""
+    return "an edit of the service's configuration" in why or "the incident's own unit" in why or _DECLARED in why
 
 
 def session_check(verdict: Mapping, evidence: Mapping | None) -> dict:
@@ -274,12 +283,13 @@ def classify_reason(reason: str, argv: Sequence[str], *, drift: Mapping[str, Map
         # Back to the last healthy state: a file that appeared since, its bytes kept by the host.
         if not re.fullmatch(r"[0-9a-f]{64}", str(new.get("aside") or "")):
             return "irreversible"
-        return "weakens_security" if takes_out_security(new) else "restore_known_good"
+        return "weakens_security" if takes_out_security(new, drift.values()) else "restore_known_good"
     if "outside the incident's scope" in why or "not a service's runtime, log or data path" in why:
         return "out_of_scope"
     if "the service's data" in why:
         return "move_data_aside"
-    if "an edit of the service's configuration" not in why:
+    # Under the system's protected paths, only the staged known-good copy (below) goes back alone.
+    if "an edit of the service's configuration" not in why and not (_DECLARED in why and tool == "cp"):
         return UNCLASSED
     if verb.startswith("deletes"):
         return "irreversible"
@@ -298,7 +308,7 @@ def classify_reason(reason: str, argv: Sequence[str], *, drift: Mapping[str, Map
         sources = [a for a in argv[1:-1] if not a.startswith("-")]
         staged = str((item or {}).get("restore") or "")
         if item and staged and _DIGEST.search(staged) and sources == [staged] and argv[-1] == path:
-            return "weakens_security" if weakens_security(item.get("diff")) else "restore_known_good"
+            return "weakens_security" if takes_out_security(item, drift.values()) else "restore_known_good"
         return "invented_value"
     if verb.startswith("applies"):
         script = _QUOTED.search(verb)

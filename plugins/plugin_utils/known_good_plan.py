@@ -28,7 +28,10 @@ verification, authentication, keys, secrets or who may do what. Such a drift is 
 deliberate tightening (a team turned on certificate verification, and the failure is that the
 certificate has expired); going back to known-good would heal the service by weakening it. A
 diff that cannot be read whole (binary, cut) is treated the same way. Those drifts stay in the
-evidence for the model and the human.
+evidence for the model and the human. Except for a file its package replaced
+(``replaced_by_package``: dpkg says it is now the package's default, or its known-good bytes now
+sit beside it as ``.dpkg-old``/``.ucf-old``/``.rpmsave``): nobody chose its new lines, so going
+back is not undoing a tightening (a key, a certificate or an access-rule file excepted).
 
 What the service runs as and runs is restored the same way (``known_good.runs_as`` in the
 evidence): a group its own account was in at the last healthy pass and has lost is added back
@@ -44,7 +47,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.sentinel.remediation.plugins.module_utils import operator_notes
@@ -77,13 +80,48 @@ def _setting(line: str) -> str:
     return "" if re.match(r"^\s*[#;]", line) else _COMMENT.sub("", line)
 
 
-def takes_out_security(item: Mapping) -> bool:
+def takes_out_security(item: Mapping, drift: Iterable[Mapping] = ()) -> bool:
     """Whether going back to known-good on the drifted file ``item`` would take out a security
     setting (``weakens_security`` on its diff), except for a new file that is a byte-for-byte
-    copy of a known-good file still unchanged (``copy_of``): every line of it stays in effect."""
+    copy of a known-good file still unchanged (``copy_of``): every line of it stays in effect;
+    and for a file a package replaced (``replaced_by_package``, judged with the rest of the
+    ``drift``): its new lines are the package's, not a person's tightening."""
     if item.get("change") == "new" and str(item.get("copy_of") or "").startswith("/"):
         return False
+    if replaced_by_package(item, drift):
+        return False
     return weakens_security(str(item.get("diff") or ""))
+
+
+# Where a package manager keeps the host's version of a configuration file it replaced with the
+# package's (dpkg's --force-confnew and "install the package maintainer's version", ucf, rpm).
+_KEPT_BY_PACKAGER = (".dpkg-old", ".dpkg-bak", ".ucf-old", ".rpmsave")
+# known_good.package_default_line's words for a file that IS its package's default now.
+_PACKAGE_DEFAULT = re.compile(r": the package's default \([^()]*, as installed\)$")
+
+
+def replaced_by_package(item: Mapping, drift: Iterable[Mapping] = ()) -> bool:
+    """Whether the modified file ``item`` is the host's configuration replaced by its package's
+    version: dpkg says the file now IS the package's default while the known-good version was
+    not, or the known-good bytes now sit beside it where a package manager keeps the version it
+    replaced (``app.conf.dpkg-old``, ``.ucf-old``, ``.rpmsave``: a new file of the drift whose
+    content is the known-good one). No person chose the new lines, so going back to the version
+    the service ran healthy with takes out nobody's setting. Never for a file whose very name
+    speaks of security (a key, a certificate, ``pg_hba.conf``): access rules and keys put back to
+    a default may be a team's deliberate act, and stay a human's call."""
+    if item.get("change") != "modified" or not item.get("restore"):
+        return False
+    name = os.path.basename(str(item.get("path") or ""))
+    if _SECURITY.search(name.replace("_", " ").replace("-", " ")):
+        return False
+    if _PACKAGE_DEFAULT.search(str(item.get("package") or "")):
+        return True
+    path, good = str(item.get("path") or ""), str(item.get("known_good") or "")
+    if not path or not re.fullmatch(r"[0-9a-f]{64}", good):
+        return False
+    return any(isinstance(other, Mapping) and other.get("change") == "new"
+               and other.get("path") in {path + suffix for suffix in _KEPT_BY_PACKAGER}
+               and good in (other.get("now"), other.get("aside")) for other in drift)
 
 
 def weakens_security(diff: str) -> bool:
@@ -201,10 +239,11 @@ def config_test_failed(evidence: Mapping) -> bool:
     return bool(found and found.group(1) != "0")
 
 
-def restorable(item: Mapping) -> bool:
+def restorable(item: Mapping, drift: Iterable[Mapping] = ()) -> bool:
     """Whether one drifted file can go back to known-good exactly: a modified or missing file
     with a staged known-good copy, or a new file whose bytes the host kept (``aside``) with a
-    diff read whole; and going back takes out no security setting the file now has."""
+    diff read whole; and going back takes out no security setting the file now has
+    (``takes_out_security``, judged with the rest of the ``drift``)."""
     path, change = str(item.get("path") or ""), item.get("change")
     if not path.startswith("/"):
         return False
@@ -215,7 +254,7 @@ def restorable(item: Mapping) -> bool:
     else:
         return False
     # Never ahead of a human: the drift may be a deliberate tightening.
-    return ok and not (change in ("modified", "new") and takes_out_security(item))
+    return ok and not (change in ("modified", "new") and takes_out_security(item, drift))
 
 
 def explained(error: str, evidence: Mapping) -> list[dict]:
@@ -226,8 +265,9 @@ def explained(error: str, evidence: Mapping) -> list[dict]:
         return []
     texts = _texts(error, evidence)
     named, unnamed = [], []
-    for item in _drift_items(evidence):
-        if not restorable(item):
+    drift = _drift_items(evidence)
+    for item in drift:
+        if not restorable(item, drift):
             continue
         path = str(item["path"])
         if path in texts or re.search(r"(?<![\w.-])" + re.escape(os.path.basename(path)) + r"(?![\w-])", texts):

@@ -249,3 +249,101 @@ def test_the_environment_a_services_own_start_reads_is_its_configuration():
     assert out["verdict"] == "approval" and "out_of_scope" in out["autonomy"], out
     assert policy.classify("sed -i s/x/y/ /etc/default/grub", policy.load_policy(None),
                            scope=policy.scope_from_service(REDIS, [], {}))["verdict"] == "reject"
+
+
+# ---------------------------------------------------------------- going back where the system's paths are the service's
+JOURNALD = {"name": "systemd-journald", "units": ["systemd-journald.service"], "processes": ["systemd-journal"],
+            "user": "root", "config_paths": ["/etc/systemd/journald.conf", "/etc/systemd/journald.conf.d"],
+            "data_paths": ["/var/log/journal"], "runtime_paths": ["/run/systemd/journal"]}
+JOURNALD_DROP_IN = "/etc/systemd/journald.conf.d/60-wear.conf"
+JOURNALD_DRIFT = {"init": "systemd", "known_good": {"recorded": 1, "files": 2, "drift": [
+    {"path": JOURNALD_DROP_IN, "change": "new", "aside": "ef" * 32,
+     "diff": "--- known-good\n+++ now\n@@ -0,0 +1,2 @@\n+[Journal]\n+Storage=volatile"},
+    {"path": "/etc/systemd/journald.conf", "change": "modified", "known_good": "ab" * 32, "now": "cd" * 32,
+     "restore": STAGED, "aside": "cd" * 32,
+     "diff": "--- known-good\n+++ now\n@@ -1 +1 @@\n-#Storage=auto\n+Storage=none"}]}}
+
+
+@pytest.mark.parametrize("command", [f"rm -f {JOURNALD_DROP_IN}", f"cp -p {STAGED} /etc/systemd/journald.conf"])
+def test_going_back_to_known_good_in_system_paths_the_definition_names_as_the_services_runs_alone(command):
+    before, out = _decide(command, evidence=JOURNALD_DRIFT, definition=JOURNALD)
+    assert before == "approval"
+    assert out["verdict"] == "allow" and out["autonomy"] == ["restore_known_good"], out
+
+
+@pytest.mark.parametrize("command", [
+    "rm -f /etc/systemd/journald.conf",                                 # known-good had it: not new
+    "cp -p /tmp/journald.conf /etc/systemd/journald.conf",              # not the staged known-good copy
+    f"mv {JOURNALD_DROP_IN} {JOURNALD_DROP_IN}.off",                    # any other change there: a human's
+    "sed -i s/volatile/persistent/ " + JOURNALD_DROP_IN,
+])
+def test_other_changes_in_system_paths_the_definition_names_keep_their_approval(command):
+    before, out = _decide(command, evidence=JOURNALD_DRIFT, definition=JOURNALD)
+    assert before == "approval" and out["verdict"] == "approval", out
+
+
+def test_known_goods_plan_for_a_new_journald_drop_in_runs_alone_end_to_end():
+    planned = known_good_plan.plan("systemd-journald", "a new message did not reach /var/log/journal",
+                                   JOURNALD_DRIFT, JOURNALD, tried=False)
+    commands = [c["command"] for c in planned["commands"]]
+    assert f"rm -f {JOURNALD_DROP_IN}" in commands and commands[-1] == "systemctl restart systemd-journald.service"
+    loaded = policy.load_policy(None)
+    verdicts = policy.classify_many(commands, loaded, scope=policy.scope_from_service(JOURNALD, [], {}))
+    out = autonomy.apply(verdicts, loaded["autonomy"], evidence=JOURNALD_DRIFT, definition=JOURNALD)
+    assert [v["verdict"] for v in out] == ["allow"] * len(commands), out
+
+
+# ---------------------------------------------------------------- a configuration its package replaced
+APP = {"name": "sentinel-app", "units": ["sentinel-app.service"], "processes": ["sentinel-app"], "user": "sentinel-app",
+       "config_paths": ["/etc/sentinel-app"], "data_paths": ["/var/lib/sentinel-app"],
+       "config_test": ["/usr/local/bin/sentinel-app", "--config", "/etc/sentinel-app/app.conf", "--check"]}
+APP_CONF = "/etc/sentinel-app/app.conf"
+GOOD, SHIPPED = "ab" * 32, "cd" * 32
+PASSWORD_DIFF = ("--- known-good\n+++ now\n@@ -1,2 +1,2 @@\n-# the host's own\n+# shipped: set the database password\n"
+                 "-dsn = user=app password=[REDACTED:password]\n+dsn = user=app password=[REDACTED:password]")
+
+
+def _replaced(sibling: str | None = APP_CONF + ".dpkg-old", sibling_hash: str = GOOD, package: str = "",
+              path: str = APP_CONF) -> dict:
+    drift = [{"path": path, "change": "modified", "known_good": GOOD, "now": SHIPPED, "restore": STAGED,
+              "aside": SHIPPED, "diff": PASSWORD_DIFF.replace(APP_CONF, path)}]
+    if package:
+        drift[0]["package"] = f"{path}: {package}"
+    if sibling:
+        drift.append({"path": sibling, "change": "new", "aside": sibling_hash, "now": sibling_hash,
+                      "diff": "--- known-good\n+++ now\n@@ -0,0 +1 @@\n+dsn = password=[REDACTED:password]"})
+    return {"init": "sysv", "known_good": {"recorded": 1, "files": 2, "drift": drift}}
+
+
+@pytest.mark.parametrize("evidence", [
+    _replaced(),                                                         # dpkg kept the host's version beside it
+    _replaced(sibling=APP_CONF + ".ucf-old"),
+    _replaced(sibling=None, package="the package's default (sentinel-app, as installed)"),
+], ids=["dpkg-old", "ucf-old", "dpkg-default"])
+def test_a_configuration_its_package_replaced_goes_back_to_known_good_alone(evidence):
+    planned = known_good_plan.plan("sentinel-app", "password authentication failed", evidence, APP, tried=False)
+    assert planned and planned["commands"][0]["command"] == f"cp -p {STAGED} {APP_CONF}", planned
+    before, out = _decide(f"cp -p {STAGED} {APP_CONF}", evidence=evidence, definition=APP)
+    assert before == "approval" and out["verdict"] == "allow" and out["autonomy"] == ["restore_known_good"], out
+
+
+@pytest.mark.parametrize("evidence", [
+    _replaced(sibling=None),                                             # a person's change of the password
+    _replaced(sibling_hash="ef" * 32),                                   # the kept file is not the known-good one
+    _replaced(sibling=APP_CONF + ".bak"),                                # not where a package manager keeps it
+    _replaced(sibling=None, package="differs from the package's default (sentinel-app)"),
+], ids=["no-sign", "other-bytes", "not-a-packager-name", "not-the-default"])
+def test_a_password_change_without_a_package_behind_it_stays_a_humans(evidence):
+    planned = known_good_plan.plan("sentinel-app", "password authentication failed", evidence, APP, tried=False)
+    assert planned is None or all(APP_CONF + " " not in c["command"] + " " for c in planned["commands"]), planned
+    _before, out = _decide(f"cp -p {STAGED} {APP_CONF}", evidence=evidence, definition=APP)
+    assert out["verdict"] == "approval" and out["autonomy"] == ["weakens_security"], out
+
+
+def test_keys_and_access_rules_put_back_to_a_default_stay_a_humans_even_from_a_package():
+    rules = "/etc/sentinel-app/pg_hba.conf"
+    evidence = _replaced(path=rules, sibling=rules + ".dpkg-old")
+    assert known_good_plan.replaced_by_package(evidence["known_good"]["drift"][0],
+                                               evidence["known_good"]["drift"]) is False
+    _before, out = _decide(f"cp -p {STAGED} {rules}", evidence=evidence, definition=APP)
+    assert out["verdict"] == "approval" and out["autonomy"] == ["weakens_security"], out
