@@ -246,10 +246,11 @@ def attributes(path, role):
 
 
 def _unit_facts(units, run):
-    """``(users, programs, directories)`` of the service's systemd units: ``User=``, the programs
-    of every ``Exec*=`` line (drop-ins included: systemd merged them) and the directories systemd
-    makes for it (``RuntimeDirectory=``...)."""
-    users, programs, directories = [], [], []
+    """``(users, programs, directories, made_at_start)`` of the service's systemd units: ``User=``,
+    the programs of every ``Exec*=`` line (drop-ins included: systemd merged them), the
+    directories systemd makes for it (``RuntimeDirectory=``...) and, of those, the ones it makes
+    at each start and removes at each stop (``RuntimeDirectory=``)."""
+    users, programs, directories, made_at_start = [], [], [], set()
     keys = ("User",) + _EXEC_KEYS + tuple(k for k, _root in _UNIT_DIRECTORIES)
     for unit in units:
         rc, text = run(["systemctl", "show", "--no-pager", "-p", ",".join(keys), unit])
@@ -265,7 +266,9 @@ def _unit_facts(units, run):
                 root = dict(_UNIT_DIRECTORIES).get(key)
                 if root:
                     directories.extend(root + name for name in value.split() if ".." not in name.split("/"))
-    return users, programs, directories
+                    if key == "RuntimeDirectory":
+                        made_at_start.update(os.path.normpath(root + name) for name in value.split())
+    return users, programs, directories, made_at_start
 
 
 def _processes(names, proc="/proc", limit=64):
@@ -306,11 +309,12 @@ def runs_as(defn, init, run, proc="/proc"):
     "paths": {path: attributes}}``. Accounts: the definition's ``user``, its units' ``User=``,
     the owners of its processes (root never: its memberships are not the service's). Paths: the
     programs its units execute and its processes' executables, and its runtime, state, log and
-    data directories."""
+    data directories (``made_at_start`` on the ones systemd makes at each start and removes at
+    each stop: their absence while the service is stopped is no drift to act on)."""
     users = [defn["user"]] if defn.get("user") else []
-    programs, directories = [], []
+    programs, directories, made_at_start = [], [], set()
     if init == "systemd":
-        unit_users, programs, directories = _unit_facts(defn.get("units") or [], run)
+        unit_users, programs, directories, made_at_start = _unit_facts(defn.get("units") or [], run)
         users.extend(unit_users)
     owners, exes = _processes(set(defn.get("processes") or []), proc)
     users.extend(owners)
@@ -333,6 +337,8 @@ def runs_as(defn, init, run, proc="/proc"):
                 break
             entry = attributes(path, role)
             if entry and path not in paths:
+                if path in made_at_start:
+                    entry["made_at_start"] = True
                 paths[path] = entry
     return dict(accounts=accounts, paths=paths)
 
@@ -369,7 +375,12 @@ def runs_as_drift(recorded):
         now = attributes(path, was.get("role"))
         said = "mode %s owner %s" % (was.get("mode"), was.get("owner"))
         if now is None:
-            items.append(dict(path=path, role=was.get("role"), change="missing", known_good=said))
+            item = dict(path=path, role=was.get("role"), change="missing", known_good=said)
+            if was.get("made_at_start"):
+                # systemd's RuntimeDirectory=: gone whenever the unit is stopped, made again at its start
+                item["note"] = ("systemd makes this directory at the unit's start and removes it at its stop: "
+                                "missing while the service is stopped is expected, not a cause")
+            items.append(item)
             continue
         if (now["mode"], now["uid"], now["gid"]) == (was.get("mode"), was.get("uid"), was.get("gid")):
             continue

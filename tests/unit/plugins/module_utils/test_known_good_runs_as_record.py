@@ -118,3 +118,23 @@ def test_an_owner_change_gives_the_recorded_owner_by_name_and_a_vanished_path_no
     item = {i["path"]: i for i in known_good.runs_as_drift(recorded)}[str(here)]
     assert item["owner"] == "4242:4343"
     json.dumps(item)  # travels to the controller as JSON
+
+
+def test_a_directory_systemd_makes_at_each_start_is_said_to_be_expected_missing_while_stopped(tmp_path, monkeypatch):
+    runtime = tmp_path / "run"
+    (runtime / "sshd").mkdir(parents=True)
+    monkeypatch.setattr(known_good, "_UNIT_DIRECTORIES", (("RuntimeDirectory", str(runtime) + "/"),
+                                                          ("StateDirectory", str(tmp_path / "lib") + "/")))
+    (tmp_path / "lib" / "sshd").mkdir(parents=True)
+
+    def run(argv):
+        return 0, "User=\nExecStart=\nRuntimeDirectory=sshd\nStateDirectory=sshd\n"
+    recorded = known_good.runs_as({"name": "ssh", "units": ["ssh.service"]}, "systemd", run)
+    assert recorded["paths"][str(runtime / "sshd")]["made_at_start"] is True
+    assert "made_at_start" not in recorded["paths"][str(tmp_path / "lib" / "sshd")]
+    (runtime / "sshd").rmdir()  # the unit stopped: systemd removed its runtime directory
+    (tmp_path / "lib" / "sshd").rmdir()  # a state directory systemd keeps: its loss is news
+    by_path = {i["path"]: i for i in known_good.runs_as_drift(recorded)}
+    assert by_path[str(runtime / "sshd")]["change"] == "missing"
+    assert "expected, not a cause" in by_path[str(runtime / "sshd")]["note"]
+    assert "note" not in by_path[str(tmp_path / "lib" / "sshd")]
