@@ -100,6 +100,16 @@ _KEPT_BY_PACKAGER = (".dpkg-old", ".dpkg-bak", ".ucf-old", ".rpmsave")
 _PACKAGE_DEFAULT = re.compile(r": the package's default \([^()]*, as installed\)$")
 
 
+def _kept_by_packager(item: Mapping, drift: Iterable[Mapping]) -> bool:
+    """Whether the new file ``item`` is where a package manager kept the host's version of a file
+    it replaced (``replaced_by_package``): nothing to go back on, it IS the known-good version."""
+    path = str(item.get("path") or "")
+    base = next((path[:-len(s)] for s in _KEPT_BY_PACKAGER if path.endswith(s)), "")
+    return item.get("change") == "new" and bool(base) and any(
+        isinstance(other, Mapping) and other.get("path") == base and replaced_by_package(other, drift)
+        for other in drift)
+
+
 def replaced_by_package(item: Mapping, drift: Iterable[Mapping] = ()) -> bool:
     """Whether the modified file ``item`` is the host's configuration replaced by its package's
     version: dpkg says the file now IS the package's default while the known-good version was
@@ -215,6 +225,27 @@ def mark_holds(error: str, evidence: Any) -> dict[str, str]:
         known["holds"] = [{"path": path, "why": why, "note": _hold_note(path, evidence, stale)}
                           for path, why in sorted(found.items())]
     return found
+
+
+SECURITY_NOTE = ("not restored ahead: going back would undo a security setting, key or credential this change put in "
+                 "place (often deliberate: a rotation, a tightening); a human's call: restore only with approval, "
+                 "saying why, or escalate")
+
+
+def mark_security(evidence: Any) -> list[str]:
+    """Mark, in the evidence's drift, each modified or new file whose known-good version is not
+    put back ahead of a human because going back would take out a security setting, a key or a
+    credential (``takes_out_security``): its ``security`` note tells the model and the human why
+    the staged restore is not a plain fix. The paths marked."""
+    drift = _drift_items(evidence) if isinstance(evidence, Mapping) else []
+    marked = []
+    for item in drift:
+        if isinstance(item, dict) and item.get("change") in ("modified", "new") \
+                and (item.get("restore") or item.get("aside")) and takes_out_security(item, drift) \
+                and not _kept_by_packager(item, drift):
+            item["security"] = SECURITY_NOTE
+            marked.append(str(item.get("path")))
+    return marked
 
 
 def is_unit_file(path: str) -> bool:

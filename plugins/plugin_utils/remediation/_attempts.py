@@ -109,6 +109,8 @@ class AttemptLoop:
         # the model, once per incident; the journal and the warnings tell the human, with the diff.
         # A drift that holds the service is its owner's: marked in the evidence, never restored.
         known_good_plan.mark_holds(incident.current_error, evidence)
+        # A drift going back would weaken (a key rotated, a tightening) is said to be a human's call.
+        known_good_plan.mark_security(evidence)
         restore = known_good_plan.plan(
             incident.service, incident.current_error, evidence, definition,
             tried=not self.ctx.args.get("known_good", True)

@@ -4,6 +4,7 @@
 judged on the real policy engine's verdicts."""
 from __future__ import annotations
 
+import copy
 import os
 
 import pytest
@@ -347,3 +348,16 @@ def test_keys_and_access_rules_put_back_to_a_default_stay_a_humans_even_from_a_p
                                                evidence["known_good"]["drift"]) is False
     _before, out = _decide(f"cp -p {STAGED} {rules}", evidence=evidence, definition=APP)
     assert out["verdict"] == "approval" and out["autonomy"] == ["weakens_security"], out
+
+
+def test_a_drift_going_back_would_weaken_is_marked_a_humans_call_in_the_evidence():
+    evidence = copy.deepcopy(NEW_FILES)
+    marked = known_good_plan.mark_security(evidence)
+    # the new TLS file and the modified TLS site are marked; plain drift and an unkept file are not
+    assert sorted(marked) == ["/etc/nginx/conf.d/site.conf", "/etc/nginx/conf.d/tls.conf"]
+    by_path = {d["path"]: d for d in evidence["known_good"]["drift"]}
+    assert by_path["/etc/nginx/conf.d/tls.conf"]["security"] == known_good_plan.SECURITY_NOTE
+    assert "security" not in by_path["/etc/nginx/conf.d/broken.conf"]
+    # a configuration its package replaced is a plain restore, not a human's call
+    replaced = _replaced()
+    assert known_good_plan.mark_security(replaced) == []
