@@ -223,3 +223,73 @@ def test_a_new_drop_in_after_a_healthy_pass_is_taken_out_alone_and_a_hold_is_lef
     assert not [c for c in outcome["commands"] if c.get("source") == "known_good"], outcome["commands"]
     assert lab.exec(SD_HOST, f"sha256sum {HOLD_DROP_IN} {FLAG}", check=True).stdout == held
     assert not lab.health(SD_HOST, ["nginx"])["nginx"].healthy
+
+
+JOURNALD_DROP_IN = "/etc/systemd/journald.conf.d/60-ssd-wear.conf"  # lab/faults.yml journald_storage_volatile_dropin
+JOURNALD_TEARDOWN = f"rm -f {JOURNALD_DROP_IN}; systemctl restart systemd-journald"
+
+
+def test_a_new_journald_drop_in_where_the_definition_names_system_paths_is_taken_out_alone(mixed_lab, tmp_path):
+    """journald's configuration lives under /etc/systemd, where the policy gates every change for
+    a human: only going back to the recorded state (a file new since the healthy pass, its bytes
+    kept) runs alone there. The drop-in that turned the persistent journal off is taken out
+    without the model and without approval, and journald writes /var/log/journal again (the lab's
+    own check, which sends a message and looks for it there)."""
+    require_docker()
+    lab = mixed_lab
+    inventory = lab.write_inventory(tmp_path / "hosts.yml")
+    journald = [d for d in kind_group_vars("systemd")["remediate_services"] if d["name"] == "systemd-journald"]
+    forget_known_good(lab, SD_HOST)
+    with service_scene(lab, SD_HOST, "journald", setup=JOURNALD_TEARDOWN, teardown=JOURNALD_TEARDOWN):
+        work = Workspace(tmp_path, inventory)  # no LLM configured, no approval given
+        extra = {"remediate_hosts": SD_HOST, "remediate_canary_size": 0, "remediate_services": journald}
+        assert work.run(extravars=extra).outcomes()[(SD_HOST, "systemd-journald")]["state"] == "healthy"
+        lab.inject(SD_HOST, "journald_storage_volatile_dropin")
+        bad = sha256(lab, JOURNALD_DROP_IN, SD_HOST)
+        assert not lab.health(SD_HOST, ["journald"])["journald"].healthy
+        run = work.run(extravars=extra)
+        outcome = run.outcomes()[(SD_HOST, "systemd-journald")]
+        assert outcome["state"] == "healed", json.dumps(outcome, indent=1)[:4000]
+        ran = [c for c in outcome["commands"] if c.get("source") == "known_good"]
+        assert ran and ran[0]["command"] == f"rm -f {JOURNALD_DROP_IN}", ran
+        assert all(c["verdict"] == "allow" and c["rc"] == 0 for c in ran), ran
+        assert lab.exec(SD_HOST, ["test", "-e", JOURNALD_DROP_IN]).rc != 0
+        assert "Storage=volatile" in lab.exec(SD_HOST, ["cat", f"{STORE}/{bad[:2]}/{bad[2:]}"], check=True).stdout
+        assert lab.health(SD_HOST, ["journald"])["journald"].healthy
+    forget_known_good(lab, SD_HOST)
+
+
+APP_CONF = "/etc/sentinel-app/app.conf"
+APP_SAVED = "/root/app.conf.sentinel-test"
+APP_SETUP = f"cp -p {APP_CONF} {APP_SAVED} && cp -p /var/log/dpkg.log /root/dpkg.log.sentinel-test"
+APP_TEARDOWN = (f"cp -p {APP_SAVED} {APP_CONF}; rm -f {APP_CONF}.dpkg-old {APP_SAVED}; "
+                "cp -p /root/dpkg.log.sentinel-test /var/log/dpkg.log; rm -f /root/dpkg.log.sentinel-test; "
+                "service sentinel-app restart >/dev/null 2>&1")
+
+
+def test_a_configuration_its_package_replaced_goes_back_to_known_good_alone(lab, lab_inventory, tmp_path):
+    """An upgrade installed the package's app.conf (a placeholder password) and dpkg kept the
+    host's as app.conf.dpkg-old. Its new lines speak of a password, which alone would keep the
+    restore for a human (a drift may be a deliberate rotation), but nobody chose them: the file is
+    put back from known-good without the model and without approval, byte for byte, with the mode
+    and owner it had, and the app answers again (the lab's own check)."""
+    require_docker()
+    app = [d for d in kind_group_vars("sysv")["remediate_services"] if d["name"] == "sentinel-app"]
+    forget_known_good(lab, HOST)
+    with service_scene(lab, HOST, "app", setup=APP_SETUP, teardown=APP_TEARDOWN, check=True):
+        good = lab.exec(HOST, ["stat", "-c", "%a %U:%G", APP_CONF], check=True).stdout.strip()
+        work = Workspace(tmp_path, lab_inventory)  # no LLM configured, no approval given
+        extra = {"remediate_hosts": HOST, "remediate_canary_size": 0, "remediate_services": app}
+        assert work.run(extravars=extra).outcomes()[(HOST, "sentinel-app")]["state"] == "healthy"
+        good_sha = sha256(lab, APP_CONF)
+        lab.inject(HOST, "app_config_replaced_by_package_default")
+        assert not lab.health(HOST, ["app"])["app"].healthy
+        run = work.run(extravars=extra)
+        outcome = run.outcomes()[(HOST, "sentinel-app")]
+        assert outcome["state"] == "healed", json.dumps(outcome, indent=1)[:4000]
+        assert outcome["timeline"][0]["source"] == "known_good", outcome["timeline"]
+        assert [c["verdict"] for c in outcome["commands"]] == ["allow"] * len(outcome["commands"]), outcome["commands"]
+        assert sha256(lab, APP_CONF) == good_sha
+        assert lab.exec(HOST, ["stat", "-c", "%a %U:%G", APP_CONF], check=True).stdout.strip() == good
+        assert lab.health(HOST, ["app"])["app"].healthy
+    forget_known_good(lab, HOST)
