@@ -20,6 +20,7 @@ import stat
 import time
 
 from ansible_collections.sentinel.remediation.plugins.module_utils import client_connections, operator_notes
+from ansible_collections.sentinel.remediation.plugins.module_utils import scheduled_jobs
 from ansible_collections.sentinel.remediation.plugins.module_utils import (
     file_writers,
     host_probe,
@@ -1329,6 +1330,11 @@ def collect(defn: dict, max_bytes: int = 6000, log_lines: int = 30, timeout: int
     notes = operator_notes.by_file(defn)
     if notes:
         evidence["operator_notes"] = budget.take_keyed(notes, cap, keep="head")
+    # What runs on a schedule against the service (a clean-up under /run, a reaper that kills its
+    # processes): the cause that comes back after every fix.
+    jobs = scheduled_jobs.by_file(defn)
+    if jobs:
+        evidence["scheduled_jobs"] = budget.take_keyed(jobs, cap, keep="head")
     if units:
         first = defn["units"][0]
         evidence["unit"] = budget.take_mapping(dict(units[first], Id=first), cap)

@@ -29,7 +29,7 @@ PASSAGE_BUDGET = 450        # characters of one runbook passage
 # runs and listens, the paths errors name; then the unit's settings and the declared paths.
 # The diff from the last known-good configuration leads when the host has a baseline.
 _KEY_ORDER = ("operator_notes", "known_good", "degraded", "config_test", "config_context", "status", "conditions", "writer_records",
-              "dependency_evidence",
+              "scheduled_jobs", "dependency_evidence",
               "dependency_sessions", "missing_objects", "dependency_objects", "dependency_access", "recent_changes",
               "environment", "data_markers", "tls", "certificates", "processes", "listeners", "journal", "includes", "logs", "named_paths",
               "unit", "pid_files", "paths", "dependencies", "ports", "disk", "oom")
