@@ -39,6 +39,10 @@ _LINES_SHOWN = 6    # lines shown per file
 _LINE_MAX = 300
 # Directories too general to say anything about one service when a job names them.
 _TOO_GENERAL = frozenset(("/", "/var", "/usr", "/etc", "/opt", "/home", "/srv", "/lib", "/usr/lib", "/usr/local"))
+# Directories every service shares: a definition naming one as its own (nginx's pid file directory
+# /run) makes it a directory holding the service's paths, not the service's own.
+_SHARED = frozenset(("/run", "/var/run", "/tmp", "/var/tmp", "/var/lib", "/var/log", "/var/cache", "/var/spool",
+                     "/run/lock", "/var/lock", "/run/user", "/dev/shm"))
 # A line that acts on files or processes: deletes, moves, modes and owners, signals, service control.
 _ACTS = re.compile(r"(?<![\w.-])(?:rm|mv|chmod|chown|chgrp|truncate|shred|unlink|kill|pkill|killall|tmpreaper|"
                    r"tmpwatch|systemctl|service|invoke-rc\.d|rsync)(?![\w.-])|(?<![\w-])(?:-delete|--delete\S*|-exec)\b")
@@ -109,13 +113,13 @@ def _spellings(defn: dict, keys) -> list:
 
 
 def _own_paths(defn: dict) -> list:
-    return [p for p in _spellings(defn, _PATH_KEYS) if p not in _TOO_GENERAL]
+    return [p for p in _spellings(defn, _PATH_KEYS) if p not in _TOO_GENERAL and p not in _SHARED]
 
 
 def _holders(defn: dict) -> list:
     """The directories above the service's runtime, data and log paths (``/run`` above
     ``/run/postgresql``), the too general ones left out."""
-    out = []
+    out = [p for p in _spellings(defn, _PATH_KEYS) if p in _SHARED]
     for path in _spellings(defn, _HOLDER_KEYS):
         parent = os.path.dirname(path)
         while parent.startswith("/") and parent not in _TOO_GENERAL:

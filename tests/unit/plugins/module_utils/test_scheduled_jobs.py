@@ -90,3 +90,13 @@ def test_the_most_recently_changed_job_file_comes_first_and_the_output_is_bounde
     jobs = scheduled_jobs.by_file(POSTGRES)
     assert len(jobs) == 8 and list(jobs)[0].endswith("job11")
     assert all(len(text.splitlines()) <= 1 + 12 for text in jobs.values())
+
+
+def test_a_shared_directory_a_definition_names_as_its_own_counts_only_where_a_job_acts_on_it(host):
+    nginx = {"name": "nginx", "units": ["nginx.service"], "processes": ["nginx"], "config_paths": ["/etc/nginx"],
+             "runtime_paths": ["/run/nginx.pid"], "paths": ["/run"]}
+    _script(host["cron.daily"] / "dpkg", "if [ -d /run/systemd/system ]; then", "  exit 0", "fi",
+            "/usr/libexec/dpkg/dpkg-db-backup")
+    assert scheduled_jobs.by_file(nginx) == {}
+    (host["cron.d"] / "sweep").write_text("0 4 * * * root find /run -mtime +7 -delete\n")
+    assert list(scheduled_jobs.by_file(nginx)) == [str(host["cron.d"] / "sweep")]
