@@ -1002,6 +1002,65 @@ _DOCKER_MANAGEMENT = {
 }
 
 
+# A `docker inspect` format is a Go template the client runs over the whole record. Objects of a
+# container, image or service record that hold its environment (`Env`) within them:
+_ENV_HOLDERS = frozenset({"Config", "ContainerConfig", "Spec", "TaskTemplate", "ContainerSpec"})
+_TEMPLATE_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"' + r"|`[^`]*`|'(?:[^'\\]|\\.)*'|/\*.*?\*/", re.S)
+# A variable (`$`, `$name`) or a dot, each with the fields it selects (`$.Config`, `.State.Status`).
+_TEMPLATE_OPERAND = re.compile(r"(\$[A-Za-z0-9_]*|(?<![A-Za-z0-9_)\]])\.(?![A-Za-z_]))?"
+                               r"((?:\.[A-Za-z_][A-Za-z0-9_]*)*)")
+
+
+def _template_actions(fmt: str) -> list[str] | None:
+    """The bodies of the `{{ ... }}` actions of a Go template, or None when it cannot be read whole."""
+    actions = []
+    at = 0
+    while True:
+        start = fmt.find("{{", at)
+        if start < 0:
+            return actions
+        i = start + 2
+        while True:
+            literal = _TEMPLATE_LITERAL.match(fmt, i)
+            if literal:
+                i = literal.end()
+            elif i >= len(fmt):
+                return None
+            elif fmt.startswith("}}", i):
+                break
+            else:
+                i += 1
+        actions.append(fmt[start + 2:i])
+        at = i + 2
+
+
+def _template_reach(fmt: str) -> str | None:
+    """What of the record a format prints that holds the environment, or None.
+
+    What an action prints, compares or passes on is judged whatever surrounds it (trim markers,
+    pipes, parentheses, functions): the record itself (an empty format, `json`, `.` or `$`), the
+    environment (`Env`) or an object holding it (`.Config`). A variable the template binds holds
+    only what its own, judged, pipeline gave it.
+    """
+    if fmt.strip() in ("", "json"):
+        return "the whole record"
+    actions = _template_actions(fmt)
+    if actions is None:
+        return "a format the policy cannot read whole"
+    for body in actions:
+        body = _TEMPLATE_LITERAL.sub(" ", body.strip().removeprefix("-").removesuffix("-"))
+        for found in _TEMPLATE_OPERAND.finditer(body):
+            root, chain = found.group(1), found.group(2)
+            if not root and not chain:
+                continue
+            fields = [f for f in chain.split(".") if f]
+            if root in (".", "$") and not fields:
+                return f"`{root}` (the whole record)"
+            if "Env" in fields or fields and fields[-1] in _ENV_HOLDERS:
+                return f"`{(root or '') + chain}`"
+    return None
+
+
 def docker(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     parsed = parse(chk, _DOCKER_GLOBAL, args)
     if chk.rejected:
@@ -1045,10 +1104,12 @@ def docker(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         return
     if sub == "inspect":
         fmt = sub_parsed.last("-f")
-        if fmt is None or re.search(r"Env|\.Config\s*}}|\{\{\s*(?:json\s+)?\.\s*}}|Mounts.*Source.*secret|"
-                                    r"\bprintf\b|\bindex\s+\.\s", fmt):
-            chk.reject(f"`{chk.tool} inspect` without a narrow `--format` prints the container's environment "
-                       "(passwords and tokens live there); use e.g. `--format '{{.State.Status}}'`")
+        reach = "no `--format` (the whole record)" if fmt is None else _template_reach(fmt)
+        if reach is None and re.search(r"Mounts.*Source.*secret", fmt or ""):
+            reach = "the sources of its secret mounts"
+        if reach is not None:
+            chk.reject(f"`{chk.tool} inspect` with {reach} prints the container's environment (passwords and tokens "
+                       "live there); print named fields, e.g. `--format '{{.State.Status}}'`")
             return
     if sub in ("inspect", "logs", "top", "port", "diff", "stats", "events"):
         if sub not in ("stats", "events") and not names:
