@@ -1139,6 +1139,13 @@ def docker(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
             chk.approve(f"`{chk.tool} {sub} {name}` stops or freezes a container; a human should confirm")
 
 
+_COMPOSE_LOGS = spec_from_table({
+    "-n|--tail": "word", "--since": "timestamp", "--until": "timestamp", "-t|--timestamps": None,
+    "--no-color": None, "--no-log-prefix": None, "--index": "int",
+    "-f|--follow": {"type": "?word", "deny": "`compose logs --follow` never ends; use `--tail 100`"},
+})
+
+
 def compose(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     i = 0
     while i < len(args) and args[i].startswith("-"):
@@ -1159,10 +1166,14 @@ def compose(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         chk.effect(f"reads compose state ({sub})")
         return
     if sub == "logs":
-        if any(w in ("-f", "--follow") for w in rest):
-            chk.reject("`compose logs --follow` never ends; use `--tail 100`")
-            return
-        chk.effect("reads compose logs")
+        # Read as the compose client reads its flags: `-ft` and `--follow=true` follow too.
+        parsed = parse(chk, _COMPOSE_LOGS, rest)
+        option_values(chk, _COMPOSE_LOGS, parsed)
+        for name in parsed.operands:
+            if not _CONTAINER.match(name):
+                chk.reject(f"{q(name)} is not a service name")
+        if not chk.rejected:
+            chk.effect("reads compose logs")
         return
     if sub in ("restart", "start"):
         for name in (w for w in rest if not w.startswith("-")):
