@@ -12,6 +12,8 @@ from typing import Any
 from . import _rules as judge
 from .. import service_cli
 from ._options import spec_from_table
+from ._destinations import writable_by_others
+from ._paths import canonical, normalise
 from ._table import by_table
 from ._rules import Check, q, signal_name
 from ._tools import count_bounds, option_values, parse, value
@@ -859,11 +861,33 @@ _MYSQLADMIN_FLUSH = {"flush-hosts", "flush-logs", "flush-status", "flush-tables"
                      "flush-relay-log"}
 
 
+def _loaded_from_shared_place(chk: Check, text: str, what: str) -> bool:
+    """Refuse a file a client running as root takes as its own options or definitions when it lies
+    where other accounts can write (temporary directories, runtime, log and data areas, homes):
+    whatever it says, the client does as root. True when refused."""
+    found, _reason = normalise(text)
+    if found is None or not writable_by_others(chk, canonical(found)):
+        return False
+    chk.reject(f"{q(text)} lies where other accounts can write, and {what} as root; keep it with the "
+               "service's configuration")
+    return True
+
+
+def _option_file_loaded(chk: Check, parsed: Any) -> bool:
+    """A MySQL option file is more options: `plugin-dir` with `default-auth` loads a library into the
+    client, `init-command` runs a statement, whatever the command line could say."""
+    return not any(_loaded_from_shared_place(chk, text, "the client would take its options (a plugin to load, "
+                                                        "an init command) from it")
+                   for text in parsed.values("--defaults-file"))
+
+
 def mysqladmin(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     parsed = parse(chk, _MYSQLADMIN, args)
     if chk.rejected:
         return
     option_values(chk, _MYSQLADMIN, parsed)
+    if not _option_file_loaded(chk, parsed):
+        return
     host = parsed.last("-h")
     if host is not None and not _local_host(chk, host, chk.tool):
         return
@@ -923,6 +947,8 @@ def mysql(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     if chk.rejected:
         return
     option_values(chk, _MYSQL, parsed)
+    if not _option_file_loaded(chk, parsed):
+        return
     host = parsed.last("-h")
     if host is not None and not _local_host(chk, host, chk.tool):
         return
@@ -1146,21 +1172,25 @@ _COMPOSE_LOGS = spec_from_table({
 })
 
 
+_COMPOSE_GLOBAL = spec_from_table({"-f|--file": "path:read", "-p|--project-name": "word",
+                                   "--project-directory": "path:read"}, permute=False)
+
+
 def compose(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
-    i = 0
-    while i < len(args) and args[i].startswith("-"):
-        word = args[i]
-        if word in ("-f", "--file", "-p", "--project-name", "--project-directory") and i + 1 < len(args):
-            if word in ("-f", "--file", "--project-directory") and judge.path(chk, args[i + 1], "read") is None:
-                return
-            i += 2
-            continue
-        chk.reject(f"{q(word)} is not a compose option this policy knows")
+    parsed = parse(chk, _COMPOSE_GLOBAL, args)
+    if chk.rejected:
         return
-    if i >= len(args):
+    option_values(chk, _COMPOSE_GLOBAL, parsed)
+    if chk.rejected:
+        return
+    if not parsed.operands:
         chk.reject("compose needs a command such as `ps`")
         return
-    sub, rest = args[i], args[i + 1:]
+    sub, rest = parsed.operands[0], parsed.operands[1:]
+    if sub == "up" and any(_loaded_from_shared_place(chk, text, "`compose up` would create the containers it "
+                                                                 "defines (privileged, host mounts, any image)")
+                           for text in parsed.values("-f", "--project-directory")):
+        return
     chk.become = True
     if sub in ("ps", "top", "images", "ls"):
         chk.effect(f"reads compose state ({sub})")

@@ -97,3 +97,36 @@ def test_a_format_reaching_the_record_or_its_environment_is_refused(fmt):
 ])
 def test_a_format_of_named_fields_is_allowed(fmt):
     assert _verdict(f"docker inspect --format '{fmt}' webapp", WEBAPP)[0] == "allow"
+
+
+@pytest.mark.parametrize("command", [
+    "mysql --defaults-extra-file=/tmp/x.cnf -e 'SELECT 1'", "mysqladmin --defaults-file=/home/alice/.my.cnf status",
+    "mysql -e 'SELECT 1' --defaults-file=/var/lib/mysql/x.cnf",            # held back
+    "mysqladmin --defaults-extra-file /tmp/x.cnf status",                   # held back
+])
+def test_an_option_file_from_where_other_accounts_write_is_refused(command):
+    verdict, reasons = _verdict(command)
+    assert verdict == "reject"
+    assert "other accounts can write" in reasons
+
+
+def test_an_option_file_kept_with_the_configuration_still_needs_only_approval():
+    assert _verdict("mysql --defaults-file=/etc/mysql/debian.cnf -e 'SHOW PROCESSLIST'")[0] == "approval"
+
+
+@pytest.mark.parametrize("command", [
+    "docker compose -f /tmp/evil.yml up -d", "docker compose --project-directory /home/alice/app up -d",
+    "docker compose -f /srv/webapp/config/compose.yml -f /tmp/override.yml up -d",  # held back
+])
+def test_compose_up_from_a_file_other_accounts_write_is_refused(command):
+    service = {**WEBAPP, "config_paths": ["/srv/webapp/config"]}
+    assert _verdict(command, service)[0] == "reject"
+    assert _verdict("docker compose -f /srv/webapp/config/compose.yml up -d", service)[0] == "approval"
+    assert _verdict("docker compose -f /tmp/evil.yml ps", service)[0] == "allow"
+
+
+@pytest.mark.parametrize("command", ["docker compose logs -ft", "docker compose logs --follow=true web",
+                                     "docker compose logs --timestamps -f"])  # the last held back
+def test_compose_logs_follow_is_refused_however_it_is_spelled(command):
+    assert _verdict(command, WEBAPP)[0] == "reject"
+    assert _verdict("docker compose logs --tail 100 web", WEBAPP)[0] == "allow"
