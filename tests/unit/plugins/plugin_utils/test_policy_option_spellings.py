@@ -130,3 +130,29 @@ def test_compose_up_from_a_file_other_accounts_write_is_refused(command):
 def test_compose_logs_follow_is_refused_however_it_is_spelled(command):
     assert _verdict(command, WEBAPP)[0] == "reject"
     assert _verdict("docker compose logs --tail 100 web", WEBAPP)[0] == "allow"
+
+
+@pytest.mark.parametrize("command", [
+    "nice --adjustment=-10 tail -n 5 /var/log/syslog", "ionice -c 1 -n 0 tail -n 5 /var/log/syslog",
+    "nice -n-19 systemctl restart nginx",                                   # held back
+    "ionice --class realtime --classdata 0 tail -n 5 /var/log/syslog",      # held back
+])
+def test_a_wrapper_may_only_lower_priority_however_the_value_is_spelled(command):
+    assert _verdict(command)[0] == "reject"
+
+
+@pytest.mark.parametrize("command", [
+    "stdbuf -oL tail -n 5 /var/log/syslog", "ionice -c3 tail -n 5 /var/log/syslog",
+    "timeout -s9 5 tail -n 5 /var/log/syslog", "sudo -nu www-data tail -n 5 /var/log/nginx/error.log",
+    "timeout -s TERM -k 5 30 journalctl -u nginx -n 50 --no-pager",        # held back
+])
+def test_wrapper_and_sudo_options_are_read_attached_or_clustered(command):
+    assert _verdict(command)[0] == "allow"
+
+
+@pytest.mark.parametrize("command", [
+    "timeout -sKILL 5 rm -rf /etc/nginx", "stdbuf -i0 -oL -eL find /etc -delete",   # held back
+    "sudo -nu www-data rm -rf /var/www",                                             # held back
+])
+def test_a_wrapper_read_through_is_judged_by_what_it_runs(command):
+    assert _verdict(command)[0] == "reject"
