@@ -1187,8 +1187,8 @@ def compose(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         chk.reject("compose needs a command such as `ps`")
         return
     sub, rest = parsed.operands[0], parsed.operands[1:]
-    if sub == "up" and any(_loaded_from_shared_place(chk, text, "`compose up` would create the containers it "
-                                                                 "defines (privileged, host mounts, any image)")
+    creates = "`compose up` would create the containers it defines (privileged, host mounts, any image)"
+    if sub == "up" and any(_loaded_from_shared_place(chk, text, creates)
                            for text in parsed.values("-f", "--project-directory")):
         return
     chk.become = True

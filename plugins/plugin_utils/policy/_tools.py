@@ -2073,7 +2073,7 @@ _ANALYZE = _table({
     "--no-legend": None, "-q|--quiet": None, "--tldr": None,
     # The policy file is opened and read as the command's user, whatever the option's spelling.
     "--security-policy": "path:read",
-    **{name: {"type": "text", "deny": _ANALYZE_ELSEWHERE.replace("{name}", name.split("|")[0])}
+    **{name: {"type": "text", "deny": _ANALYZE_ELSEWHERE.replace("{name}", name.split("|", maxsplit=1)[0])}
        for name in ("-H|--host", "-M|--machine", "--root", "--image")},
     **{name: {"deny": _ANALYZE_ELSEWHERE.replace("{name}", name)} for name in ("--user", "--global")},
 })

@@ -20,8 +20,8 @@ NGINX = {"name": "nginx", "user": "www-data", "processes": ["nginx"], "units": [
 WEBAPP = {"name": "webapp", "units": ["webapp.service"], "containers": ["webapp"]}
 
 
-def _verdict(command: str, service: dict = NGINX) -> tuple[str, str]:
-    found = classify(command, load_policy(), scope_from_service(service, []))
+def _verdict(command: str, service: dict | None = None) -> tuple[str, str]:
+    found = classify(command, load_policy(), scope_from_service(service or NGINX, []))
     return found["verdict"], " ".join(found["reasons"])
 
 
