@@ -146,6 +146,16 @@ _RULES = (
     ("url_credentials", re.compile(
         r"\b([A-Za-z][A-Za-z0-9+.-]{1,20}://)[^\s:/@'\"]*:[^\s@/'\"]*@"),
      lambda m, kind: m.group(1) + MARK % kind + "@"),
+    # A label of several words whose last one names a credential, numbered or with a shown
+    # default (`Unseal Key 1:`, `License Key:`, `AWS Secret Access Key [None]:`).
+    ("secret", re.compile(r"(?im)(?P<head>(?<![\w.-])(?P<words>(?:[A-Za-z][A-Za-z0-9-]*[ \t]+){1,5}?)"
+                          r"(?P<noun>key|token|secret|password|passphrase|passcode)(?:[ \t]+[0-9]{1,2}|[ \t]*\[[^\]\n]{0,20}\])?"
+                          r"[ \t]*[:=][ \t]*)(?P<value>[^\s\"'<>]+)"), "labelled_credential"),
+    # A sentence that says a password or one-time code follows (`A temporary password is generated
+    # for root@localhost: X`, `The generated password for the elastic user is : X`).
+    ("password", re.compile(r"(?i)(?P<head>\b(?P<noun>password|passphrase|passcode|one[- ]time[ \t]+(?:password|code))\b"
+                            r"(?:[^\n:=\"'\[\]]{0,80}?:|[^\n:=\"'\[\]]{0,80}?\bis\b)[ \t]*)(?P<value>[^\s\"'<>\[]+)"),
+     "announced_credential"),
     # A URL's query string (in a URL, a request line, a referer): parameters that authenticate
     # the request by web convention, whatever words the key=value rules know.
     ("query_credential", re.compile(r"(?P<url>(?:\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s?\"'<>]*|(?<![^\s\"'(=\\])"
@@ -884,6 +894,26 @@ def _query_credential_replace(match):
     return match.group("url") + "".join(part if i % 2 else one(part) for i, part in enumerate(parts))
 
 
+# Words before a credential's name that make the label about something public or about the
+# credential, not the credential (`Public Key:`, `Host Key:`).
+_PUBLIC_LABEL = re.compile(r"(?i)(?:^|[ \t-])(?:public|pub|host|fingerprint|known)(?:$|[ \t-])")
+
+
+def _labelled_credential_replace(match):
+    value = match.group("value").rstrip(".,;)")
+    if _PUBLIC_LABEL.search(match.group("words")) or value.startswith("[REDACTED:") or not _credential_shaped(value):
+        return match.group(0)
+    return match.group("head") + MARK % _kind_for_key(match.group("noun"))
+
+
+def _announced_credential_replace(match):
+    value = match.group("value").rstrip(".,;)")
+    one_time = re.search(r"(?i)one[- ]time|passcode", match.group("noun")) and re.match(r"^[0-9]{4,10}[.,]?$", value)
+    if value.startswith("[REDACTED:") or not (one_time or _credential_shaped(value)):
+        return match.group(0)
+    return match.group("head") + MARK % "password"
+
+
 _REPLACERS = {"capability": _capability_replace, "element": _element_replace, "named": _named_replace,
               "directive": _directive_replace, "block_element": _block_element_replace,
               "positional": _positional_replace, "after_algorithm": _after_algorithm_replace,
@@ -894,7 +924,8 @@ _REPLACERS = {"capability": _capability_replace, "element": _element_replace, "n
               "after_user": _after_user_replace, "device_secret": _device_secret_replace,
               "quoted_after_word": _quoted_after_word_replace, "key_column": _key_column_replace,
               "positional_lowercase": _positional_lowercase_replace, "shaped_column": _shaped_column_replace,
-              "query_credential": _query_credential_replace}
+              "query_credential": _query_credential_replace, "labelled_credential": _labelled_credential_replace,
+              "announced_credential": _announced_credential_replace}
 
 
 _COOKIE_ATTRIBUTES = frozenset(("path", "domain", "expires", "max-age", "samesite", "secure", "httponly",
