@@ -146,6 +146,10 @@ _RULES = (
     ("url_credentials", re.compile(
         r"\b([A-Za-z][A-Za-z0-9+.-]{1,20}://)[^\s:/@'\"]*:[^\s@/'\"]*@"),
      lambda m, kind: m.group(1) + MARK % kind + "@"),
+    # An option named for the key it takes (`--license-key X`, `-license_key=X`, `--key X`,
+    # `-encrypt X`): a value shaped like a credential, not a path, a file name or a word.
+    ("api_key", re.compile(r"(?P<head>(?<![\w-])--?(?P<name>(?:[A-Za-z0-9]+[_-])*(?:key|encrypt))(?:[ \t]+|=))"
+                           r"(?P<value>(?!-)[^\s\"'<>]+)", re.IGNORECASE), "key_option"),
     # A label of several words whose last one names a credential, numbered or with a shown
     # default (`Unseal Key 1:`, `License Key:`, `AWS Secret Access Key [None]:`).
     ("secret", re.compile(r"(?im)(?P<head>(?<![\w.-])(?P<words>(?:[A-Za-z][A-Za-z0-9-]*[ \t]+){1,5}?)"
@@ -914,6 +918,18 @@ def _announced_credential_replace(match):
     return match.group("head") + MARK % "password"
 
 
+# Options named for a key that is public or names one (`--public-key`, `--recv-key`, `--gpg-key`).
+_PUBLIC_KEY_OPTION = re.compile(r"(?i)(?:^|[_-])(?:public|pub|host|known|recv|gpg|pgp|ssh|trusted)(?:[_-]|$)")
+
+
+def _key_option_replace(match):
+    value = match.group("value")
+    if _PUBLIC_KEY_OPTION.search(match.group("name")) or value.startswith("[REDACTED:") \
+            or not _credential_shaped(value):
+        return match.group(0)
+    return match.group("head") + MARK % ("secret" if "encrypt" in match.group("name").lower() else "api_key")
+
+
 _REPLACERS = {"capability": _capability_replace, "element": _element_replace, "named": _named_replace,
               "directive": _directive_replace, "block_element": _block_element_replace,
               "positional": _positional_replace, "after_algorithm": _after_algorithm_replace,
@@ -925,7 +941,7 @@ _REPLACERS = {"capability": _capability_replace, "element": _element_replace, "n
               "quoted_after_word": _quoted_after_word_replace, "key_column": _key_column_replace,
               "positional_lowercase": _positional_lowercase_replace, "shaped_column": _shaped_column_replace,
               "query_credential": _query_credential_replace, "labelled_credential": _labelled_credential_replace,
-              "announced_credential": _announced_credential_replace}
+              "announced_credential": _announced_credential_replace, "key_option": _key_option_replace}
 
 
 _COOKIE_ATTRIBUTES = frozenset(("path", "domain", "expires", "max-age", "samesite", "secure", "httponly",
