@@ -146,6 +146,24 @@ _RULES = (
     ("url_credentials", re.compile(
         r"\b([A-Za-z][A-Za-z0-9+.-]{1,20}://)[^\s:/@'\"]*:[^\s@/'\"]*@"),
      lambda m, kind: m.group(1) + MARK % kind + "@"),
+    # An option named for the key it takes (`--license-key X`, `-license_key=X`, `--key X`,
+    # `-encrypt X`): a value shaped like a credential, not a path, a file name or a word.
+    ("api_key", re.compile(r"(?P<head>(?<![\w-])--?(?P<name>(?:[A-Za-z0-9]+[_-])*(?:key|encrypt))(?:[ \t]+|=))"
+                           r"(?P<value>(?!-)[^\s\"'<>]+)", re.IGNORECASE), "key_option"),
+    # A label of several words whose last one names a credential, numbered or with a shown
+    # default (`Unseal Key 1:`, `License Key:`, `AWS Secret Access Key [None]:`).
+    ("secret", re.compile(r"(?im)(?P<head>(?<![\w.-])(?P<words>(?:[A-Za-z][A-Za-z0-9-]*[ \t]+){1,5}?)"
+                          r"(?P<noun>key|token|secret|password|passphrase|passcode)(?:[ \t]+[0-9]{1,2}|[ \t]*\[[^\]\n]{0,20}\])?"
+                          r"[ \t]*[:=][ \t]*)(?P<value>[^\s\"'<>]+)"), "labelled_credential"),
+    # A sentence that says a password or one-time code follows (`A temporary password is generated
+    # for root@localhost: X`, `The generated password for the elastic user is : X`).
+    ("password", re.compile(r"(?i)(?P<head>\b(?P<noun>password|passphrase|passcode|one[- ]time[ \t]+(?:password|code))\b"
+                            r"(?:[^\n:=\"'\[\]]{0,80}?:|[^\n:=\"'\[\]]{0,80}?\bis\b)[ \t]*)(?P<value>[^\s\"'<>\[]+)"),
+     "announced_credential"),
+    # A URL's query string (in a URL, a request line, a referer): parameters that authenticate
+    # the request by web convention, whatever words the key=value rules know.
+    ("query_credential", re.compile(r"(?P<url>(?:\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s?\"'<>]*|(?<![^\s\"'(=\\])"
+                                    r"/[^\s?\"'<>]*)\?)(?P<query>[^\s\"'<>#]+)"), "query_credential"),
     # Authorization / Proxy-Authorization headers, whatever the scheme.
     ("authorization", re.compile(
         r"\b((?:proxy-)?authorization[ \t]*[:=][ \t]*)(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s,;\"'][^\n\r,;\"']*)",
@@ -850,6 +868,68 @@ def _map_pair_replace(match):
     return match.group("head") + MARK % "password"
 
 
+# Query parameters that authenticate a request by web convention: an API `key`, an OAuth or
+# verification `code`, a CAS `ticket`, a `signature` or `hmac`, a `session`, a one-time `otp`.
+# Their name says it in its last part (`access_code`, `X-Amz-Signature`, `session_id`).
+_QUERY_CREDENTIAL = re.compile(
+    r"^(?:key|code|(?:[a-z0-9]*[_.-])?(?:auth|access|authori[sz]ation|verification|verify|mfa|2fa|otp|login|reset"
+    r"|confirm(?:ation)?|activation|invite|magic)[_.-]?code|(?:[a-z0-9]*[_.-])?(?:ticket|signature|sig|hmac|otp|totp)"
+    r"|session|sess|sid|session[_.-]?id|sess[_.-]?id)$", re.IGNORECASE)
+_QUERY_KIND = (("code", "token"), ("ticket", "token"), ("otp", "token"), ("sig", "signature"), ("hmac", "signature"),
+               ("sess", "session"), ("sid", "session"), ("key", "api_key"))
+
+
+def _query_credential_replace(match):
+    """Redact the values of the query parameters `_QUERY_CREDENTIAL` names: a value shaped like a
+    credential, or the digits of a one-time code; names, short words, numbers of a bare `code` and
+    issue references stay."""
+    def one(pair):
+        name, sep, value = pair.partition("=")
+        if not sep or not _QUERY_CREDENTIAL.match(name) or value.startswith("[REDACTED:"):
+            return pair
+        # Digits are a one-time code when the name says what for (`otp`, `mfa_code`), not a bare `code=200`.
+        one_time = re.match(r"^[0-9]{4,10}$", value) and name.lower() not in ("code", "key", "sid")
+        issue = re.match(r"^[A-Z][A-Z0-9]{1,9}-[0-9]{1,7}$", value)  # a ticket system's reference (OPS-1234)
+        if issue or not (one_time or _credential_shaped(value)):
+            return pair
+        kind = next(k for part, k in _QUERY_KIND + (("", "token"),) if part in name.lower())
+        return name + sep + MARK % kind
+    parts = re.split(r"(&(?:amp;)?|;)", match.group("query"))
+    return match.group("url") + "".join(part if i % 2 else one(part) for i, part in enumerate(parts))
+
+
+# Words before a credential's name that make the label about something public or about the
+# credential, not the credential (`Public Key:`, `Host Key:`).
+_PUBLIC_LABEL = re.compile(r"(?i)(?:^|[ \t-])(?:public|pub|host|fingerprint|known)(?:$|[ \t-])")
+
+
+def _labelled_credential_replace(match):
+    value = match.group("value").rstrip(".,;)")
+    if _PUBLIC_LABEL.search(match.group("words")) or value.startswith("[REDACTED:") or not _credential_shaped(value):
+        return match.group(0)
+    return match.group("head") + MARK % _kind_for_key(match.group("noun"))
+
+
+def _announced_credential_replace(match):
+    value = match.group("value").rstrip(".,;)")
+    one_time = re.search(r"(?i)one[- ]time|passcode", match.group("noun")) and re.match(r"^[0-9]{4,10}[.,]?$", value)
+    if value.startswith("[REDACTED:") or not (one_time or _credential_shaped(value)):
+        return match.group(0)
+    return match.group("head") + MARK % "password"
+
+
+# Options named for a key that is public or names one (`--public-key`, `--recv-key`, `--gpg-key`).
+_PUBLIC_KEY_OPTION = re.compile(r"(?i)(?:^|[_-])(?:public|pub|host|known|recv|gpg|pgp|ssh|trusted)(?:[_-]|$)")
+
+
+def _key_option_replace(match):
+    value = match.group("value")
+    if _PUBLIC_KEY_OPTION.search(match.group("name")) or value.startswith("[REDACTED:") \
+            or not _credential_shaped(value):
+        return match.group(0)
+    return match.group("head") + MARK % ("secret" if "encrypt" in match.group("name").lower() else "api_key")
+
+
 _REPLACERS = {"capability": _capability_replace, "element": _element_replace, "named": _named_replace,
               "directive": _directive_replace, "block_element": _block_element_replace,
               "positional": _positional_replace, "after_algorithm": _after_algorithm_replace,
@@ -859,7 +939,9 @@ _REPLACERS = {"capability": _capability_replace, "element": _element_replace, "n
               "snmp_column": _snmp_column_replace, "stdin_password": _stdin_password_replace,
               "after_user": _after_user_replace, "device_secret": _device_secret_replace,
               "quoted_after_word": _quoted_after_word_replace, "key_column": _key_column_replace,
-              "positional_lowercase": _positional_lowercase_replace, "shaped_column": _shaped_column_replace}
+              "positional_lowercase": _positional_lowercase_replace, "shaped_column": _shaped_column_replace,
+              "query_credential": _query_credential_replace, "labelled_credential": _labelled_credential_replace,
+              "announced_credential": _announced_credential_replace, "key_option": _key_option_replace}
 
 
 _COOKIE_ATTRIBUTES = frozenset(("path", "domain", "expires", "max-age", "samesite", "secure", "httponly",

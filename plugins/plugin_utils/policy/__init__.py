@@ -201,8 +201,12 @@ def _compile(policy: dict[str, Any]) -> dict[str, Any]:
                                                 bundle=spec.get("bundle", True), permute=spec.get("permute", True))
         tools[name] = entry
     compiled["tools"] = tools
-    compiled["wrappers"] = {name: (spec_from_table((spec or {}).get("options") or {}, permute=False), spec or {})
-                            for name, spec in policy["wrappers"].items()}
+    # A wrapper stops at its first operand (getopt's "+"); `nice -5` is its first option's value.
+    compiled["wrappers"] = {
+        name: (spec_from_table((spec or {}).get("options") or {}, permute=False,
+                               numeric=(next(iter((spec or {}).get("options") or {}), "").split("|")[0] or None)
+                               if (spec or {}).get("numeric_flag") else None), spec or {})
+        for name, spec in policy["wrappers"].items()}
     return compiled
 
 
@@ -391,22 +395,14 @@ def _privilege(argv: list[str], findings: list[tuple[int, str]], notes: list[str
         return None, 0
     tool = argv[0]
     spec = _SUDO if tool == "sudo" else _RUNUSER
-    # Options end at the first operand (the command), as sudo and runuser read them.
-    i = 1
-    while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
-        i += 1
-        name = argv[i - 1]
-        if name in ("-u", "--user", "-T", "--command-timeout", "-p", "--prompt", "-g", "--group", "-C",
-                    "--close-from", "-D", "--chdir", "-R", "--chroot", "-h", "--host") and i < len(argv):
-            i += 1
-    head = argv[1:i]
-    parsed = parse_options(spec, head, tool)
+    # Options end at the first operand (the command), as sudo and runuser read them; a value is
+    # attached or the next word (`-uwww-data`, `-nu www-data`).
+    parsed = parse_options(spec, argv[1:], tool)
     for problem in parsed.problems:
         findings.append((REJECT, problem))
     if parsed.problems:
         return None, -1
-    if i < len(argv) and argv[i] == "--":
-        i += 1
+    i = len(argv) - len(parsed.operands)
     if i >= len(argv):
         findings.append((REJECT, f"`{tool}` without a command opens a shell or does nothing; propose the command "
                                  "itself"))
@@ -425,7 +421,7 @@ def _privilege(argv: list[str], findings: list[tuple[int, str]], notes: list[str
 
 
 _SUDO = spec_from_table({
-    "-n|--non-interactive": None, "-E|--preserve-env": "?text", "-H|--set-home": None, "-S|--stdin": None,
+    "-n|--non-interactive": None, "-E": None, "--preserve-env": "?text", "-H|--set-home": None, "-S|--stdin": None,
     "-k|--reset-timestamp": None, "-P|--preserve-groups": None, "-u|--user": "word", "-T|--command-timeout": "word",
     "-p|--prompt": "text", "-B|--bell": None,
     **{name: {"deny": f"`sudo {name.split('|', maxsplit=1)[0]}` " + why} for name, why in (
@@ -467,32 +463,18 @@ def _skip_wrappers(argv: list[str], i: int, policy: LoadedPolicy, findings: list
             return -1
         spec, raw = wrappers[name]
         i += 1
-        # The wrapper's options end at its first operand.
-        j = i
-        while j < len(argv) and argv[j].startswith("-") and argv[j] != "--":
-            if raw.get("numeric_flag") and re.fullmatch(r"-[0-9]{1,2}", argv[j]):
-                j += 1
-                continue
-            option = spec.short.get(argv[j].split("=")[0]) or spec.long.get(argv[j].split("=")[0])
-            j += 1
-            if option is None:
-                findings.append((REJECT, f"{q(argv[j - 1])} is not an option this policy allows for the wrapper "
-                                         f"`{name}`"))
-                return -1
-            if option.arg == 1 and "=" not in argv[j - 1]:
-                j += 1
-        head = [a for a in argv[i:j] if not (raw.get("numeric_flag") and re.fullmatch(r"-[0-9]{1,2}", a))]
-        parsed = parse_options(spec, head, name)
+        # The wrapper reads its options as getopt does and stops at its first operand (the
+        # command, or the duration of `timeout`): `-oL`, `-c3`, `-s KILL`, `-n -5` and `--` alike.
+        parsed = parse_options(spec, argv[i:], name)
         for problem in parsed.problems:
             findings.append((REJECT, problem))
+        j = len(argv) - len(parsed.operands)
         probe = Check(name, policy, policy.compiled["default_scope"])
         for opt_name, text in parsed.options:
             option = spec.short.get(opt_name) or spec.long.get(opt_name)
             if option is not None and text is not None:
                 _tools.value(probe, option.vtype, text, f"`{name} {opt_name}`")
         i = j
-        if i < len(argv) and argv[i] == "--":
-            i += 1
         for vtype in raw.get("positional") or ():
             if i >= len(argv):
                 findings.append((REJECT, f"`{name}` needs a {vtype} before the command"))

@@ -12,6 +12,8 @@ from typing import Any
 from . import _rules as judge
 from .. import service_cli
 from ._options import spec_from_table
+from ._destinations import writable_by_others
+from ._paths import canonical, normalise
 from ._table import by_table
 from ._rules import Check, q, signal_name
 from ._tools import count_bounds, option_values, parse, value
@@ -859,11 +861,33 @@ _MYSQLADMIN_FLUSH = {"flush-hosts", "flush-logs", "flush-status", "flush-tables"
                      "flush-relay-log"}
 
 
+def _loaded_from_shared_place(chk: Check, text: str, what: str) -> bool:
+    """Refuse a file a client running as root takes as its own options or definitions when it lies
+    where other accounts can write (temporary directories, runtime, log and data areas, homes):
+    whatever it says, the client does as root. True when refused."""
+    found, _reason = normalise(text)
+    if found is None or not writable_by_others(chk, canonical(found)):
+        return False
+    chk.reject(f"{q(text)} lies where other accounts can write, and {what} as root; keep it with the "
+               "service's configuration")
+    return True
+
+
+def _option_file_loaded(chk: Check, parsed: Any) -> bool:
+    """A MySQL option file is more options: `plugin-dir` with `default-auth` loads a library into the
+    client, `init-command` runs a statement, whatever the command line could say."""
+    return not any(_loaded_from_shared_place(chk, text, "the client would take its options (a plugin to load, "
+                                                        "an init command) from it")
+                   for text in parsed.values("--defaults-file"))
+
+
 def mysqladmin(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     parsed = parse(chk, _MYSQLADMIN, args)
     if chk.rejected:
         return
     option_values(chk, _MYSQLADMIN, parsed)
+    if not _option_file_loaded(chk, parsed):
+        return
     host = parsed.last("-h")
     if host is not None and not _local_host(chk, host, chk.tool):
         return
@@ -923,6 +947,8 @@ def mysql(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     if chk.rejected:
         return
     option_values(chk, _MYSQL, parsed)
+    if not _option_file_loaded(chk, parsed):
+        return
     host = parsed.last("-h")
     if host is not None and not _local_host(chk, host, chk.tool):
         return
@@ -1002,6 +1028,65 @@ _DOCKER_MANAGEMENT = {
 }
 
 
+# A `docker inspect` format is a Go template the client runs over the whole record. Objects of a
+# container, image or service record that hold its environment (`Env`) within them:
+_ENV_HOLDERS = frozenset({"Config", "ContainerConfig", "Spec", "TaskTemplate", "ContainerSpec"})
+_TEMPLATE_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"' + r"|`[^`]*`|'(?:[^'\\]|\\.)*'|/\*.*?\*/", re.S)
+# A variable (`$`, `$name`) or a dot, each with the fields it selects (`$.Config`, `.State.Status`).
+_TEMPLATE_OPERAND = re.compile(r"(\$[A-Za-z0-9_]*|(?<![A-Za-z0-9_)\]])\.(?![A-Za-z_]))?"
+                               r"((?:\.[A-Za-z_][A-Za-z0-9_]*)*)")
+
+
+def _template_actions(fmt: str) -> list[str] | None:
+    """The bodies of the `{{ ... }}` actions of a Go template, or None when it cannot be read whole."""
+    actions = []
+    at = 0
+    while True:
+        start = fmt.find("{{", at)
+        if start < 0:
+            return actions
+        i = start + 2
+        while True:
+            literal = _TEMPLATE_LITERAL.match(fmt, i)
+            if literal:
+                i = literal.end()
+            elif i >= len(fmt):
+                return None
+            elif fmt.startswith("}}", i):
+                break
+            else:
+                i += 1
+        actions.append(fmt[start + 2:i])
+        at = i + 2
+
+
+def _template_reach(fmt: str) -> str | None:
+    """What of the record a format prints that holds the environment, or None.
+
+    What an action prints, compares or passes on is judged whatever surrounds it (trim markers,
+    pipes, parentheses, functions): the record itself (an empty format, `json`, `.` or `$`), the
+    environment (`Env`) or an object holding it (`.Config`). A variable the template binds holds
+    only what its own, judged, pipeline gave it.
+    """
+    if fmt.strip() in ("", "json"):
+        return "the whole record"
+    actions = _template_actions(fmt)
+    if actions is None:
+        return "a format the policy cannot read whole"
+    for body in actions:
+        body = _TEMPLATE_LITERAL.sub(" ", body.strip().removeprefix("-").removesuffix("-"))
+        for found in _TEMPLATE_OPERAND.finditer(body):
+            root, chain = found.group(1), found.group(2)
+            if not root and not chain:
+                continue
+            fields = [f for f in chain.split(".") if f]
+            if root in (".", "$") and not fields:
+                return f"`{root}` (the whole record)"
+            if "Env" in fields or fields and fields[-1] in _ENV_HOLDERS:
+                return f"`{(root or '') + chain}`"
+    return None
+
+
 def docker(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     parsed = parse(chk, _DOCKER_GLOBAL, args)
     if chk.rejected:
@@ -1045,10 +1130,12 @@ def docker(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
         return
     if sub == "inspect":
         fmt = sub_parsed.last("-f")
-        if fmt is None or re.search(r"Env|\.Config\s*}}|\{\{\s*(?:json\s+)?\.\s*}}|Mounts.*Source.*secret|"
-                                    r"\bprintf\b|\bindex\s+\.\s", fmt):
-            chk.reject(f"`{chk.tool} inspect` without a narrow `--format` prints the container's environment "
-                       "(passwords and tokens live there); use e.g. `--format '{{.State.Status}}'`")
+        reach = "no `--format` (the whole record)" if fmt is None else _template_reach(fmt)
+        if reach is None and re.search(r"Mounts.*Source.*secret", fmt or ""):
+            reach = "the sources of its secret mounts"
+        if reach is not None:
+            chk.reject(f"`{chk.tool} inspect` with {reach} prints the container's environment (passwords and tokens "
+                       "live there); print named fields, e.g. `--format '{{.State.Status}}'`")
             return
     if sub in ("inspect", "logs", "top", "port", "diff", "stats", "events"):
         if sub not in ("stats", "events") and not names:
@@ -1078,30 +1165,45 @@ def docker(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
             chk.approve(f"`{chk.tool} {sub} {name}` stops or freezes a container; a human should confirm")
 
 
+_COMPOSE_LOGS = spec_from_table({
+    "-n|--tail": "word", "--since": "timestamp", "--until": "timestamp", "-t|--timestamps": None,
+    "--no-color": None, "--no-log-prefix": None, "--index": "int",
+    "-f|--follow": {"type": "?word", "deny": "`compose logs --follow` never ends; use `--tail 100`"},
+})
+
+
+_COMPOSE_GLOBAL = spec_from_table({"-f|--file": "path:read", "-p|--project-name": "word",
+                                   "--project-directory": "path:read"}, permute=False)
+
+
 def compose(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
-    i = 0
-    while i < len(args) and args[i].startswith("-"):
-        word = args[i]
-        if word in ("-f", "--file", "-p", "--project-name", "--project-directory") and i + 1 < len(args):
-            if word in ("-f", "--file", "--project-directory") and judge.path(chk, args[i + 1], "read") is None:
-                return
-            i += 2
-            continue
-        chk.reject(f"{q(word)} is not a compose option this policy knows")
+    parsed = parse(chk, _COMPOSE_GLOBAL, args)
+    if chk.rejected:
         return
-    if i >= len(args):
+    option_values(chk, _COMPOSE_GLOBAL, parsed)
+    if chk.rejected:
+        return
+    if not parsed.operands:
         chk.reject("compose needs a command such as `ps`")
         return
-    sub, rest = args[i], args[i + 1:]
+    sub, rest = parsed.operands[0], parsed.operands[1:]
+    creates = "`compose up` would create the containers it defines (privileged, host mounts, any image)"
+    if sub == "up" and any(_loaded_from_shared_place(chk, text, creates)
+                           for text in parsed.values("-f", "--project-directory")):
+        return
     chk.become = True
     if sub in ("ps", "top", "images", "ls"):
         chk.effect(f"reads compose state ({sub})")
         return
     if sub == "logs":
-        if any(w in ("-f", "--follow") for w in rest):
-            chk.reject("`compose logs --follow` never ends; use `--tail 100`")
-            return
-        chk.effect("reads compose logs")
+        # Read as the compose client reads its flags: `-ft` and `--follow=true` follow too.
+        parsed = parse(chk, _COMPOSE_LOGS, rest)
+        option_values(chk, _COMPOSE_LOGS, parsed)
+        for name in parsed.operands:
+            if not _CONTAINER.match(name):
+                chk.reject(f"{q(name)} is not a service name")
+        if not chk.rejected:
+            chk.effect("reads compose logs")
         return
     if sub in ("restart", "start"):
         for name in (w for w in rest if not w.startswith("-")):

@@ -50,6 +50,11 @@ def _in_tmp(chk: Check, canon: str) -> bool:
     return any(canon == d or canon.startswith(d + "/") for d in chk.compiled["tmp_dirs"])
 
 
+def writable_by_others(chk: Check, canon: str) -> bool:
+    """A place other accounts can write: temporary directories, runtime, log and data areas, homes but root's."""
+    return _in_tmp(chk, canon) or _kind(chk, canon) in _WRITABLE_BY_OTHERS or canon.startswith("/home/")
+
+
 def is_pid_file(chk: Check, canon: str) -> bool:
     """A PID file: named so by the incident's scope or the policy's default scope, or by its name."""
     kinds = {chk.scope.locate(canon) if chk.scope.explicit else None, chk.compiled["default_scope"].locate(canon)}

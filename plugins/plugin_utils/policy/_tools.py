@@ -1871,6 +1871,9 @@ def swapon(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     chk.reject("`swapon` with these arguments enables swap; only listing (`swapon --show`) is allowed")
 
 
+_SYSCTL_NAME = re.compile(r"[a-z0-9_*-]+(?:[./][a-z0-9_*-]+)*")
+
+
 def sysctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     for word in args:
         if word in ("-a", "--all", "-A", "-X", "-n", "--values", "-N", "--names", "-e", "--ignore", "-b",
@@ -1880,8 +1883,11 @@ def sysctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
             chk.reject("`sysctl` with -w, -p, --system or NAME=VALUE changes kernel settings; never run here "
                        "(reading a setting is allowed)")
             return
-        if not re.fullmatch(r"[a-z0-9_./*-]{1,128}", word):
-            chk.reject(f"{q(word)} is not a kernel setting name")
+        # sysctl opens /proc/sys/NAME, reading `.` and `/` both as separators: an empty or `..`
+        # component would name a file outside /proc/sys (`kernel/../../../etc/shadow`).
+        if len(word) > 128 or not _SYSCTL_NAME.fullmatch(word):
+            chk.reject(f"{q(word)} is not a kernel setting name (parts of letters, digits, `_`, `-` or `*`, "
+                       "one `.` or `/` between them)")
             return
     chk.effect("reads kernel settings")
 
@@ -2059,19 +2065,29 @@ def networkctl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
             chk.insert.append("--no-pager")
 
 
+_ANALYZE_ELSEWHERE = "`systemd-analyze {name}` looks at another system; not from here"
+_ANALYZE = _table({
+    "--no-pager": None, "--system": None, "--man": "?word", "--generators": "?word", "--order": None,
+    "--require": None, "--fuzz": "word", "--iterations": "int", "--base-time": "timestamp",
+    "--recursive-errors": "word", "--offline": "word", "--threshold": "int", "--json": "word",
+    "--no-legend": None, "-q|--quiet": None, "--tldr": None,
+    # The policy file is opened and read as the command's user, whatever the option's spelling.
+    "--security-policy": "path:read",
+    **{name: {"type": "text", "deny": _ANALYZE_ELSEWHERE.replace("{name}", name.split("|", maxsplit=1)[0])}
+       for name in ("-H|--host", "-M|--machine", "--root", "--image")},
+    **{name: {"deny": _ANALYZE_ELSEWHERE.replace("{name}", name)} for name in ("--user", "--global")},
+})
+
+
 def systemd_analyze(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
-    words = [a for a in args if not a.startswith("-")]
+    parsed = parse(chk, _ANALYZE, args)
+    if chk.rejected:
+        return
+    option_values(chk, _ANALYZE, parsed)
+    if chk.rejected:
+        return
+    words = parsed.operands
     verb = words[0] if words else "time"
-    for flag in (a for a in args if a.startswith("-")):
-        name = flag.split("=")[0]
-        if name in ("-H", "--host", "-M", "--machine", "--root", "--image", "--user", "--global"):
-            chk.reject(f"`systemd-analyze {name}` looks at another system; not from here")
-            return
-        if name not in ("--no-pager", "--system", "--man", "--generators", "--order", "--require", "--fuzz",
-                        "--iterations", "--base-time", "--recursive-errors", "--offline", "--threshold",
-                        "--security-policy", "--json", "--no-legend", "-q", "--quiet", "--tldr"):
-            chk.reject(f"{q(flag)} is not a `systemd-analyze` option this policy knows")
-            return
     if verb not in ("time", "blame", "critical-chain", "dot", "dump", "cat-config", "unit-files", "unit-paths",
                     "verify", "security", "calendar", "timespan", "timestamp", "condition", "syscall-filter",
                     "exit-status", "capability", "inspect-elf", "fdstore", "log-level", "log-target",
@@ -2092,8 +2108,7 @@ def systemd_analyze(chk: Check, args: list[str], spec: Mapping[str, Any]) -> Non
                 return
     if verb == "dump":
         _whole_unit_read(chk, verb, words[1:])
-    if "--no-pager" not in args:
-        chk.insert.append("--no-pager")
+    insert_flag(chk, parsed, "--no-pager")
     chk.effect("reads boot and unit analysis")
 
 
@@ -2179,16 +2194,29 @@ def sleep(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
     chk.effect(f"waits {args[0]}")
 
 
+_TMPFILES_DELETES = ("`systemd-tmpfiles --remove/--clean/--purge` deletes files across the system; refused")
+_TMPFILES = _table({
+    "--create": None, "--boot": None, "--prefix": "text", "--exclude-prefix": "text", "-E": None,
+    "--cat-config": None, "--tldr": None, "--no-pager": None, "--graceful": None, "--dry-run": None,
+    "--user": None, "--version": None, "-h|--help": None,
+    **dict.fromkeys(("--remove", "--clean", "--purge"), {"deny": _TMPFILES_DELETES}),
+    **dict.fromkeys(("--root", "--image", "--replace"),
+                    {"type": "text", "deny": "`systemd-tmpfiles --root/--image/--replace` acts on another tree or "
+                                             "loads its files in place of the system's; refused"}),
+})
+
+
 def systemd_tmpfiles(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
-    flags = [a for a in args if a.startswith("-")]
-    files = [a for a in args if not a.startswith("-")]
-    if "--cat-config" in flags:
+    # Read as getopt_long reads it: an abbreviation (`--rem`), an attached or separate value
+    # (`--prefix=/run/x`, `--prefix /run/x`) and options after operands are the program's options.
+    parsed = parse(chk, _TMPFILES, args)
+    if chk.rejected:
+        return
+    files = parsed.operands
+    if parsed.has("--cat-config", "--tldr"):
         chk.effect("reads tmpfiles configuration")
         return
-    if any(f.split("=")[0] in ("--remove", "--clean", "--purge", "--root", "--image", "--replace") for f in flags):
-        chk.reject("`systemd-tmpfiles --remove/--clean/--purge` deletes files across the system; refused")
-        return
-    if "--create" not in flags:
+    if not parsed.has("--create"):
         chk.reject("`systemd-tmpfiles` is allowed with `--create` (or `--cat-config`)")
         return
     chk.become = True
@@ -2202,7 +2230,7 @@ def systemd_tmpfiles(chk: Check, args: list[str], spec: Mapping[str, Any]) -> No
             chk.reject(f"{q(item)} is not in a tmpfiles.d directory; a tmpfiles file from elsewhere can create or "
                        "change any file as root")
             return
-    prefixes = [f.partition("=")[2] for f in flags if f.startswith("--prefix=")]
+    prefixes = parsed.values("--prefix")
     if prefixes:
         for prefix in prefixes:
             judge.path(chk, prefix, "create", recursive=True, what="creates what tmpfiles.d declares under")
