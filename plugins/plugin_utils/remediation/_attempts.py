@@ -210,8 +210,16 @@ class AttemptLoop:
             # Read again after the attempt: its dependencies' part is added as the pass added it
             # (a degraded incident's too: where it waits).
             waits = bool(isinstance(evidence, Mapping) and evidence.get("degraded"))
+            jobs = evidence.get("scheduled_jobs") if isinstance(evidence, Mapping) else None
             refreshed, evidence = after is not evidence, after
             incident.state = engine.conclude(incident, args["max_attempts"])
+            if incident.state == "healed" and isinstance(jobs, Mapping) and jobs:
+                # Healed now; what runs on a schedule against the service may break it again.
+                note = (f"healed, but scheduled jobs act on {incident.service}: {', '.join(sorted(jobs))}; the "
+                        "cause may come back when they run (flap detection holds the service if it does)")
+                attempt.notes.append(note)
+                incident.reason = "; ".join(r for r in (incident.reason, note) if r)
+                ctx.warn(f"{NAME}: {ctx.host}: {note}")
             if incident.state == "escalated":
                 incident.reason = engine.escalation_reason(incident)
             elif incident.state == words.OPEN:
