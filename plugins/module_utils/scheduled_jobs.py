@@ -20,7 +20,6 @@ runs in the host's python.
 """
 from __future__ import annotations
 
-import glob
 import os
 import re
 import time

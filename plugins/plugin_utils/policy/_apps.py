@@ -1329,11 +1329,30 @@ def _urls(chk: Check, urls: list[str], globoff: bool) -> bool:
         if not globoff and re.search(r"[\[\]{}]", url):
             chk.reject(f"{q(url)}: brackets and braces make the client request many URLs; write one URL")
             return False
-        if not _URL.match(url):
+        found = _URL.match(url)
+        if not found:
             chk.reject(f"{q(url)} is not a plain http(s) URL of this host (localhost, 127.0.0.1, [::1]); "
                        "remediation commands do not talk to other hosts")
             return False
+        _other_services_api(chk, url, found)
     return True
+
+
+def _other_services_api(chk: Check, url: str, found: re.Match) -> None:
+    """A request to a port of this host that is not one of the incident's own (the service
+    definition's ``ports``) reads another program's HTTP API: a container engine's, a key-value
+    store's, a secrets manager's may answer with credentials or whole configurations, and what a
+    response holds cannot be judged before it comes. A human confirms such a read. Without
+    declared ports the service's own are unknown, and the request is judged as before."""
+    scope = chk.scope
+    ports = getattr(scope, "ports", None) if getattr(scope, "explicit", False) else None
+    if not ports:
+        return
+    port = int(found.group("port") or (443 if found.group("scheme") == "https" else 80))
+    if port not in ports:
+        chk.approve(f"{q(url)} reads the HTTP API on port {port}, not one of {scope.service}'s ports "
+                    f"({', '.join(str(p) for p in sorted(ports))}): another program's API may answer with its "
+                    "credentials or configuration; a human should confirm")
 
 
 def curl(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
