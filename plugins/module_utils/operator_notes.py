@@ -31,12 +31,14 @@ def _files() -> list:
     return found
 
 
-def _read(path: str) -> str:
+def read_small(path: str, limit: int = _FILE_MAX) -> str:
+    """The text of the regular file ``path`` if it holds at most ``limit`` bytes, else ``""``
+    (a note, or a job file, larger than that is not one)."""
     try:
-        if not os.path.isfile(path) or os.path.getsize(path) > _FILE_MAX:
+        if not os.path.isfile(path) or os.path.getsize(path) > limit:
             return ""
         with open(path, "rb") as handle:
-            return handle.read(_FILE_MAX).decode("utf-8", "replace")
+            return handle.read(limit).decode("utf-8", "replace")
     except OSError:
         return ""
 
@@ -71,7 +73,7 @@ def by_file(defn: dict) -> dict:
     if not names:
         return out
     for path in _files():
-        found = paragraphs_naming(_read(path), names)
+        found = paragraphs_naming(read_small(path), names)
         if found:
             out[path] = "\n\n".join(found)
     return out

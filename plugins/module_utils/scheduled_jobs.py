@@ -24,7 +24,7 @@ import os
 import re
 import time
 
-from ansible_collections.sentinel.remediation.plugins.module_utils.operator_notes import names_of
+from ansible_collections.sentinel.remediation.plugins.module_utils.operator_notes import names_of, read_small
 
 CRONTABS = ("/etc/crontab",)
 CRONTAB_DIRS = ("/etc/cron.d", "/var/spool/cron/crontabs", "/var/spool/cron")
@@ -50,13 +50,7 @@ _HOLDER_KEYS = ("data_paths", "runtime_paths", "log_paths", "pid_files", "paths"
 
 
 def _read(path: str) -> str:
-    try:
-        if not os.path.isfile(path) or os.path.getsize(path) > _FILE_MAX:
-            return ""
-        with open(path, "rb") as handle:
-            return handle.read(_FILE_MAX).decode("utf-8", "replace")
-    except OSError:
-        return ""
+    return read_small(path, _FILE_MAX)
 
 
 def _listed(directory: str) -> list:

@@ -16,7 +16,7 @@ from ._destinations import writable_by_others
 from ._paths import canonical, normalise
 from ._table import by_table
 from ._rules import Check, q, signal_name
-from ._tools import count_bounds, option_values, parse, value
+from ._tools import count_bounds, option_values, parse, parse_judged, value
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]", "ip6-localhost", "0.0.0.0"}
 
@@ -1177,11 +1177,8 @@ _COMPOSE_GLOBAL = spec_from_table({"-f|--file": "path:read", "-p|--project-name"
 
 
 def compose(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
-    parsed = parse(chk, _COMPOSE_GLOBAL, args)
-    if chk.rejected:
-        return
-    option_values(chk, _COMPOSE_GLOBAL, parsed)
-    if chk.rejected:
+    parsed = parse_judged(chk, _COMPOSE_GLOBAL, args)
+    if parsed is None:
         return
     if not parsed.operands:
         chk.reject("compose needs a command such as `ps`")

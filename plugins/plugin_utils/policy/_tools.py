@@ -63,6 +63,15 @@ def option_values(chk: Check, spec: OptionSpec, parsed: Parsed) -> None:
             value(chk, option.vtype, text, f"`{chk.tool} {name}`")
 
 
+def parse_judged(chk: Check, spec: OptionSpec, args: list[str]) -> Parsed | None:
+    """``parse`` and every option's value judged (``option_values``); None once refused."""
+    parsed = parse(chk, spec, args)
+    if chk.rejected:
+        return None
+    option_values(chk, spec, parsed)
+    return None if chk.rejected else parsed
+
+
 def count_bounds(chk: Check, items: list[str], low: int, high: int, what: str = "argument") -> bool:
     if len(items) < low:
         chk.reject(f"`{chk.tool}` needs at least {low} {what}(s) here")
@@ -2080,11 +2089,8 @@ _ANALYZE = _table({
 
 
 def systemd_analyze(chk: Check, args: list[str], spec: Mapping[str, Any]) -> None:
-    parsed = parse(chk, _ANALYZE, args)
-    if chk.rejected:
-        return
-    option_values(chk, _ANALYZE, parsed)
-    if chk.rejected:
+    parsed = parse_judged(chk, _ANALYZE, args)
+    if parsed is None:
         return
     words = parsed.operands
     verb = words[0] if words else "time"
