@@ -169,15 +169,14 @@ def _script_lines(path: str, match: Matcher) -> list:
             if match.names(line) or _ACTS.search(line)][:_LINES_SHOWN]
 
 
-def _lines(text: str, match: Matcher, scripts_too: bool = True) -> list:
+def _lines(text: str, match: Matcher) -> list:
     """The lines of a crontab (or Exec= lines) that act on the service, each followed by the
     lines of a script it runs when that script does."""
     shown = []
     for number, line in _commands(text):
         called = []
-        if scripts_too:
-            for path in re.findall(r"(?<![\w.-])(/[\w./+-]+)", line)[:4]:
-                called.extend(_script_lines(path, match))
+        for path in re.findall(r"(?<![\w.-])(/[\w./+-]+)", line)[:4]:
+            called.extend(_script_lines(path, match))
         if match.acts_on(line) or called:
             shown.append("%d: %s" % (number, line[:_LINE_MAX]))
             shown.extend("  " + c for c in called)
