@@ -189,7 +189,10 @@ def render_evidence(evidence, budget: int = EVIDENCE_BUDGET, item_budget: int = 
                   if t not in terms]
     return evidence_budget.render(items, budget, item_budget, terms, service=_clean(service)[:80], init=init,
                                   first=("known_good", "degraded", "config_test", "config_context", "conditions",
-                                         "writer_records", "dependency_sessions"), always=("operator_notes",))
+                                         "writer_records", "dependency_sessions"),
+                                  # the owner's word, and what runs on a schedule against the service: both
+                                  # small and bounded on the host, and never in the failure's own words
+                                  always=("operator_notes", "scheduled_jobs"))
 
 
 def fence(text: str) -> tuple[str, str]:

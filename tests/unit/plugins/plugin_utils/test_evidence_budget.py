@@ -99,3 +99,17 @@ def test_the_owner_s_note_goes_first_whatever_else_is_named():
     items = [("config_test", "error in /etc/x.conf:3"), ("operator_notes", "/etc/motd: cron is stopped ON PURPOSE")]
     text = evidence_budget.render(items, 2000, 800, ["/etc/x.conf:3"], always=("operator_notes",))
     assert text.startswith("### operator_notes\n")
+
+
+def test_the_scheduled_jobs_acting_on_the_service_are_never_left_out_for_size():
+    """A clean-up job's lines name /run, never the socket the failure names: ranked by the
+    failure's words they would come last and go first when the request is full."""
+    jobs = {"/etc/cron.d/clean-stale-runtime": "changed 2026-11-29T19:29:34Z\n2: 10 4 * * * root /usr/local/sbin/clean"
+                                               "\n  /usr/local/sbin/clean:4: find /tmp /run -mtime +7 -delete"}
+    evidence = {"scheduled_jobs": jobs, "status": "online\n" * 40,
+                "named_paths": {"/var/run/postgresql/.s.PGSQL.5432": {"type": "missing", "note": "x" * 3000}},
+                "logs": {"/var/log/postgresql/postgresql-15-main.log": "LOG: /var/run/postgresql/.s.PGSQL.5432\n" * 80}}
+    text = render_evidence(evidence, budget=2500, item_budget=1200,
+                           error="no such file /var/run/postgresql/.s.PGSQL.5432", service="postgresql")
+    assert "### scheduled_jobs" in text and "find /tmp /run -mtime +7 -delete" in text
+    assert "left out for size" in text  # the request was full: something else went
