@@ -155,10 +155,25 @@ def _commands(text: str) -> list:
     return out
 
 
-def _script_lines(path: str, match: Matcher) -> list:
+def _readable_by(path: str, uid: int) -> bool:
+    """Whether the account ``uid`` could read ``path`` itself (root reads all): a user's crontab
+    names a script, and this module, running as root, must not read for it what it cannot."""
+    if uid == 0:
+        return True
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    return (info.st_uid == uid and bool(info.st_mode & 0o400)) or bool(info.st_mode & 0o004)
+
+
+def _script_lines(path: str, match: Matcher, uid: int = 0) -> list:
     """The lines of the script at ``path`` to show when, taken whole, it acts on the service (a
     loop that finds the service's processes on one line and kills them on the next): those that
-    name the service or act. ``[]`` when it does not, or is not a small text script."""
+    name the service or act. ``[]`` when it does not, is not a small text script, or is not
+    readable by ``uid``, the account whose job names it."""
+    if not _readable_by(path, uid):
+        return []
     text = _read(path)
     if not text.startswith("#!"):
         return []
@@ -169,20 +184,27 @@ def _script_lines(path: str, match: Matcher) -> list:
             if match.names(line) or _ACTS.search(line)][:_LINES_SHOWN]
 
 
-def _lines(text: str, match: Matcher) -> list:
+def _lines(text: str, match: Matcher, uid: int = 0) -> list:
     """The lines of a crontab (or Exec= lines) that act on the service, each followed by the
-    lines of a script it runs when that script does."""
+    lines of a script it runs when that script does (and ``uid``, the crontab's owner, may read)."""
     shown = []
     for number, line in _commands(text):
         called = []
         for path in re.findall(r"(?<![\w.-])(/[\w./+-]+)", line)[:4]:
-            called.extend(_script_lines(path, match))
+            called.extend(_script_lines(path, match, uid))
         if match.acts_on(line) or called:
             shown.append("%d: %s" % (number, line[:_LINE_MAX]))
             shown.extend("  " + c for c in called)
         if len(shown) >= _LINES_SHOWN:
             break
     return shown[:_LINES_SHOWN * 2]
+
+
+def _owner(path: str) -> int:
+    try:
+        return os.stat(path).st_uid
+    except OSError:
+        return -1  # nobody: no script is followed
 
 
 def _changed(path: str) -> tuple:
@@ -199,9 +221,10 @@ def by_file(defn: dict) -> dict:
     match = Matcher(defn)
     found = []
     for path in _job_files():
-        text = _read(path)
-        # the cron.{hourly,daily,...} entries are scripts themselves: judged whole
-        lines = _script_lines(path, match) if os.path.dirname(path) in SCRIPT_DIRS else _lines(text, match)
+        # the cron.{hourly,daily,...} entries are scripts themselves: judged whole; a crontab's
+        # lines are followed into the scripts its owner could read
+        lines = _script_lines(path, match) if os.path.dirname(path) in SCRIPT_DIRS \
+            else _lines(_read(path), match, _owner(path))
         if lines:
             found.append((path, path, lines))
     for timer, (service, execs) in _timer_services().items():

@@ -100,3 +100,19 @@ def test_a_shared_directory_a_definition_names_as_its_own_counts_only_where_a_jo
     assert scheduled_jobs.by_file(nginx) == {}
     (host["cron.d"] / "sweep").write_text("0 4 * * * root find /run -mtime +7 -delete\n")
     assert list(scheduled_jobs.by_file(nginx)) == [str(host["cron.d"] / "sweep")]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving the crontab to another account needs root")
+def test_a_users_crontab_is_not_followed_into_a_script_its_owner_cannot_read(host):
+    """The module reads as root: a crontab line an unprivileged account wrote must not make it
+    read a root-only script for that account (only lines the account could read are shown)."""
+    secret = _script(host["bin"] / "root-only", "systemctl restart postgresql@15-main.service")
+    os.chmod(secret, 0o700)
+    readable = _script(host["bin"] / "shared", "systemctl restart postgresql@15-main.service")
+    crontab = host["spool"] / "alice"
+    crontab.write_text(f"0 1 * * * {secret}\n0 2 * * * {readable}\n")
+    os.chown(crontab, 4242, 4242)
+    text = scheduled_jobs.by_file(POSTGRES)[str(crontab)]
+    assert f"{readable}:2: systemctl restart" in text and "root-only:" not in text
+    os.chown(crontab, 0, 0)  # root's own crontab: root reads it all
+    assert "root-only:2: systemctl restart" in scheduled_jobs.by_file(POSTGRES)[str(crontab)]
